@@ -1,0 +1,294 @@
+//! The shared-memory layout of a stream: a 4 KiB header, a control block of cache-line-
+//! padded counters, channel labels, the stamp ring, the event ring and the sample data.
+//! Offsets only (no pointers), so every process can map it anywhere.
+//!
+//! ```text
+//! 0                 Header (4096 B, static after creation; magic written last)
+//! 4096              ControlBlock (owner, sample RingSync, event RingSync, stats, 64 readers)
+//! meta_offset       n_channels x ChannelLabel (48 B)
+//! stamps_offset     capacity x u64 (CLOCK_MONOTONIC ns of each sample's commit)
+//! events_offset     event_capacity x 512 B slots
+//! data_offset       capacity x sample_bytes (mapped twice back to back)
+//! ```
+
+use std::mem::{offset_of, size_of};
+
+use crate::ring::{ReaderCursor, RingSync};
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// First 8 bytes of every stream file.
+pub const MAGIC: [u8; 8] = *b"rtloopSM";
+/// Layout version; a stream of another version is refused on open.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Header size.
+pub const HEADER_BYTES: usize = 4096;
+/// Longest stream name.
+pub const NAME_MAX: usize = 64;
+/// Reader slots per stream.
+pub const MAX_READERS: usize = 64;
+/// Most channels a stream may have.
+pub const MAX_CHANNELS: u64 = 1 << 20;
+/// Longest channel name, in bytes (UTF-8).
+pub const CH_NAME_MAX: usize = 31;
+/// Longest channel unit, in bytes (UTF-8).
+pub const CH_UNIT_MAX: usize = 15;
+/// Bytes per event slot.
+pub const EVENT_SLOT_BYTES: usize = 512;
+/// Prefix of stream files in the shared-memory directory.
+pub const FILE_PREFIX: &str = "rtloop-";
+
+/// Static description of the stream, written once at creation.
+#[repr(C)]
+pub struct Header {
+    /// [`MAGIC`], written last at creation.
+    pub magic: [u8; 8],
+    /// [`LAYOUT_VERSION`].
+    pub layout_version: u32,
+    /// [`HEADER_BYTES`].
+    pub header_bytes: u32,
+    /// Size of the file.
+    pub file_bytes: u64,
+    /// FieldTrip dtype code.
+    pub dtype: u32,
+    /// Channels per sample.
+    pub n_channels: u32,
+    /// Bytes per sample (`n_channels * itemsize`).
+    pub sample_bytes: u64,
+    /// Samples kept.
+    pub capacity: u64,
+    /// Nominal rate in Hz (0 = irregular).
+    pub nominal_rate: f64,
+    /// Creation time, Unix ns (CLOCK_REALTIME).
+    pub created_unix_ns: u64,
+    /// Creation time, CLOCK_MONOTONIC ns.
+    pub created_mono_ns: u64,
+    /// Control block offset.
+    pub control_offset: u64,
+    /// Channel labels offset.
+    pub meta_offset: u64,
+    /// Stamp ring offset.
+    pub stamps_offset: u64,
+    /// Event ring offset.
+    pub events_offset: u64,
+    /// Event slots.
+    pub event_capacity: u64,
+    /// Bytes per event slot.
+    pub event_slot_bytes: u64,
+    /// Sample data offset.
+    pub data_offset: u64,
+    /// Sample data bytes (`capacity * sample_bytes`, a whole number of pages).
+    pub data_bytes: u64,
+    /// Length of `name`.
+    pub name_len: u32,
+    /// Whether channel labels were given.
+    pub has_labels: u32,
+    /// Stream name (UTF-8, `name_len` bytes).
+    pub name: [u8; NAME_MAX],
+    /// Creator's pid.
+    pub creator_pid: u32,
+    _reserved: [u8; HEADER_BYTES - 212],
+}
+
+const _: () = assert!(size_of::<Header>() == HEADER_BYTES);
+const _: () = assert!(offset_of!(Header, capacity) == 40);
+const _: () = assert!(offset_of!(Header, name) == 144);
+
+/// Who writes, and whether they are alive.
+#[repr(C, align(128))]
+#[derive(Default)]
+pub struct OwnerLine {
+    /// Pid of the writer, 0 when none.
+    pub writer_pid: AtomicU32,
+    /// One of [`writer_state`].
+    pub writer_state: AtomicU32,
+    /// The writer process's start time (clock ticks since boot), to tell a reused pid apart.
+    pub writer_pid_start: AtomicU64,
+    /// CLOCK_MONOTONIC ns of the last commit or explicit heartbeat.
+    pub heartbeat_ns: AtomicU64,
+    /// Commits so far.
+    pub commits: AtomicU64,
+    /// Writers that held this stream so far.
+    pub generation: AtomicU64,
+}
+
+/// Values of [`OwnerLine::writer_state`].
+pub mod writer_state {
+    /// Never had a writer.
+    pub const NONE: u32 = 0;
+    /// A writer holds the stream.
+    pub const ACTIVE: u32 = 1;
+    /// The last writer closed cleanly.
+    pub const CLOSED: u32 = 2;
+}
+
+/// Stream-wide statistics (written by readers; rarely).
+#[repr(C, align(128))]
+#[derive(Default)]
+pub struct StatsLine {
+    /// Overruns reported to any reader.
+    pub overruns: AtomicU64,
+    /// Samples lost by any reader.
+    pub lost_samples: AtomicU64,
+    /// Highest occupancy (samples) a reader saw when it pulled.
+    pub high_water: AtomicU64,
+    /// Lossless readers registered (the writer skips the cursor scan while this is 0).
+    pub lossless_readers: AtomicU64,
+}
+
+/// All shared counters (created as zero bytes in the new file: every field is an atomic
+/// whose zero is its initial value).
+#[repr(C)]
+pub struct ControlBlock {
+    /// Writer ownership and liveness.
+    pub owner: OwnerLine,
+    /// Sample ring synchronisation.
+    pub samples: RingSync,
+    /// Event ring synchronisation.
+    pub events: RingSync,
+    /// Statistics.
+    pub stats: StatsLine,
+    /// Registered readers.
+    pub readers: [ReaderCursor; MAX_READERS],
+}
+
+const _: () = assert!(size_of::<RingSync>() == 384);
+const _: () = assert!(size_of::<ReaderCursor>() == 128);
+const _: () = assert!(offset_of!(ControlBlock, samples) == 128);
+const _: () = assert!(offset_of!(ControlBlock, readers) == 1024);
+const _: () = assert!(size_of::<ControlBlock>() == 1024 + 128 * MAX_READERS);
+
+/// One channel's name and unit, NUL-padded UTF-8.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ChannelLabel {
+    /// Name, NUL-padded.
+    pub name: [u8; CH_NAME_MAX + 1],
+    /// Unit, NUL-padded.
+    pub unit: [u8; CH_UNIT_MAX + 1],
+}
+const _: () = assert!(size_of::<ChannelLabel>() == 48);
+
+/// Fixed part of an event slot; `type` and `value` bytes follow it.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub struct EventSlotHeader {
+    /// FieldTrip type code of `type` (0 = char).
+    pub type_code: u32,
+    /// Bytes of `type`.
+    pub type_bytes: u32,
+    /// FieldTrip type code of `value`.
+    pub value_code: u32,
+    /// Bytes of `value`.
+    pub value_bytes: u32,
+    /// Sample the event refers to.
+    pub sample: u64,
+    /// Offset in samples from `sample`.
+    pub offset: i64,
+    /// Duration in samples.
+    pub duration: u64,
+    /// CLOCK_MONOTONIC ns when it was pushed.
+    pub stamp_ns: u64,
+}
+/// Bytes of type + value that fit one event.
+pub const EVENT_PAYLOAD_MAX: usize = EVENT_SLOT_BYTES - size_of::<EventSlotHeader>();
+const _: () = assert!(size_of::<EventSlotHeader>() == 48);
+
+/// Offsets of every region, computed from the stream's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Regions {
+    /// Control block.
+    pub control: u64,
+    /// Channel labels.
+    pub meta: u64,
+    /// Stamps.
+    pub stamps: u64,
+    /// Events.
+    pub events: u64,
+    /// Sample data.
+    pub data: u64,
+    /// Sample data bytes.
+    pub data_bytes: u64,
+    /// File size.
+    pub file_bytes: u64,
+}
+
+fn page_up(x: u64, page: u64) -> Option<u64> {
+    Some(x.checked_add(page - 1)? / page * page)
+}
+
+/// Lay out a stream; `None` if any size overflows.
+#[must_use]
+pub fn regions(n_channels: u64, sample_bytes: u64, capacity: u64, event_capacity: u64, page: u64) -> Option<Regions> {
+    let control = HEADER_BYTES as u64;
+    let meta = page_up(control + size_of::<ControlBlock>() as u64, page)?;
+    let stamps = page_up(meta.checked_add(n_channels.checked_mul(size_of::<ChannelLabel>() as u64)?)?, page)?;
+    let events = page_up(stamps.checked_add(capacity.checked_mul(8)?)?, page)?;
+    let data = page_up(events.checked_add(event_capacity.checked_mul(EVENT_SLOT_BYTES as u64)?)?, page)?;
+    let data_bytes = capacity.checked_mul(sample_bytes)?;
+    let file_bytes = data.checked_add(data_bytes)?;
+    // the double mapping needs twice the data in address space
+    file_bytes.checked_add(data_bytes)?.checked_add(page)?;
+    if data_bytes % page != 0 {
+        return None;
+    }
+    Some(Regions { control, meta, stamps, events, data, data_bytes, file_bytes })
+}
+
+/// Check a stream name: 1..=[`NAME_MAX`] of `A-Za-z0-9_-.`, not starting with `.`.
+pub fn validate_name(name: &str) -> Result<(), crate::NameError> {
+    let err = |reason| Err(crate::NameError { name: name.to_owned(), reason });
+    if name.is_empty() {
+        return err("it is empty");
+    }
+    if name.len() > NAME_MAX {
+        return err("it is too long");
+    }
+    if name.contains('/') {
+        return err("it contains '/'");
+    }
+    if name.starts_with('.') {
+        return err("it starts with '.'");
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
+        return err("it contains a character that is not allowed");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_are_page_aligned_and_in_order() {
+        let r = regions(384, 768, 30_000, 1024, 4096).unwrap();
+        for off in [r.meta, r.stamps, r.events, r.data] {
+            assert_eq!(off % 4096, 0);
+        }
+        assert!(r.control < r.meta && r.meta < r.stamps && r.stamps < r.events && r.events < r.data);
+        assert_eq!(r.data_bytes, 30_000 * 768);
+        assert_eq!(r.file_bytes, r.data + r.data_bytes);
+    }
+
+    #[test]
+    fn regions_refuse_overflowing_or_unaligned_sizes() {
+        assert_eq!(regions(1, 8, u64::MAX / 4, 1, 4096), None);
+        assert_eq!(regions(1, 7, 5, 1, 4096), None, "data must be a whole number of pages");
+    }
+
+    #[test]
+    fn names_are_checked_with_the_reason() {
+        assert!(validate_name("eeg-1.raw_A").is_ok());
+        for (bad, why) in [
+            ("", "empty"),
+            ("a/b", "'/'"),
+            (".hidden", "'.'"),
+            ("sp ace", "not allowed"),
+            (&"x".repeat(65), "too long"),
+        ] {
+            let e = validate_name(bad).unwrap_err();
+            assert!(e.to_string().contains(why), "{bad:?}: {e}");
+            assert!(e.to_string().contains("allowed: 1 to 64"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! Readers: any number, any process. Latest-wins (the writer never waits; a lapped reader is
+//! told exactly how much it lost) or lossless (the writer waits for it).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{ReadError, WaitError};
+use crate::events::Event;
+use crate::layout::{writer_state, EVENT_SLOT_BYTES};
+use crate::ring::{self, slot_state, WindowCheck};
+use crate::shm::Mapping;
+use crate::sync::Ordering;
+use crate::{sys, Sample, Stream, StreamInfo};
+
+/// How a reader relates to the writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReaderMode {
+    /// The writer never waits; a reader that falls behind gets [`ReadError::Overrun`].
+    Latest,
+    /// The writer waits (up to its timeout) until this reader has consumed a sample
+    /// before overwriting it. A reader whose process dies is released.
+    Lossless,
+}
+
+impl std::str::FromStr for ReaderMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "latest" => Ok(ReaderMode::Latest),
+            "lossless" => Ok(ReaderMode::Lossless),
+            _ => Err(format!("unknown reader mode {s:?}; allowed: latest, lossless")),
+        }
+    }
+}
+
+/// The state of a stream's writer as seen by a reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// No writer ever opened the stream.
+    NoWriter,
+    /// A writer holds the stream; `since_heartbeat_ns` since its last commit or heartbeat.
+    Active {
+        /// Writer pid.
+        pid: u32,
+        /// Nanoseconds since its last commit or heartbeat.
+        since_heartbeat_ns: u64,
+    },
+    /// The last writer closed cleanly.
+    Closed,
+    /// The writer's process is gone without closing.
+    Dead {
+        /// Its pid.
+        pid: u32,
+    },
+}
+
+/// What one pull delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pulled {
+    /// Index of the first sample delivered.
+    pub first: u64,
+    /// Samples delivered.
+    pub n: usize,
+}
+
+/// A registered reader of a stream.
+pub struct Reader {
+    stream: Stream,
+    slot: usize,
+    mode: ReaderMode,
+    cursor: u64,
+    event_cursor: u64,
+    high_water_seen: u64,
+    spin: Duration,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("stream", &self.stream.name())
+            .field("mode", &self.mode)
+            .field("cursor", &self.cursor)
+            .finish()
+    }
+}
+
+/// A zero-copy window of samples `[first, end)`: one contiguous region of the shared mapping
+/// (kept alive by this value). In latest-wins mode the writer may overwrite it once it is
+/// more than `capacity` samples behind: call [`Window::check`] after using the data.
+#[derive(Clone)]
+pub struct Window {
+    map: Arc<Mapping>,
+    /// First sample.
+    pub first: u64,
+    /// One past the last sample.
+    pub end: u64,
+}
+
+impl Window {
+    /// Pointer to the first byte (valid while this `Window` lives).
+    #[must_use]
+    pub fn as_ptr(&self) -> *const u8 {
+        self.map.sample_ptr(self.first)
+    }
+
+    /// Bytes in the window.
+    #[must_use]
+    pub fn len_bytes(&self) -> usize {
+        (self.end - self.first) as usize * self.map.sample_bytes
+    }
+
+    /// Samples in the window.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        (self.end - self.first) as usize
+    }
+
+    /// Whether the window is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.end == self.first
+    }
+
+    /// The bytes. They are shared memory the writer may overwrite if it laps this window;
+    /// [`Window::check`] afterwards tells whether what you read was intact.
+    #[must_use]
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the window lies inside the doubled data mapping, which `self.map` keeps
+        // mapped. The writer may store to these bytes concurrently (another process); as
+        // with a device buffer, the contents are then unspecified but the memory stays
+        // valid, and `check` detects it.
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len_bytes()) }
+    }
+
+    /// The values, if `T` is the stream's dtype (caller ensures; see [`Reader::window_as`]).
+    fn values<T: Sample>(&self) -> &[T] {
+        let b = self.bytes();
+        // SAFETY: aligned (page-aligned base, offsets multiples of the itemsize) and a whole
+        // number of T, which is plain old data.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<T>(), b.len() / std::mem::size_of::<T>()) }
+    }
+
+    /// Was the window intact until now? `Err(Overrun)` if the writer may have overwritten
+    /// part of it.
+    pub fn check(&self) -> Result<(), ReadError> {
+        self.map
+            .control()
+            .samples
+            .validate_after_copy(self.first, self.map.capacity)
+            .map_err(|oldest| ReadError::Overrun { lost: oldest.saturating_sub(self.first).min(self.end - self.first), oldest })
+    }
+}
+
+/// A typed zero-copy window (see [`Window`]).
+pub struct TypedWindow<T: Sample> {
+    /// The untyped window.
+    pub window: Window,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Sample> TypedWindow<T> {
+    /// The values, sample-major (`len * n_channels`).
+    #[must_use]
+    pub fn values(&self) -> &[T] {
+        self.window.values()
+    }
+}
+
+impl Reader {
+    pub(crate) fn new(stream: Stream, slot: usize, mode: ReaderMode) -> Reader {
+        let c = stream.map.control();
+        let s = &c.readers[slot];
+        let cursor = c.samples.written();
+        let me = sys::pid();
+        // SYNC: Relaxed: these are published by the Release store of `state` below.
+        s.pid.store(me, Ordering::Relaxed);
+        s.pid_start.store(sys::process_start_time(me), Ordering::Relaxed);
+        s.cursor.store(cursor, Ordering::Relaxed);
+        s.lost.store(0, Ordering::Relaxed);
+        s.overruns.store(0, Ordering::Relaxed);
+        let state = match mode {
+            ReaderMode::Latest => slot_state::LATEST,
+            ReaderMode::Lossless => slot_state::LOSSLESS,
+        };
+        // SYNC: Release publishes pid and cursor; pairs with the Acquire of `state` in
+        // `min_lossless_cursor` and `reclaim_dead_readers`.
+        s.state.store(state, Ordering::Release);
+        if mode == ReaderMode::Lossless {
+            // SYNC: Release pairs with the writer's Acquire in `wait_for_room`: it then scans
+            // the slots and finds ours.
+            c.stats.lossless_readers.fetch_add(1, Ordering::Release);
+        }
+        let event_cursor = c.events.written();
+        Reader { stream, slot, mode, cursor, event_cursor, high_water_seen: 0, spin: Duration::from_micros(20) }
+    }
+
+    /// The stream's description.
+    #[must_use]
+    pub fn info(&self) -> &StreamInfo {
+        self.stream.info()
+    }
+
+    /// The stream.
+    #[must_use]
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// This reader's mode.
+    #[must_use]
+    pub fn mode(&self) -> ReaderMode {
+        self.mode
+    }
+
+    /// Next sample `pull` will deliver.
+    #[must_use]
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Samples committed so far.
+    #[must_use]
+    pub fn written(&self) -> u64 {
+        self.stream.map.control().samples.written()
+    }
+
+    /// Samples waiting to be pulled.
+    #[must_use]
+    pub fn available(&self) -> u64 {
+        self.written().saturating_sub(self.cursor)
+    }
+
+    /// How long `wait` spins before it sleeps on the futex (default 20 µs).
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
+    }
+
+    /// Move the cursor (for example back into history, or to skip ahead). A lossless
+    /// reader moved back may find the history already overwritten (reported as overrun).
+    pub fn seek(&mut self, sample: u64) {
+        self.cursor = sample;
+        self.publish_cursor();
+    }
+
+    fn publish_cursor(&self) {
+        let c = self.stream.map.control();
+        let lossless = self.mode == ReaderMode::Lossless;
+        if c.readers[self.slot].release_to(self.cursor, &c.samples, lossless) {
+            sys::futex_wake_all(&c.samples.space_wake.seq);
+        }
+    }
+
+    fn overrun(&mut self, oldest: u64) -> ReadError {
+        let lost = oldest - self.cursor;
+        let c = self.stream.map.control();
+        // SYNC: Relaxed: statistics counters, read without ordering.
+        c.stats.overruns.fetch_add(1, Ordering::Relaxed);
+        c.stats.lost_samples.fetch_add(lost, Ordering::Relaxed);
+        let s = &c.readers[self.slot];
+        s.overruns.fetch_add(1, Ordering::Relaxed);
+        s.lost.fetch_add(lost, Ordering::Relaxed);
+        tracing::debug!(stream = %self.stream.name(), lost, oldest, "reader overrun");
+        self.cursor = oldest;
+        self.publish_cursor();
+        ReadError::Overrun { lost, oldest }
+    }
+
+    /// Copy up to `max_samples` of the next samples into `out` (and their CLOCK_MONOTONIC
+    /// stamps into `stamps`, if given) and advance. Never blocks; 0 samples when none are
+    /// waiting. A lapped reader gets [`ReadError::Overrun`] with the exact loss and
+    /// continues from the oldest kept sample on the next call.
+    pub fn pull_into(&mut self, out: &mut [u8], stamps: Option<&mut [u64]>, max_samples: usize) -> Result<Pulled, ReadError> {
+        let info = self.stream.info();
+        let (sb, cap) = (info.sample_bytes, info.capacity);
+        let c = self.stream.map.control();
+        let written = c.samples.written();
+        let oldest = ring::oldest_kept(c.samples.reserved(), cap);
+        if self.cursor < oldest {
+            return Err(self.overrun(oldest));
+        }
+        let mut n = (written - self.cursor).min(max_samples as u64).min((out.len() / sb) as u64);
+        if let Some(s) = &stamps {
+            n = n.min(s.len() as u64);
+        }
+        let first = self.cursor;
+        if n == 0 {
+            return Ok(Pulled { first, n: 0 });
+        }
+        let copied = (ReaderView { map: &self.stream.map }).copy_out(first, first + n, &mut out[..n as usize * sb], stamps);
+        if let Err(e) = copied {
+            return Err(match e {
+                ReadError::Overrun { oldest, .. } => self.overrun(oldest),
+                other => other,
+            });
+        }
+        let occ = written - first;
+        if occ > self.high_water_seen {
+            self.high_water_seen = occ;
+            // SYNC: Relaxed: statistics.
+            self.stream.map.control().stats.high_water.fetch_max(occ, Ordering::Relaxed);
+        }
+        self.cursor = first + n;
+        self.publish_cursor();
+        Ok(Pulled { first, n: n as usize })
+    }
+
+    /// Copy samples `[first, end)` (and stamps) into `out`, validated; the cursor does not
+    /// move. For a lapped window: [`ReadError::Overrun`] if it was overwritten during the
+    /// copy, [`ReadError::TooOld`] if it was already gone.
+    pub fn read_into(&self, first: u64, end: u64, out: &mut [u8], stamps: Option<&mut [u64]>) -> Result<(), ReadError> {
+        let sb = self.stream.info().sample_bytes;
+        let needed = (end.saturating_sub(first)) as usize * sb;
+        if out.len() != needed {
+            return Err(ReadError::BufferSize { needed, got: out.len() });
+        }
+        (ReaderView { map: &self.stream.map }).copy_out(first, end, out, stamps)
+    }
+
+    /// A zero-copy window of samples `[first, end)`; see [`Window`].
+    pub fn window(&self, first: u64, end: u64) -> Result<Window, ReadError> {
+        let c = self.stream.map.control();
+        let cap = self.stream.info().capacity;
+        match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
+            WindowCheck::Ok => Ok(Window { map: self.stream.map.clone(), first, end }),
+            other => Err(window_error(other, first, end, cap)),
+        }
+    }
+
+    /// A typed zero-copy window; `T` must be the stream's dtype.
+    pub fn window_as<T: Sample>(&self, first: u64, end: u64) -> Result<TypedWindow<T>, ReadError> {
+        let info = self.stream.info();
+        if T::DTYPE != info.dtype {
+            return Err(ReadError::DTypeMismatch { name: info.name.clone(), expected: info.dtype, got: T::DTYPE });
+        }
+        Ok(TypedWindow { window: self.window(first, end)?, _t: std::marker::PhantomData })
+    }
+
+    /// A zero-copy window of the newest `n` samples (fewer if fewer were written).
+    pub fn latest(&self, n: u64) -> Result<Window, ReadError> {
+        let cap = self.stream.info().capacity;
+        if n > cap {
+            return Err(ReadError::TooOld { first: 0, end: n, oldest: 0, capacity: cap });
+        }
+        let w = self.written();
+        self.window(w.saturating_sub(n), w)
+    }
+
+    /// Block until at least `until` samples were written (spin briefly, then sleep on the
+    /// futex); `None` waits forever. Returns `written`. A dead writer ends the wait.
+    pub fn wait(&self, until: u64, timeout: Option<Duration>) -> Result<u64, WaitError> {
+        wait_until(&self.stream, until, timeout, self.spin)
+    }
+
+    /// Block until `n` samples are waiting to be pulled.
+    pub fn wait_available(&self, n: u64, timeout: Option<Duration>) -> Result<u64, WaitError> {
+        self.wait(self.cursor + n, timeout)
+    }
+
+    /// The writer's state.
+    #[must_use]
+    pub fn writer_liveness(&self) -> Liveness {
+        liveness(&self.stream)
+    }
+
+    /// Events pushed so far.
+    #[must_use]
+    pub fn events_written(&self) -> u64 {
+        self.stream.map.control().events.written()
+    }
+
+    /// Events `[first, end)` by index, validated.
+    pub fn read_events(&self, first: u64, end: u64) -> Result<Vec<Event>, ReadError> {
+        read_events(&self.stream, first, end)
+    }
+
+    /// Events pushed since the last call (or since this reader registered).
+    pub fn pull_events(&mut self) -> Result<Vec<Event>, ReadError> {
+        let end = self.events_written();
+        match read_events(&self.stream, self.event_cursor, end) {
+            Ok(v) => {
+                self.event_cursor = end;
+                Ok(v)
+            }
+            Err(ReadError::TooOld { oldest, .. } | ReadError::Overrun { oldest, .. }) => {
+                let lost = oldest - self.event_cursor;
+                self.event_cursor = oldest;
+                Err(ReadError::Overrun { lost, oldest })
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn window_error(check: WindowCheck, first: u64, end: u64, capacity: u64) -> ReadError {
+    match check {
+        WindowCheck::Reversed => ReadError::Reversed { first, end },
+        WindowCheck::NotYetWritten { written } => ReadError::NotYetWritten { first, end, written },
+        WindowCheck::Overwritten { oldest } => ReadError::TooOld { first, end, oldest, capacity },
+        WindowCheck::Ok => unreachable!("not an error"),
+    }
+}
+
+/// Validated copies out of a mapping (shared by readers and the stream handle).
+struct ReaderView<'a> {
+    map: &'a Mapping,
+}
+
+impl ReaderView<'_> {
+    fn copy_out(&self, first: u64, end: u64, out: &mut [u8], stamps: Option<&mut [u64]>) -> Result<(), ReadError> {
+        let c = self.map.control();
+        let cap = self.map.capacity;
+        match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
+            WindowCheck::Ok => {}
+            other => return Err(window_error(other, first, end, cap)),
+        }
+        ring::Storage::load(&crate::shm::SampleStorage(self.map), first, out);
+        if let Some(st) = stamps {
+            for (k, i) in (first..end).enumerate() {
+                // SAFETY: aligned u64 slot inside the stamp region; racy with the writer
+                // like the samples, and validated below with them.
+                st[k] = unsafe { self.map.stamp_ptr(i).read_volatile() };
+            }
+        }
+        c.samples
+            .validate_after_copy(first, cap)
+            .map_err(|oldest| ReadError::Overrun { lost: oldest - first, oldest })
+    }
+}
+
+pub(crate) fn read_events(stream: &Stream, first: u64, end: u64) -> Result<Vec<Event>, ReadError> {
+    let map = &stream.map;
+    let sync = &map.control().events;
+    let cap = map.event_capacity;
+    match ring::check_window(first, end, sync.written(), sync.reserved(), cap) {
+        WindowCheck::Ok => {}
+        other => return Err(window_error(other, first, end, cap)),
+    }
+    let mut slot = [0u8; EVENT_SLOT_BYTES];
+    let mut out = Vec::with_capacity((end - first) as usize);
+    for i in first..end {
+        // SAFETY: a 512-byte slot inside the event region; racy with the writer and
+        // validated right after.
+        unsafe { std::ptr::copy_nonoverlapping(map.event_ptr(i), slot.as_mut_ptr(), EVENT_SLOT_BYTES) };
+        sync.validate_after_copy(i, cap).map_err(|oldest| ReadError::Overrun { lost: oldest - first, oldest })?;
+        out.push(Event::decode(&slot).map_err(|reason| ReadError::BadEvent { index: i, reason })?);
+    }
+    Ok(out)
+}
+
+pub(crate) fn liveness(stream: &Stream) -> Liveness {
+    let o = &stream.map.control().owner;
+    // SYNC: Acquire pairs with the writer's Release of its state at claim/close.
+    match o.writer_state.load(Ordering::Acquire) {
+        writer_state::NONE => Liveness::NoWriter,
+        writer_state::CLOSED => Liveness::Closed,
+        _ => {
+            // SYNC: Relaxed: liveness fields, judged on their own.
+            let pid = o.writer_pid.load(Ordering::Relaxed);
+            let start = o.writer_pid_start.load(Ordering::Relaxed);
+            if pid == 0 {
+                return Liveness::Closed;
+            }
+            if !sys::process_alive(pid, start) {
+                return Liveness::Dead { pid };
+            }
+            let hb = o.heartbeat_ns.load(Ordering::Relaxed);
+            Liveness::Active { pid, since_heartbeat_ns: sys::monotonic_ns().saturating_sub(hb) }
+        }
+    }
+}
+
+pub(crate) fn wait_until(stream: &Stream, until: u64, timeout: Option<Duration>, spin: Duration) -> Result<u64, WaitError> {
+    let sync = &stream.map.control().samples;
+    let w = sync.written();
+    if w >= until {
+        return Ok(w);
+    }
+    let started = Instant::now();
+    let deadline = timeout.map(|t| started + t);
+    let spin_budget = timeout.map_or(spin, |t| t.min(spin));
+    // spin, reading the clock only every 64 polls
+    while started.elapsed() < spin_budget {
+        for _ in 0..64 {
+            let w = sync.written();
+            if w >= until {
+                return Ok(w);
+            }
+            core::hint::spin_loop();
+        }
+    }
+    let mut seq = sync.announce_data_waiter();
+    let result = loop {
+        let w = sync.written();
+        if w >= until {
+            break Ok(w);
+        }
+        let now = Instant::now();
+        let left = match deadline {
+            Some(d) if now >= d => break Err(WaitError::Timeout { until, written: w }),
+            Some(d) => d - now,
+            None => Duration::MAX,
+        };
+        if let Liveness::Dead { pid } = liveness(stream) {
+            // it may have committed just before dying
+            let w = sync.written();
+            break if w >= until { Ok(w) } else { Err(WaitError::WriterDead { pid, written: w }) };
+        }
+        // sleep in slices so a dead writer is noticed
+        sys::futex_wait(&sync.data_wake.seq, seq, left.min(Duration::from_millis(100)));
+        seq = sync.data_seq();
+    };
+    sync.withdraw_data_waiter();
+    result
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let c = self.stream.map.control();
+        let s = &c.readers[self.slot];
+        // SYNC: Release: a later claimer's Acquire CAS sees the slot free (and our last
+        // cursor store before it).
+        s.state.store(slot_state::FREE, Ordering::Release);
+        if self.mode == ReaderMode::Lossless {
+            // SYNC: Release pairs with the writer's Acquire count check.
+            c.stats.lossless_readers.fetch_sub(1, Ordering::Release);
+            // wake a writer waiting on us so it rescans without this reader
+            // SYNC: Release so the woken writer sees the slot freed.
+            c.samples.space_wake.seq.fetch_add(1, Ordering::Release);
+            sys::futex_wake_all(&c.samples.space_wake.seq);
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! The ring protocol: index arithmetic and the publish / validate / wait-announcement steps,
+//! written against plain atomics so the loom models (`loom_tests.rs`) run this exact code.
+//!
+//! Samples carry absolute indices (count since the stream began). The writer owns two
+//! counters: `reserved` (it may be overwriting slots up to here) and `written` (everything
+//! below is complete). A reader may use sample `s` while `s >= reserved - capacity`; it
+//! checks that *after* copying (seqlock style), because the writer may lap it mid-copy.
+//!
+//! # Memory ordering
+//!
+//! | atomic | written by | Release / fence publishes | paired Acquire | loom model |
+//! |---|---|---|---|---|
+//! | `written` | writer, `publish` | the sample bytes and stamps of `[old, new)` | `written()` load in every read and wait | `reader_never_sees_uncommitted_or_torn_samples` |
+//! | `reserved` | writer, `begin_overwrite` + `fence(Release)` | "slots of samples `< end - capacity` may now be overwritten" | `fence(Acquire)` + load in `validate_after_copy` (fence-fence) | `writer_lapping_reader_is_reported_as_overrun` |
+//! | `data_wake.waiters` / `seq` | readers announce, writer bumps | SeqCst fences on both sides (Dekker): writer sees the waiter or waiter sees the sample | `seq` Acquire in the futex loop | `announced_waiter_is_never_left_asleep` |
+//! | `cursor` (lossless) | reader, `release_to` | "I am done with samples `< cursor`" | writer `min_lossless_cursor` Acquire | `lossless_writer_never_overwrites_unread_samples` |
+//! | `space_wake.waiters` / `seq` | writer announces, readers bump | SeqCst fences (Dekker) as above | `seq` Acquire | `lossless_writer_never_overwrites_unread_samples` |
+
+use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, Ordering};
+
+/// Byte offset of sample `index` in a data region of `capacity` samples.
+#[inline]
+#[must_use]
+pub fn slot_offset(index: u64, capacity: u64, sample_bytes: usize) -> usize {
+    debug_assert!(capacity > 0);
+    // `index % capacity < capacity`, and `capacity * sample_bytes` fits the mapping, so the
+    // product fits `usize`.
+    (index % capacity) as usize * sample_bytes
+}
+
+/// The oldest sample whose slot is not (being) overwritten, given the writer's `reserved`.
+#[inline]
+#[must_use]
+pub fn oldest_kept(reserved: u64, capacity: u64) -> u64 {
+    reserved.saturating_sub(capacity)
+}
+
+/// Where a requested window `[first, end)` stands against the ring's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowCheck {
+    /// Fully committed and kept: read it.
+    Ok,
+    /// `first > end`.
+    Reversed,
+    /// Part of it is not written yet (`end > written`).
+    NotYetWritten {
+        /// Samples committed so far.
+        written: u64,
+    },
+    /// Part of it was already overwritten; `oldest` is the oldest sample still kept.
+    Overwritten {
+        /// The oldest sample still kept.
+        oldest: u64,
+    },
+}
+
+/// Classify a window before copying. Overwrite is checked again after the copy.
+#[must_use]
+pub fn check_window(first: u64, end: u64, written: u64, reserved: u64, capacity: u64) -> WindowCheck {
+    if first > end {
+        WindowCheck::Reversed
+    } else if end > written {
+        WindowCheck::NotYetWritten { written }
+    } else if first < oldest_kept(reserved, capacity) {
+        WindowCheck::Overwritten {
+            oldest: oldest_kept(reserved, capacity),
+        }
+    } else {
+        WindowCheck::Ok
+    }
+}
+
+/// The smallest capacity `>= requested` for which `capacity * sample_bytes` is a whole
+/// number of pages (the data region is mapped twice back to back, so it must be
+/// page-sized). `None` if it overflows.
+#[must_use]
+pub fn round_capacity(requested: u64, sample_bytes: u64, page: u64) -> Option<u64> {
+    let g = gcd(sample_bytes, page);
+    let step = page / g; // samples per page-aligned granule
+    requested.checked_add(step - 1).map(|c| c / step * step)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// A cache line pair of its own (128 B: the x86 spatial prefetcher pulls lines in pairs).
+#[repr(C, align(128))]
+#[derive(Default)]
+pub struct PublishLine {
+    /// Samples committed (monotonic). Written only by the writer.
+    pub written: AtomicU64,
+    /// The writer may be overwriting slots of samples below `reserved - capacity`.
+    pub reserved: AtomicU64,
+}
+
+/// A futex word and the count of sleepers announced on it.
+#[repr(C, align(128))]
+#[derive(Default)]
+pub struct WakeLine {
+    /// Bumped before every wake; sleepers pass the value they saw to `FUTEX_WAIT`.
+    pub seq: AtomicU32,
+    /// Sleepers announced; the waking side skips the syscall while this is 0.
+    pub waiters: AtomicU32,
+}
+
+/// The ring's shared synchronisation state (lives in the shared-memory control block).
+#[repr(C)]
+#[derive(Default)]
+pub struct RingSync {
+    /// `written` and `reserved`.
+    pub publish: PublishLine,
+    /// Readers waiting for data.
+    pub data_wake: WakeLine,
+    /// A lossless writer waiting for readers to make room.
+    pub space_wake: WakeLine,
+}
+
+impl RingSync {
+    /// Writer: announce that slots up to sample `end` (exclusive) are about to be overwritten.
+    /// Must be called before writing any byte of those slots.
+    #[inline]
+    pub fn begin_overwrite(&self, end: u64) {
+        // SYNC: Relaxed store + Release fence: every data store the writer makes after this
+        // fence is ordered after `reserved = end`. A reader whose copy observed any of
+        // those bytes then sees `reserved >= end` after its Acquire fence
+        // (`validate_after_copy`) — the fence-fence pairing that makes torn reads detectable.
+        self.publish.reserved.store(end, Ordering::Relaxed);
+        fence(Ordering::Release);
+    }
+
+    /// Writer: make samples below `new_written` visible. Returns whether a reader announced
+    /// it is sleeping (then call [`RingSync::bump_data_seq`] and wake the futex).
+    #[inline]
+    #[must_use]
+    pub fn publish(&self, new_written: u64) -> bool {
+        // SYNC: Release publishes the sample bytes and stamps written before it; pairs with
+        // the Acquire load in `written()`. Relaxed would let a reader see the count first.
+        self.publish.written.store(new_written, Ordering::Release);
+        // SYNC: SeqCst fence orders the store above before the `waiters` load below (store→
+        // load, which Release/Acquire do not order). Pairs with the SeqCst fence in
+        // `announce_data_waiter`: either we see the waiter or the waiter sees `new_written`.
+        fence(Ordering::SeqCst);
+        // SYNC: Relaxed is enough after the SeqCst fence (the fence carries the ordering).
+        self.data_wake.waiters.load(Ordering::Relaxed) != 0
+    }
+
+    /// Writer, after `publish` returned true: change the futex word so sleepers wake
+    /// (or do not fall asleep on a stale value).
+    #[inline]
+    pub fn bump_data_seq(&self) {
+        // SYNC: Release so a sleeper that reads the new `seq` (Acquire) also sees `written`.
+        self.data_wake.seq.fetch_add(1, Ordering::Release);
+    }
+
+    /// Samples committed so far.
+    #[inline]
+    #[must_use]
+    pub fn written(&self) -> u64 {
+        // SYNC: Acquire pairs with the Release store in `publish`: the samples below the
+        // value read are complete in memory.
+        self.publish.written.load(Ordering::Acquire)
+    }
+
+    /// The writer's current `reserved` (for a pre-copy check; always re-validate after).
+    #[inline]
+    #[must_use]
+    pub fn reserved(&self) -> u64 {
+        // SYNC: Acquire so that, read after `written()`, it is at least the `reserved` the
+        // writer stored before that `written` (begin_overwrite precedes publish).
+        self.publish.reserved.load(Ordering::Acquire)
+    }
+
+    /// Reader, after copying samples from `first` on: were any of them possibly overwritten
+    /// during the copy? `Err(oldest)` gives the oldest sample that is still intact.
+    #[inline]
+    pub fn validate_after_copy(&self, first: u64, capacity: u64) -> Result<(), u64> {
+        // SYNC: Acquire fence after the (racy) data loads pairs with the Release fence in
+        // `begin_overwrite`: if any byte we copied came from an overwrite, the load below
+        // sees that overwrite's `reserved`. A plain Acquire load would not order the data
+        // loads before it, hence the fence.
+        fence(Ordering::Acquire);
+        let oldest = oldest_kept(self.publish.reserved.load(Ordering::Relaxed), capacity);
+        if first < oldest {
+            Err(oldest)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reader: announce a sleeper before the last check of `written` and `FUTEX_WAIT`.
+    /// Returns the futex value to sleep on.
+    #[inline]
+    #[must_use]
+    pub fn announce_data_waiter(&self) -> u32 {
+        self.data_wake.waiters.fetch_add(1, Ordering::Relaxed);
+        // SYNC: SeqCst fence pairs with the one in `publish` (Dekker): after it, either our
+        // next `written()` sees the new count or the writer sees `waiters != 0` and wakes.
+        fence(Ordering::SeqCst);
+        // SYNC: Acquire pairs with `bump_data_seq`'s Release.
+        self.data_wake.seq.load(Ordering::Acquire)
+    }
+
+    /// Reader: the current futex value (re-read before each sleep).
+    #[inline]
+    #[must_use]
+    pub fn data_seq(&self) -> u32 {
+        // SYNC: Acquire pairs with `bump_data_seq`'s Release (a changed value means new data).
+        self.data_wake.seq.load(Ordering::Acquire)
+    }
+
+    /// Reader: no longer sleeping.
+    #[inline]
+    pub fn withdraw_data_waiter(&self) {
+        // SYNC: Relaxed: a stale non-zero only costs the writer one spurious wake syscall.
+        self.data_wake.waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Lossless writer: announce it sleeps waiting for readers. Returns the futex value.
+    #[inline]
+    #[must_use]
+    pub fn announce_space_waiter(&self) -> u32 {
+        self.space_wake.waiters.fetch_add(1, Ordering::Relaxed);
+        // SYNC: SeqCst fence pairs with the one in `ReaderCursor::release_to` (Dekker).
+        fence(Ordering::SeqCst);
+        // SYNC: Acquire pairs with the reader's Release bump of `space_wake.seq`.
+        self.space_wake.seq.load(Ordering::Acquire)
+    }
+
+    /// Lossless writer: the current futex value of the space wake line.
+    #[inline]
+    #[must_use]
+    pub fn space_seq(&self) -> u32 {
+        // SYNC: Acquire pairs with the reader's Release bump.
+        self.space_wake.seq.load(Ordering::Acquire)
+    }
+
+    /// Lossless writer: no longer sleeping.
+    #[inline]
+    pub fn withdraw_space_waiter(&self) {
+        // SYNC: Relaxed: a stale non-zero only costs a reader one spurious wake syscall.
+        self.space_wake.waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Reader slot states.
+pub mod slot_state {
+    /// Free.
+    pub const FREE: u32 = 0;
+    /// Being claimed (fields not yet valid).
+    pub const CLAIMING: u32 = 1;
+    /// Latest-wins reader: the writer never waits for it.
+    pub const LATEST: u32 = 2;
+    /// Lossless reader: the writer waits for it.
+    pub const LOSSLESS: u32 = 3;
+}
+
+/// One registered reader (own cache lines: each reader writes only its own slot).
+#[repr(C, align(128))]
+#[derive(Default)]
+pub struct ReaderCursor {
+    /// One of [`slot_state`].
+    pub state: AtomicU32,
+    /// The reader's process id (to detect a dead reader).
+    pub pid: AtomicU32,
+    /// Next sample the reader has not consumed.
+    pub cursor: AtomicU64,
+    /// Samples this reader lost to overruns.
+    pub lost: AtomicU64,
+    /// Overruns this reader saw.
+    pub overruns: AtomicU64,
+    /// The reader process's start time (clock ticks since boot), to tell a reused pid apart.
+    pub pid_start: AtomicU64,
+}
+
+impl ReaderCursor {
+    /// Reader: consumed everything below `cursor`. For a lossless reader this also wakes a
+    /// writer that announced it waits for room.
+    #[inline]
+    pub fn release_to(&self, cursor: u64, sync: &RingSync, lossless: bool) -> bool {
+        // SYNC: Release publishes "done reading samples < cursor" (our copies happened
+        // before); pairs with the Acquire load in `min_lossless_cursor`, after which the
+        // writer overwrites those slots.
+        self.cursor.store(cursor, Ordering::Release);
+        if !lossless {
+            return false;
+        }
+        // SYNC: SeqCst fence pairs with the one in `announce_space_waiter` (Dekker).
+        fence(Ordering::SeqCst);
+        if sync.space_wake.waiters.load(Ordering::Relaxed) != 0 {
+            // SYNC: Release so the woken writer's Acquire of `seq` also sees our cursor.
+            sync.space_wake.seq.fetch_add(1, Ordering::Release);
+            return true;
+        }
+        false
+    }
+}
+
+/// The smallest cursor over lossless readers (`None` when there is none).
+#[must_use]
+pub fn min_lossless_cursor(slots: &[ReaderCursor]) -> Option<u64> {
+    let mut min: Option<u64> = None;
+    for s in slots {
+        // SYNC: Acquire pairs with the Release in the claim; the cursor read after it is
+        // the one the reader registered with (or later).
+        if s.state.load(Ordering::Acquire) == slot_state::LOSSLESS {
+            // SYNC: Acquire pairs with `release_to`: the reader's copies of samples below
+            // the value happened before; we may overwrite them.
+            let c = s.cursor.load(Ordering::Acquire);
+            min = Some(min.map_or(c, |m: u64| m.min(c)));
+        }
+    }
+    min
+}
+
+/// Storage of sample slots that the protocol copies in and out of. The shared-memory stream
+/// implements it over its double mapping; loom and miri models over atomic cells.
+pub trait Storage {
+    /// Samples the storage holds.
+    fn capacity(&self) -> u64;
+    /// Bytes per sample.
+    fn sample_bytes(&self) -> usize;
+    /// Copy samples `[first, first + out.len() / sample_bytes)` into `out`. May race with the
+    /// writer; the caller validates afterwards.
+    fn load(&self, first: u64, out: &mut [u8]);
+    /// Copy `src` into the slots of samples from `first` on (writer only).
+    fn store(&self, first: u64, src: &[u8]);
+}
+
+/// Why a validated copy failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyFault {
+    /// See [`WindowCheck`].
+    Window(WindowCheck),
+    /// The writer lapped the copy; `oldest` is the oldest sample still intact.
+    LappedDuringCopy {
+        /// The oldest sample still intact.
+        oldest: u64,
+    },
+}
+
+/// Copy samples `[first, end)` out of `storage` and prove they were neither torn nor stale.
+pub fn copy_validated<S: Storage>(
+    sync: &RingSync,
+    storage: &S,
+    first: u64,
+    end: u64,
+    out: &mut [u8],
+) -> Result<(), CopyFault> {
+    let cap = storage.capacity();
+    let written = sync.written();
+    match check_window(first, end, written, sync.reserved(), cap) {
+        WindowCheck::Ok => {}
+        other => return Err(CopyFault::Window(other)),
+    }
+    storage.load(first, out);
+    sync.validate_after_copy(first, cap)
+        .map_err(|oldest| CopyFault::LappedDuringCopy { oldest })
+}
+
+/// Write `src` (whole samples) as the next samples after `written`, then publish.
+/// Returns the new `written` and whether sleepers must be woken. Writer only.
+pub fn write_and_publish<S: Storage>(sync: &RingSync, storage: &S, written: u64, src: &[u8]) -> (u64, bool) {
+    let n = (src.len() / storage.sample_bytes()) as u64;
+    let end = written + n;
+    sync.begin_overwrite(end);
+    storage.store(written, src);
+    let wake = sync.publish(end);
+    if wake {
+        sync.bump_data_seq();
+    }
+    (end, wake)
+}
+
+/// Spin until `cond` holds or `spins` tries pass. Returns whether it held.
+#[inline]
+pub fn spin_until(spins: u32, mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..spins {
+        if cond() {
+            return true;
+        }
+        spin_hint();
+    }
+    cond()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn capacity_is_rounded_to_whole_pages() {
+        assert_eq!(round_capacity(24989, 8192, 4096), Some(24989), "8 KiB packets: any count");
+        assert_eq!(round_capacity(1, 768, 4096), Some(16), "384 x int16 = 768 B: 16 per 3 pages");
+        assert_eq!(round_capacity(16, 768, 4096), Some(16));
+        assert_eq!(round_capacity(17, 768, 4096), Some(32));
+        assert_eq!(round_capacity(1000, 7, 4096), Some(4096));
+        assert_eq!(round_capacity(u64::MAX, 7, 4096), None);
+    }
+
+    #[test]
+    fn window_checks_name_the_problem() {
+        assert_eq!(check_window(5, 3, 10, 10, 8), WindowCheck::Reversed);
+        assert_eq!(check_window(5, 11, 10, 10, 8), WindowCheck::NotYetWritten { written: 10 });
+        assert_eq!(check_window(1, 5, 10, 10, 8), WindowCheck::Overwritten { oldest: 2 });
+        assert_eq!(check_window(2, 10, 10, 10, 8), WindowCheck::Ok);
+        // a reservation in progress shrinks what is kept
+        assert_eq!(check_window(2, 10, 10, 12, 8), WindowCheck::Overwritten { oldest: 4 });
+        assert_eq!(check_window(0, 0, 0, 0, 8), WindowCheck::Ok);
+    }
+
+    proptest! {
+        /// Every kept window is contiguous in a doubly mapped region: it starts inside the
+        /// first copy and ends inside the second.
+        #[test]
+        fn kept_window_is_contiguous_across_the_wrap(
+            cap in 1u64..10_000, sb in 1usize..64, written in 0u64..1_000_000, len_frac in 0.0f64..=1.0
+        ) {
+            let len = ((cap as f64) * len_frac) as u64;
+            let first = written.saturating_sub(len);
+            prop_assert_eq!(check_window(first, written, written, written, cap), WindowCheck::Ok);
+            let off = slot_offset(first, cap, sb);
+            prop_assert!(off < cap as usize * sb);
+            prop_assert!(off + (written - first) as usize * sb <= 2 * cap as usize * sb);
+            // the last sample of the window sits where its own index says, modulo the region
+            let last = written.max(1) - 1;
+            if written > first {
+                let via_window = (off + (last - first) as usize * sb) % (cap as usize * sb);
+                prop_assert_eq!(via_window, slot_offset(last, cap, sb));
+            }
+        }
+
+        #[test]
+        fn window_is_ok_iff_inside_kept_range(cap in 1u64..1000, written in 0u64..5000, a in 0u64..6000, b in 0u64..6000) {
+            let ok = a <= b && b <= written && a >= written.saturating_sub(cap);
+            prop_assert_eq!(check_window(a, b, written, written, cap) == WindowCheck::Ok, ok);
+        }
+
+        #[test]
+        fn rounded_capacity_is_page_multiple_and_minimal(req in 1u64..100_000, sb in 1u64..5000) {
+            let c = round_capacity(req, sb, 4096).unwrap();
+            prop_assert!(c >= req);
+            prop_assert_eq!((c * sb) % 4096, 0);
+            let step = 4096 / gcd(sb, 4096);
+            prop_assert!(c - req < step);
+        }
+    }
+}

@@ -1,0 +1,622 @@
+//! Named shared-memory streams: create, open, list, remove, and the mapping that puts the
+//! sample data twice back to back so every window is one contiguous slice.
+
+use std::ffi::c_void;
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::mm::{MapFlags, ProtFlags};
+
+use crate::error::{ClaimError, CreateError, OpenError, RemoveError};
+use crate::layout::{
+    self, writer_state, ChannelLabel, ControlBlock, Header, Regions, CH_NAME_MAX, CH_UNIT_MAX,
+    EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION, MAGIC, MAX_CHANNELS, MAX_READERS,
+};
+use crate::ring::{self, slot_state, Storage};
+use crate::sync::{fence, Ordering};
+use crate::{sys, DType, Reader, ReaderMode, Writer};
+
+/// What a new stream looks like.
+#[derive(Debug, Clone)]
+pub struct StreamConfig {
+    /// Value type of every channel.
+    pub dtype: DType,
+    /// Channels per sample.
+    pub n_channels: usize,
+    /// Nominal sample rate in Hz (0 = irregular).
+    pub nominal_rate: f64,
+    /// Samples kept (rounded up so the data is a whole number of pages).
+    pub capacity: u64,
+    /// Events kept.
+    pub event_capacity: u64,
+    /// Channel names (empty = `ch0`, `ch1`, ...).
+    pub ch_names: Vec<String>,
+    /// Channel units (empty = none).
+    pub ch_units: Vec<String>,
+}
+
+impl StreamConfig {
+    /// A config with the given shape, 1024 events and no labels.
+    #[must_use]
+    pub fn new(dtype: DType, n_channels: usize, nominal_rate: f64, capacity: u64) -> Self {
+        StreamConfig {
+            dtype,
+            n_channels,
+            nominal_rate,
+            capacity,
+            event_capacity: 1024,
+            ch_names: Vec::new(),
+            ch_units: Vec::new(),
+        }
+    }
+}
+
+/// The static description of an open stream (a copy of its header).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamInfo {
+    /// Name.
+    pub name: String,
+    /// Value type.
+    pub dtype: DType,
+    /// Channels per sample.
+    pub n_channels: usize,
+    /// Bytes per sample.
+    pub sample_bytes: usize,
+    /// Samples kept.
+    pub capacity: u64,
+    /// Events kept.
+    pub event_capacity: u64,
+    /// Nominal rate in Hz (0 = irregular).
+    pub nominal_rate: f64,
+    /// Channel names.
+    pub ch_names: Vec<String>,
+    /// Channel units.
+    pub ch_units: Vec<String>,
+    /// Creation time, Unix ns.
+    pub created_unix_ns: u64,
+    /// Size of the shared-memory file.
+    pub file_bytes: u64,
+    /// Path of the shared-memory file.
+    pub path: PathBuf,
+}
+
+/// The mapping of one stream file. Shared (Arc) by the stream, its writer, readers and any
+/// zero-copy views, so the memory outlives every user.
+pub(crate) struct Mapping {
+    base: NonNull<u8>,
+    reserved_len: usize,
+    pub(crate) regions: Regions,
+    pub(crate) capacity: u64,
+    pub(crate) sample_bytes: usize,
+    pub(crate) event_capacity: u64,
+}
+
+// SAFETY: the mapping is plain shared memory; all shared mutable state in it is accessed
+// through atomics (control block) or under the ring protocol (data, stamps, events), which
+// is designed for concurrent access from many threads and processes.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base..base+reserved_len` is the address range this Mapping reserved and
+        // mapped; nothing borrows it any more (every borrower holds the Arc we are dropping).
+        unsafe {
+            let _ = rustix::mm::munmap(self.base.as_ptr().cast(), self.reserved_len);
+        }
+    }
+}
+
+impl Mapping {
+    /// Map `file` (of `regions.file_bytes`) with the data region doubled.
+    fn map(file: &File, regions: Regions, capacity: u64, sample_bytes: usize, event_capacity: u64) -> std::io::Result<Mapping> {
+        let head_len = usize::try_from(regions.data + regions.data_bytes).map_err(|_| std::io::ErrorKind::OutOfMemory)?;
+        let data_len = regions.data_bytes as usize;
+        let reserved_len = head_len + data_len;
+        // SAFETY: a fresh anonymous PROT_NONE reservation at an address the kernel picks;
+        // it aliases nothing.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                reserved_len,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )?
+        };
+        let release = |e: rustix::io::Errno| {
+            // SAFETY: unmapping the reservation made above, which nothing else uses yet.
+            unsafe {
+                let _ = rustix::mm::munmap(base, reserved_len);
+            }
+            std::io::Error::from(e)
+        };
+        let rw = ProtFlags::READ | ProtFlags::WRITE;
+        // SAFETY: MAP_FIXED over our own reservation (base..base+head_len lies inside it),
+        // so it replaces only pages we own. The file is at least head_len long.
+        unsafe {
+            rustix::mm::mmap(base, head_len, rw, MapFlags::SHARED | MapFlags::FIXED, file.as_fd(), 0)
+        }
+        .map_err(release)?;
+        // SAFETY: the second view of the data region, again MAP_FIXED inside our own
+        // reservation (head_len..head_len+data_len), file offset `regions.data` (page
+        // aligned) of a file that is `regions.data + data_len` long.
+        unsafe {
+            rustix::mm::mmap(
+                base.cast::<u8>().add(head_len).cast::<c_void>(),
+                data_len,
+                rw,
+                MapFlags::SHARED | MapFlags::FIXED,
+                file.as_fd(),
+                regions.data,
+            )
+        }
+        .map_err(release)?;
+        Ok(Mapping {
+            base: NonNull::new(base.cast()).ok_or(std::io::ErrorKind::Other)?,
+            reserved_len,
+            regions,
+            capacity,
+            sample_bytes,
+            event_capacity,
+        })
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: offset 0 holds a Header (HEADER_BYTES, 8-aligned because the mapping is
+        // page aligned); after creation it is never written again, so shared refs are fine.
+        unsafe { &*self.base.as_ptr().cast::<Header>() }
+    }
+
+    pub(crate) fn control(&self) -> &ControlBlock {
+        // SAFETY: `regions.control` (page aligned, so aligned for ControlBlock's 128) holds a
+        // ControlBlock initialised to zeros (a valid all-atomics value); it is only accessed
+        // through its atomics.
+        unsafe { &*self.base.as_ptr().add(self.regions.control as usize).cast::<ControlBlock>() }
+    }
+
+    fn labels(&self, n: usize) -> &[ChannelLabel] {
+        // SAFETY: `regions.meta` holds `n` ChannelLabels (align 1), written once at creation
+        // before the magic was published and never again.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(self.regions.meta as usize).cast(), n) }
+    }
+
+    /// Pointer to the first byte of sample `index`'s slot (in the first data view).
+    #[inline]
+    pub(crate) fn sample_ptr(&self, index: u64) -> *mut u8 {
+        let off = ring::slot_offset(index, self.capacity, self.sample_bytes);
+        // SAFETY: off < data_bytes, inside the first data view.
+        unsafe { self.base.as_ptr().add(self.regions.data as usize + off) }
+    }
+
+    /// Pointer to the stamp of sample `index`.
+    #[inline]
+    pub(crate) fn stamp_ptr(&self, index: u64) -> *mut u64 {
+        let off = ring::slot_offset(index, self.capacity, 8);
+        // SAFETY: inside the stamp region (capacity * 8 bytes); 8-aligned (page-aligned base).
+        unsafe { self.base.as_ptr().add(self.regions.stamps as usize + off).cast() }
+    }
+
+    /// Pointer to event slot `index`.
+    #[inline]
+    pub(crate) fn event_ptr(&self, index: u64) -> *mut u8 {
+        let off = ring::slot_offset(index, self.event_capacity, EVENT_SLOT_BYTES);
+        // SAFETY: inside the event region (event_capacity * 512 bytes).
+        unsafe { self.base.as_ptr().add(self.regions.events as usize + off) }
+    }
+}
+
+/// The samples of a mapping as ring [`Storage`]: one copy per window thanks to the doubled
+/// data region.
+pub(crate) struct SampleStorage<'a>(pub(crate) &'a Mapping);
+
+impl Storage for SampleStorage<'_> {
+    fn capacity(&self) -> u64 {
+        self.0.capacity
+    }
+    fn sample_bytes(&self) -> usize {
+        self.0.sample_bytes
+    }
+    #[inline]
+    fn load(&self, first: u64, out: &mut [u8]) {
+        debug_assert!(out.len() as u64 <= self.0.capacity * self.0.sample_bytes as u64);
+        // SAFETY: the window starts inside the first data view and is at most `capacity`
+        // samples long, so it ends inside the second view: readable for out.len() bytes.
+        // The bytes may be concurrently overwritten by the writer process; we treat the
+        // shared mapping as external memory (like a device buffer), never form a reference
+        // to it, and the caller discards the copy unless `validate_after_copy` proves no
+        // overwrite overlapped it.
+        unsafe { std::ptr::copy_nonoverlapping(self.0.sample_ptr(first), out.as_mut_ptr(), out.len()) }
+    }
+    #[inline]
+    fn store(&self, first: u64, src: &[u8]) {
+        // SAFETY: as in `load`, the window is contiguous in the doubled view; only the single
+        // writer stores, after `begin_overwrite`.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.0.sample_ptr(first), src.len()) }
+    }
+}
+
+/// An open stream: the handle readers and the writer are made from.
+#[derive(Clone)]
+pub struct Stream {
+    pub(crate) map: Arc<Mapping>,
+    info: Arc<StreamInfo>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+/// Path of the shared-memory file of stream `name`.
+#[must_use]
+pub fn stream_path(name: &str) -> PathBuf {
+    sys::shm_dir().join(format!("{FILE_PREFIX}{name}"))
+}
+
+fn put_label(dst: &mut [u8], s: &str) {
+    dst[..s.len()].copy_from_slice(s.as_bytes());
+}
+
+fn get_label(src: &[u8]) -> String {
+    let end = src.iter().position(|&b| b == 0).unwrap_or(src.len());
+    String::from_utf8_lossy(&src[..end]).into_owned()
+}
+
+fn check_labels(cfg: &StreamConfig) -> Result<(), CreateError> {
+    for (what, list, max) in [("names", &cfg.ch_names, CH_NAME_MAX), ("units", &cfg.ch_units, CH_UNIT_MAX)] {
+        if !list.is_empty() && list.len() != cfg.n_channels {
+            return Err(CreateError::Labels(format!(
+                "{} channel {what} given for {} channels; give one per channel or none",
+                list.len(),
+                cfg.n_channels
+            )));
+        }
+        if let Some(bad) = list.iter().find(|s| s.len() > max || s.contains('\0')) {
+            return Err(CreateError::Labels(format!(
+                "channel {} {bad:?} is not allowed: at most {max} bytes of UTF-8 without NUL",
+                &what[..what.len() - 1]
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Stream {
+    /// Create a new stream. The file is owner-only (0600) and fully allocated up front, so
+    /// a stream that does not fit in memory fails here rather than later.
+    pub fn create(name: &str, cfg: &StreamConfig) -> Result<Stream, CreateError> {
+        layout::validate_name(name)?;
+        if cfg.capacity == 0 {
+            return Err(CreateError::ZeroCapacity);
+        }
+        if cfg.n_channels == 0 {
+            return Err(CreateError::ZeroChannels);
+        }
+        if cfg.n_channels as u64 > MAX_CHANNELS {
+            return Err(CreateError::TooManyChannels { n_channels: cfg.n_channels as u64, max: MAX_CHANNELS });
+        }
+        if cfg.event_capacity == 0 {
+            return Err(CreateError::ZeroEventCapacity);
+        }
+        if !cfg.nominal_rate.is_finite() || cfg.nominal_rate < 0.0 {
+            return Err(CreateError::InvalidRate(cfg.nominal_rate));
+        }
+        check_labels(cfg)?;
+        let page = sys::page_size() as u64;
+        let sample_bytes = (cfg.n_channels * cfg.dtype.itemsize()) as u64;
+        let available = sys::mem_available().unwrap_or(u64::MAX);
+        let too_large = |requested_bytes: u64| CreateError::TooLarge {
+            capacity: cfg.capacity,
+            sample_bytes,
+            requested_bytes,
+            available_bytes: available,
+        };
+        let capacity = ring::round_capacity(cfg.capacity, sample_bytes, page).ok_or_else(|| too_large(u64::MAX))?;
+        let regions = layout::regions(cfg.n_channels as u64, sample_bytes, capacity, cfg.event_capacity, page)
+            .ok_or_else(|| too_large(u64::MAX))?;
+        if regions.file_bytes > available {
+            return Err(too_large(regions.file_bytes));
+        }
+        let path = stream_path(name);
+        let io = |op, source| CreateError::Io { op, path: path.clone(), source };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => CreateError::AlreadyExists { name: name.to_owned() },
+                _ => io("create", e),
+            })?;
+        // from here on, a failure removes the half-made file
+        let fail = |e: CreateError| {
+            let _ = std::fs::remove_file(&path);
+            e
+        };
+        // umask may only remove bits; make owner-only explicit anyway
+        file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| fail(io("chmod", e)))?;
+        file.set_len(regions.file_bytes).map_err(|e| fail(io("resize", e)))?;
+        // allocate every page now: ENOSPC here instead of SIGBUS on first touch later
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, regions.file_bytes).map_err(|e| {
+            let e = std::io::Error::from(e);
+            fail(match e.raw_os_error() {
+                Some(c) if c == rustix::io::Errno::NOSPC.raw_os_error() || c == rustix::io::Errno::FBIG.raw_os_error() => {
+                    too_large(regions.file_bytes)
+                }
+                _ => io("allocate", e),
+            })
+        })?;
+        let map = Mapping::map(&file, regions, capacity, sample_bytes as usize, cfg.event_capacity)
+            .map_err(|e| fail(io("map", e)))?;
+        let base = map.base.as_ptr();
+        let created_unix_ns = sys::realtime_ns();
+        // SAFETY: the file is new (O_EXCL) and only this process has it mapped until the
+        // magic is published below; writing the header through a raw pointer is exclusive.
+        unsafe {
+            let h = &mut *base.cast::<Header>();
+            h.layout_version = LAYOUT_VERSION;
+            h.header_bytes = HEADER_BYTES as u32;
+            h.file_bytes = regions.file_bytes;
+            h.dtype = cfg.dtype.code();
+            h.n_channels = cfg.n_channels as u32;
+            h.sample_bytes = sample_bytes;
+            h.capacity = capacity;
+            h.nominal_rate = cfg.nominal_rate;
+            h.created_unix_ns = created_unix_ns;
+            h.created_mono_ns = sys::monotonic_ns();
+            h.control_offset = regions.control;
+            h.meta_offset = regions.meta;
+            h.stamps_offset = regions.stamps;
+            h.events_offset = regions.events;
+            h.event_capacity = cfg.event_capacity;
+            h.event_slot_bytes = EVENT_SLOT_BYTES as u64;
+            h.data_offset = regions.data;
+            h.data_bytes = regions.data_bytes;
+            h.name_len = name.len() as u32;
+            h.name[..name.len()].copy_from_slice(name.as_bytes());
+            h.has_labels = u32::from(!cfg.ch_names.is_empty() || !cfg.ch_units.is_empty());
+            h.creator_pid = sys::pid();
+            let labels = std::slice::from_raw_parts_mut(base.add(regions.meta as usize).cast::<ChannelLabel>(), cfg.n_channels);
+            for (i, l) in labels.iter_mut().enumerate() {
+                if let Some(n) = cfg.ch_names.get(i) {
+                    put_label(&mut l.name, n);
+                }
+                if let Some(u) = cfg.ch_units.get(i) {
+                    put_label(&mut l.unit, u);
+                }
+            }
+            // SYNC: Release fence: everything above is visible to an opener that sees the
+            // magic (it reads the magic, then fences Acquire in `open`).
+            fence(Ordering::Release);
+            std::ptr::write_volatile(base.cast::<[u8; 8]>(), MAGIC);
+        }
+        tracing::trace!(name, capacity, sample_bytes, "stream created");
+        Ok(Stream::from_mapping(map, path))
+    }
+
+    /// Open an existing stream, checking its magic and layout version.
+    pub fn open(name: &str) -> Result<Stream, OpenError> {
+        layout::validate_name(name)?;
+        Self::open_path(&stream_path(name)).map_err(|e| match e {
+            OpenError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                OpenError::NotFound { name: name.to_owned(), path: stream_path(name) }
+            }
+            other => other,
+        })
+    }
+
+    /// Open the stream file at `path` (any file: a foreign one is refused with the reason).
+    pub fn open_path(path: &Path) -> Result<Stream, OpenError> {
+        let io = |op, source| OpenError::Io { op, path: path.to_owned(), source };
+        let not = |reason: String| OpenError::NotAStream { path: path.to_owned(), reason };
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(|e| io("open", e))?;
+        let len = file.metadata().map_err(|e| io("stat", e))?.len();
+        if len < HEADER_BYTES as u64 {
+            return Err(not(format!("it is {len} bytes, smaller than a stream header ({HEADER_BYTES} B)")));
+        }
+        let mut head = [0u8; HEADER_BYTES];
+        // a stream being created publishes its magic last: give a creator a moment
+        for attempt in 0..=50 {
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0).map_err(|e| io("read", e))?;
+            if head[..8] != [0u8; 8] || attempt == 50 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if head[..8] != MAGIC {
+            return Err(not(format!("its first bytes are {:02x?}, not the stream magic {:02x?}", &head[..8], MAGIC)));
+        }
+        fence(Ordering::Acquire);
+        let u32_at = |o: usize| u32::from_ne_bytes(head[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_ne_bytes(head[o..o + 8].try_into().expect("8 bytes"));
+        let version = u32_at(8);
+        if version != LAYOUT_VERSION {
+            return Err(OpenError::LayoutVersion { path: path.to_owned(), found: version, expected: LAYOUT_VERSION });
+        }
+        let dtype = DType::from_code(u32_at(24)).ok_or_else(|| not(format!("unknown dtype code {}", u32_at(24))))?;
+        let n_channels = u64::from(u32_at(28));
+        let sample_bytes = u64_at(32);
+        let capacity = u64_at(40);
+        let event_capacity = u64_at(104);
+        if n_channels == 0 || sample_bytes != n_channels * dtype.itemsize() as u64 || capacity == 0 || event_capacity == 0 {
+            return Err(not("its header describes an impossible shape".into()));
+        }
+        let page = sys::page_size() as u64;
+        let regions = layout::regions(n_channels, sample_bytes, capacity, event_capacity, page)
+            .ok_or_else(|| not("its header describes sizes that overflow".into()))?;
+        let stored = [u64_at(72), u64_at(80), u64_at(88), u64_at(96), u64_at(120), u64_at(128), u64_at(16)];
+        let expect = [regions.control, regions.meta, regions.stamps, regions.events, regions.data, regions.data_bytes, regions.file_bytes];
+        if stored != expect {
+            return Err(not("its region offsets do not match its shape".into()));
+        }
+        if len < regions.file_bytes {
+            return Err(not(format!("it is {len} bytes, its header says {}", regions.file_bytes)));
+        }
+        let map = Mapping::map(&file, regions, capacity, sample_bytes as usize, event_capacity).map_err(|e| io("map", e))?;
+        Ok(Stream::from_mapping(map, path.to_owned()))
+    }
+
+    fn from_mapping(map: Mapping, path: PathBuf) -> Stream {
+        let h = map.header();
+        let n = h.n_channels as usize;
+        let labels = map.labels(n);
+        let has = h.has_labels != 0;
+        let info = StreamInfo {
+            name: String::from_utf8_lossy(&h.name[..(h.name_len as usize).min(h.name.len())]).into_owned(),
+            dtype: DType::from_code(h.dtype).unwrap_or(DType::U8),
+            n_channels: n,
+            sample_bytes: h.sample_bytes as usize,
+            capacity: h.capacity,
+            event_capacity: h.event_capacity,
+            nominal_rate: h.nominal_rate,
+            ch_names: labels
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    let s = get_label(&l.name);
+                    if has && !s.is_empty() { s } else { format!("ch{i}") }
+                })
+                .collect(),
+            ch_units: labels.iter().map(|l| get_label(&l.unit)).collect(),
+            created_unix_ns: h.created_unix_ns,
+            file_bytes: h.file_bytes,
+            path,
+        };
+        Stream { map: Arc::new(map), info: Arc::new(info) }
+    }
+
+    /// Remove a stream's name. Processes that have it open keep their mapping until they
+    /// close it; new opens fail.
+    pub fn remove(name: &str) -> Result<(), RemoveError> {
+        layout::validate_name(name)?;
+        let path = stream_path(name);
+        std::fs::remove_file(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => RemoveError::NotFound { name: name.to_owned() },
+            _ => RemoveError::Io { path, source: e },
+        })
+    }
+
+    /// Names of the streams in the shared-memory directory (sorted).
+    #[must_use]
+    pub fn list() -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(sys::shm_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix(FILE_PREFIX).map(str::to_owned))
+            .filter(|n| layout::validate_name(n).is_ok())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The stream's static description.
+    #[must_use]
+    pub fn info(&self) -> &StreamInfo {
+        &self.info
+    }
+
+    /// Name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    /// Samples committed so far (absolute count since the stream began).
+    #[must_use]
+    pub fn written(&self) -> u64 {
+        self.map.control().samples.written()
+    }
+
+    /// Events pushed so far.
+    #[must_use]
+    pub fn events_written(&self) -> u64 {
+        self.map.control().events.written()
+    }
+
+    /// Become the stream's one writer. Refused while another live process holds it; a dead
+    /// holder (its process is gone) is replaced.
+    pub fn writer(&self) -> Result<Writer, ClaimError> {
+        let owner = &self.map.control().owner;
+        let me = sys::pid();
+        let my_start = sys::process_start_time(me);
+        loop {
+            // SYNC: AcqRel on success: Acquire sees the previous writer's last commits
+            // (they precede its Release of the pid); Release publishes our claim. Relaxed on
+            // failure: we only read the holder's pid to judge it.
+            match owner.writer_pid.compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(holder) => {
+                    // SYNC: Relaxed: the start time only disambiguates pid reuse.
+                    let start = owner.writer_pid_start.load(Ordering::Relaxed);
+                    if sys::process_alive(holder, start) {
+                        return Err(ClaimError::WriterBusy { name: self.info.name.clone(), pid: holder });
+                    }
+                    tracing::warn!(stream = %self.info.name, pid = holder, "replacing the writer of a process that died");
+                    // SYNC: AcqRel as above; failure means someone else took it first: retry.
+                    if owner.writer_pid.compare_exchange(holder, me, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                        break;
+                    }
+                }
+            }
+        }
+        // SYNC: Relaxed: descriptive fields read only to judge liveness and for statistics.
+        owner.writer_pid_start.store(my_start, Ordering::Relaxed);
+        owner.generation.fetch_add(1, Ordering::Relaxed);
+        owner.heartbeat_ns.store(sys::monotonic_ns(), Ordering::Relaxed);
+        owner.writer_state.store(writer_state::ACTIVE, Ordering::Release);
+        Ok(Writer::new(self.clone()))
+    }
+
+    /// Register a reader in `mode`, starting at the newest sample (nothing old is pulled;
+    /// `seek` to read history). Dead readers' slots are reclaimed when needed.
+    pub fn reader(&self, mode: ReaderMode) -> Result<Reader, ClaimError> {
+        let slots = &self.map.control().readers;
+        for pass in 0..2 {
+            for (i, slot) in slots.iter().enumerate() {
+                // SYNC: Acquire on success pairs with the Release that freed the slot;
+                // Relaxed on failure (we move on to the next slot).
+                if slot.state.compare_exchange(slot_state::FREE, slot_state::CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                    return Ok(Reader::new(self.clone(), i, mode));
+                }
+            }
+            if pass == 0 {
+                self.reclaim_dead_readers();
+            }
+        }
+        Err(ClaimError::NoReaderSlot { name: self.info.name.clone(), max: MAX_READERS })
+    }
+
+    /// Free the slots of readers whose process died; returns how many.
+    pub fn reclaim_dead_readers(&self) -> usize {
+        let mut n = 0;
+        for slot in &self.map.control().readers {
+            // SYNC: Acquire pairs with the Release that published the reader's pid.
+            let state = slot.state.load(Ordering::Acquire);
+            if state == slot_state::LATEST || state == slot_state::LOSSLESS {
+                // SYNC: Relaxed: published by the Release of `state` above.
+                let (pid, start) = (slot.pid.load(Ordering::Relaxed), slot.pid_start.load(Ordering::Relaxed));
+                // SYNC: Release on success: a later claimer's Acquire sees the slot free.
+                if !sys::process_alive(pid, start)
+                    && slot.state.compare_exchange(state, slot_state::FREE, Ordering::Release, Ordering::Relaxed).is_ok()
+                {
+                    if state == slot_state::LOSSLESS {
+                        // SYNC: Release pairs with the writer's Acquire count check.
+                        self.map.control().stats.lossless_readers.fetch_sub(1, Ordering::Release);
+                    }
+                    tracing::warn!(stream = %self.info.name, pid, "released the slot of a reader whose process died");
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}

@@ -1,0 +1,145 @@
+//! The only raw OS calls of rtloop: clocks, futex, process liveness, scheduling. Everything
+//! here is a safe function (rustix does the unsafe part), so other crates can use them and
+//! still `forbid(unsafe_code)`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rustix::process::Pid;
+use rustix::thread::futex;
+use rustix::time::{clock_gettime, ClockId, Timespec};
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock of every rtloop timestamp).
+#[inline]
+#[must_use]
+pub fn monotonic_ns() -> u64 {
+    ts_ns(clock_gettime(ClockId::Monotonic))
+}
+
+/// CLOCK_REALTIME in nanoseconds since the Unix epoch.
+#[must_use]
+pub fn realtime_ns() -> u64 {
+    ts_ns(clock_gettime(ClockId::Realtime))
+}
+
+#[inline]
+fn ts_ns(t: Timespec) -> u64 {
+    (t.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(t.tv_nsec as u64)
+}
+
+/// This process's id.
+#[must_use]
+pub fn pid() -> u32 {
+    rustix::process::getpid().as_raw_nonzero().get() as u32
+}
+
+/// The start time of process `pid` (clock ticks since boot, field 22 of `/proc/pid/stat`),
+/// or 0 if it cannot be read. Used with the pid to recognise a process after pid reuse.
+#[must_use]
+pub fn process_start_time(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // the command name (field 2) may contain spaces and ')': parse after the last ')'
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(19))
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether the process `pid` that started at `start` (0 = unknown) still exists.
+#[must_use]
+pub fn process_alive(pid: u32, start: u64) -> bool {
+    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(p) {
+        Ok(()) | Err(rustix::io::Errno::PERM) => {
+            // a zombie is dead for our purposes; a different start time is a reused pid
+            let now = process_start_time(pid);
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
+                .unwrap_or(false);
+            !zombie && (start == 0 || now == 0 || now == start)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Sleep on a shared futex word while it equals `expected`, at most `timeout`.
+/// Returns early on a wake, a changed value, a signal or the timeout (callers re-check).
+pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: Duration) {
+    let ts = Timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    // shared (not PRIVATE): the word lives in memory mapped by several processes
+    let _ = futex::wait(word, futex::Flags::empty(), expected, Some(&ts));
+}
+
+/// Wake every sleeper on a shared futex word.
+pub fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
+    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
+}
+
+/// The page size.
+#[must_use]
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// The directory streams live in: `$RTLOOP_SHM_DIR` or `/dev/shm`.
+#[must_use]
+pub fn shm_dir() -> PathBuf {
+    std::env::var_os("RTLOOP_SHM_DIR").map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from)
+}
+
+/// Pin the calling thread to one CPU. Fails without permission or for a CPU that is not there.
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).map_err(Into::into)
+}
+
+/// Number of CPUs this process may run on.
+#[must_use]
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// Lock current and future pages in memory (no page faults on the hot path).
+pub fn lock_memory() -> std::io::Result<()> {
+    rustix::mm::mlockall(rustix::mm::MlockAllFlags::CURRENT | rustix::mm::MlockAllFlags::FUTURE)
+        .map_err(Into::into)
+}
+
+/// Bytes of memory available to new allocations (`MemAvailable`), if known.
+#[must_use]
+pub fn mem_available() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_made_up_one_is_not() {
+        let me = pid();
+        assert!(process_alive(me, process_start_time(me)));
+        assert!(!process_alive(me, process_start_time(me) + 1), "same pid, other start: reused");
+        assert!(!process_alive(0, 0));
+        assert!(!process_alive(4_000_000, 0), "above pid_max");
+    }
+
+    #[test]
+    fn monotonic_clock_moves_forward() {
+        let a = monotonic_ns();
+        let b = monotonic_ns();
+        assert!(b >= a);
+    }
+}

@@ -1,0 +1,326 @@
+//! The one writer of a stream: reserve → fill in place → commit, plus `write(&[T])`.
+
+use std::time::{Duration, Instant};
+
+use crate::error::WriteError;
+use crate::events::Event;
+use crate::layout::{writer_state, EVENT_PAYLOAD_MAX, EVENT_SLOT_BYTES};
+use crate::ring::{self, min_lossless_cursor, slot_state};
+use crate::sync::Ordering;
+use crate::{sys, DType, Sample, Stream, StreamInfo};
+
+/// Default time a lossless writer waits for room before [`WriteError::Timeout`].
+pub const DEFAULT_LOSSLESS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The stream's one writer. Dropping it marks the stream's writer as closed.
+pub struct Writer {
+    stream: Stream,
+    written: u64,
+    events_written: u64,
+    /// A lower bound of the slowest lossless reader's cursor (cursors only move forward).
+    room_cache: u64,
+    commits: u64,
+    lossless_timeout: Duration,
+    spin: Duration,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("stream", &self.stream.name()).field("written", &self.written).finish()
+    }
+}
+
+/// Samples reserved by [`Writer::reserve`]: fill them in place, then commit.
+pub struct WriteGuard<'a> {
+    writer: &'a mut Writer,
+    n: u64,
+}
+
+impl Writer {
+    pub(crate) fn new(stream: Stream) -> Writer {
+        let c = stream.map.control();
+        let written = c.samples.written();
+        let events_written = c.events.written();
+        // SYNC: Relaxed: only this writer stores `commits` from now on.
+        let commits = c.owner.commits.load(Ordering::Relaxed);
+        Writer {
+            stream,
+            written,
+            events_written,
+            room_cache: 0,
+            commits,
+            lossless_timeout: DEFAULT_LOSSLESS_TIMEOUT,
+            spin: Duration::from_micros(20),
+        }
+    }
+
+    /// The stream's description.
+    #[must_use]
+    pub fn info(&self) -> &StreamInfo {
+        self.stream.info()
+    }
+
+    /// The stream.
+    #[must_use]
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Samples committed so far.
+    #[must_use]
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// How long to wait for lossless readers before giving up (default 5 s).
+    pub fn set_lossless_timeout(&mut self, timeout: Duration) {
+        self.lossless_timeout = timeout;
+    }
+
+    /// How long to spin before sleeping while waiting for lossless readers (default 20 µs).
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
+    }
+
+    /// Reserve `n` samples after the last commit: a contiguous, writable region even across
+    /// the wrap. In lossless mode this waits until registered readers made room.
+    pub fn reserve(&mut self, n: usize) -> Result<WriteGuard<'_>, WriteError> {
+        let cap = self.stream.info().capacity;
+        let n = n as u64;
+        if n > cap {
+            return Err(WriteError::TooLarge { requested: n, capacity: cap });
+        }
+        let end = self.written + n;
+        self.wait_for_room(end)?;
+        self.stream.map.control().samples.begin_overwrite(end);
+        Ok(WriteGuard { writer: self, n })
+    }
+
+    /// Write whole samples (`data.len()` a multiple of the channel count, sample-major),
+    /// stamped with the current time. Larger writes than the capacity go in pieces.
+    /// Returns the new `written`.
+    pub fn write<T: Sample>(&mut self, data: &[T]) -> Result<u64, WriteError> {
+        self.check_dtype(T::DTYPE)?;
+        // SAFETY: every `Sample` type is plain old data with no padding or invalid bit
+        // patterns; viewing it as bytes is sound.
+        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) };
+        self.write_bytes(bytes, None)
+    }
+
+    /// Write raw sample bytes (native byte order, the stream's dtype), optionally with the
+    /// CLOCK_MONOTONIC time (ns) to stamp them with. Returns the new `written`.
+    pub fn write_bytes(&mut self, bytes: &[u8], stamp_ns: Option<u64>) -> Result<u64, WriteError> {
+        let info = self.stream.info();
+        let sb = info.sample_bytes;
+        if bytes.len() % sb != 0 {
+            return Err(WriteError::ChannelMismatch {
+                name: info.name.clone(),
+                n_channels: info.n_channels,
+                values: bytes.len() / info.dtype.itemsize(),
+            });
+        }
+        let max_piece = info.capacity as usize * sb;
+        for piece in bytes.chunks(max_piece) {
+            let mut g = self.reserve(piece.len() / sb)?;
+            g.bytes_mut().copy_from_slice(piece);
+            g.commit_stamped(stamp_ns);
+        }
+        Ok(self.written)
+    }
+
+    /// Refuse data of another dtype.
+    pub fn check_dtype(&self, got: DType) -> Result<(), WriteError> {
+        let info = self.stream.info();
+        if got == info.dtype {
+            Ok(())
+        } else {
+            Err(WriteError::DTypeMismatch { name: info.name.clone(), expected: info.dtype, got })
+        }
+    }
+
+    /// Tell readers this writer is alive although it has nothing to commit.
+    pub fn heartbeat(&self) {
+        // SYNC: Relaxed: a liveness hint, read without ordering by monitors.
+        self.stream.map.control().owner.heartbeat_ns.store(sys::monotonic_ns(), Ordering::Relaxed);
+    }
+
+    /// Events pushed so far.
+    #[must_use]
+    pub fn events_written(&self) -> u64 {
+        self.events_written
+    }
+
+    /// Append an event to the stream's event ring. Returns its index.
+    pub fn push_event(&mut self, ev: &Event) -> Result<u64, WriteError> {
+        if ev.payload_bytes() > EVENT_PAYLOAD_MAX {
+            return Err(WriteError::EventTooLarge { bytes: ev.payload_bytes(), max: EVENT_PAYLOAD_MAX });
+        }
+        let mut slot = [0u8; EVENT_SLOT_BYTES];
+        ev.encode(sys::monotonic_ns(), &mut slot);
+        let map = &self.stream.map;
+        let sync = &map.control().events;
+        let index = self.events_written;
+        sync.begin_overwrite(index + 1);
+        // SAFETY: `event_ptr` points at a 512-byte slot inside the event region; only this
+        // writer stores there, after `begin_overwrite` (readers validate their copies).
+        unsafe { std::ptr::copy_nonoverlapping(slot.as_ptr(), map.event_ptr(index), EVENT_SLOT_BYTES) };
+        self.events_written = index + 1;
+        if sync.publish(index + 1) {
+            sync.bump_data_seq();
+            sys::futex_wake_all(&sync.data_wake.seq);
+        }
+        Ok(index)
+    }
+
+    fn wait_for_room(&mut self, end: u64) -> Result<(), WriteError> {
+        let cap = self.stream.info().capacity;
+        let Some(need) = end.checked_sub(cap) else { return Ok(()) };
+        if self.room_cache >= need {
+            return Ok(());
+        }
+        let c = self.stream.map.control();
+        // SYNC: Acquire pairs with the reader's Release increment at registration.
+        if c.stats.lossless_readers.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        let room = || min_lossless_cursor(&c.readers).is_none_or(|m| m >= need);
+        let started = Instant::now();
+        let spins = (self.spin.as_nanos() / 20).min(u128::from(u32::MAX)) as u32;
+        if ring::spin_until(spins, room) {
+            self.refresh_room_cache();
+            return Ok(());
+        }
+        let mut last_reclaim = Instant::now();
+        loop {
+            let seq = c.samples.announce_space_waiter();
+            let ok = room();
+            if !ok {
+                let left = self.lossless_timeout.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    c.samples.withdraw_space_waiter();
+                    return Err(self.timeout_error(need, end, started));
+                }
+                sys::futex_wait(&c.samples.space_wake.seq, seq, left.min(Duration::from_millis(10)));
+            }
+            c.samples.withdraw_space_waiter();
+            if ok || room() {
+                self.refresh_room_cache();
+                return Ok(());
+            }
+            if last_reclaim.elapsed() >= Duration::from_millis(10) {
+                self.stream.reclaim_dead_readers();
+                last_reclaim = Instant::now();
+            }
+        }
+    }
+
+    fn refresh_room_cache(&mut self) {
+        self.room_cache = min_lossless_cursor(&self.stream.map.control().readers).unwrap_or(0);
+    }
+
+    fn timeout_error(&self, need: u64, end: u64, started: Instant) -> WriteError {
+        let slowest = self
+            .stream
+            .map
+            .control()
+            .readers
+            .iter()
+            // SYNC: Relaxed: diagnostic snapshot for the error message.
+            .filter(|s| s.state.load(Ordering::Relaxed) == slot_state::LOSSLESS)
+            .map(|s| (s.cursor.load(Ordering::Relaxed), s.pid.load(Ordering::Relaxed)))
+            .min()
+            .unwrap_or((need, 0));
+        WriteError::Timeout {
+            reader_pid: slowest.1,
+            reader_cursor: slowest.0,
+            needed_end: end,
+            waited_ms: started.elapsed().as_millis() as u64,
+        }
+    }
+
+    fn commit(&mut self, k: u64, stamp_ns: Option<u64>) {
+        let map = &self.stream.map;
+        let c = map.control();
+        let now = sys::monotonic_ns();
+        let stamp = stamp_ns.unwrap_or(now);
+        for i in self.written..self.written + k {
+            // SAFETY: `stamp_ptr` is an aligned u64 slot inside the stamp region; only this
+            // writer stores there, after `begin_overwrite` covered sample `i`.
+            unsafe { map.stamp_ptr(i).write(stamp) };
+        }
+        self.written += k;
+        self.commits += 1;
+        // SYNC: Relaxed: liveness and statistics, read without ordering.
+        c.owner.heartbeat_ns.store(now, Ordering::Relaxed);
+        c.owner.commits.store(self.commits, Ordering::Relaxed);
+        if c.samples.publish(self.written) {
+            c.samples.bump_data_seq();
+            sys::futex_wake_all(&c.samples.data_wake.seq);
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let owner = &self.stream.map.control().owner;
+        // SYNC: Release: a later writer's AcqRel claim sees everything we committed.
+        owner.writer_state.store(writer_state::CLOSED, Ordering::Release);
+        owner.writer_pid.store(0, Ordering::Release);
+    }
+}
+
+impl WriteGuard<'_> {
+    /// Samples reserved.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    /// Whether nothing was reserved.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The reserved samples' bytes (sample-major), contiguous even across the wrap.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let map = &self.writer.stream.map;
+        let len = self.n as usize * map.sample_bytes;
+        // SAFETY: the reservation starts in the first data view and is at most `capacity`
+        // samples, so it lies inside the doubled mapping; this writer is the only one
+        // allowed to store there (claim) and `begin_overwrite` announced it to readers.
+        // Readers of the same slots only copy and validate, never hold references.
+        unsafe { std::slice::from_raw_parts_mut(map.sample_ptr(self.writer.written), len) }
+    }
+
+    /// The reserved samples as values of the stream's dtype, `n * n_channels` long.
+    pub fn as_mut_slice<T: Sample>(&mut self) -> Result<&mut [T], WriteError> {
+        self.writer.check_dtype(T::DTYPE)?;
+        let bytes = self.bytes_mut();
+        let len = bytes.len() / std::mem::size_of::<T>();
+        // SAFETY: the region is at least 8-byte aligned for every sample (page-aligned
+        // base, sample_bytes a multiple of itemsize) and holds `len` values of T, which is
+        // plain old data.
+        Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), len) })
+    }
+
+    /// Publish all reserved samples, stamped now.
+    pub fn commit(self) {
+        self.commit_stamped(None);
+    }
+
+    /// Publish all reserved samples with an explicit CLOCK_MONOTONIC stamp (ns).
+    pub fn commit_stamped(self, stamp_ns: Option<u64>) {
+        let n = self.n;
+        self.writer.commit(n, stamp_ns);
+    }
+
+    /// Publish only the first `k` reserved samples.
+    pub fn commit_n(self, k: usize) -> Result<(), WriteError> {
+        if k as u64 > self.n {
+            return Err(WriteError::CommitTooLarge { requested: k as u64, reserved: self.n });
+        }
+        self.writer.commit(k as u64, None);
+        Ok(())
+    }
+}
