@@ -154,7 +154,11 @@ mod tests {
             assert_eq!(d.name().parse::<DType>().unwrap(), d);
             assert_eq!(DType::from_code(d.code()), Some(d));
         }
-        assert_eq!(DType::from_code(0), None, "CHAR is an event type, not a sample type");
+        assert_eq!(
+            DType::from_code(0),
+            None,
+            "CHAR is an event type, not a sample type"
+        );
     }
 
     #[test]

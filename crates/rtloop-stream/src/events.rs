@@ -43,13 +43,19 @@ impl EventValue {
     /// One float64.
     #[must_use]
     pub fn f64(x: f64) -> Self {
-        EventValue::Array { dtype: DType::F64, bytes: x.to_ne_bytes().to_vec() }
+        EventValue::Array {
+            dtype: DType::F64,
+            bytes: x.to_ne_bytes().to_vec(),
+        }
     }
 
     /// One int64.
     #[must_use]
     pub fn i64(x: i64) -> Self {
-        EventValue::Array { dtype: DType::I64, bytes: x.to_ne_bytes().to_vec() }
+        EventValue::Array {
+            dtype: DType::I64,
+            bytes: x.to_ne_bytes().to_vec(),
+        }
     }
 
     /// The text, if this is text.
@@ -64,11 +70,14 @@ impl EventValue {
     /// The values as float64, if this is numeric.
     #[must_use]
     pub fn to_f64s(&self) -> Option<Vec<f64>> {
-        let EventValue::Array { dtype, bytes } = self else { return None };
+        let EventValue::Array { dtype, bytes } = self else {
+            return None;
+        };
         let it = bytes.chunks_exact(dtype.itemsize());
         macro_rules! conv {
             ($t:ty) => {
-                it.map(|c| <$t>::from_ne_bytes(c.try_into().expect("itemsize")) as f64).collect()
+                it.map(|c| <$t>::from_ne_bytes(c.try_into().expect("itemsize")) as f64)
+                    .collect()
             };
         }
         Some(match dtype {
@@ -112,7 +121,14 @@ pub struct Event {
 impl Event {
     /// An event of `kind` and `value` at `sample`, no offset or duration.
     pub fn new(kind: impl Into<EventValue>, value: impl Into<EventValue>, sample: u64) -> Self {
-        Event { kind: kind.into(), value: value.into(), sample, offset: 0, duration: 0, stamp_ns: 0 }
+        Event {
+            kind: kind.into(),
+            value: value.into(),
+            sample,
+            offset: 0,
+            duration: 0,
+            stamp_ns: 0,
+        }
     }
 
     /// Bytes of type + value.
@@ -154,20 +170,30 @@ impl Event {
     pub(crate) fn decode(slot: &[u8; EVENT_SLOT_BYTES]) -> Result<Event, &'static str> {
         let f = |i: usize| u64::from_ne_bytes(slot[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let (tw, vw) = (f(0), f(1));
-        let (tc, tb, vc, vb) = ((tw & 0xffff_ffff) as u32, (tw >> 32) as usize, (vw & 0xffff_ffff) as u32, (vw >> 32) as usize);
+        let (tc, tb, vc, vb) = (
+            (tw & 0xffff_ffff) as u32,
+            (tw >> 32) as usize,
+            (vw & 0xffff_ffff) as u32,
+            (vw >> 32) as usize,
+        );
         if tb + vb > EVENT_PAYLOAD_MAX {
             return Err("type and value lengths exceed the slot");
         }
         let hb = std::mem::size_of::<EventSlotHeader>();
         let value = |code: u32, bytes: &[u8]| -> Result<EventValue, &'static str> {
             if code == CHAR_CODE {
-                return String::from_utf8(bytes.to_vec()).map(EventValue::Text).map_err(|_| "text is not UTF-8");
+                return String::from_utf8(bytes.to_vec())
+                    .map(EventValue::Text)
+                    .map_err(|_| "text is not UTF-8");
             }
             let dtype = DType::from_code(code).ok_or("unknown type code")?;
             if bytes.len() % dtype.itemsize() != 0 {
                 return Err("array length is not a whole number of values");
             }
-            Ok(EventValue::Array { dtype, bytes: bytes.to_vec() })
+            Ok(EventValue::Array {
+                dtype,
+                bytes: bytes.to_vec(),
+            })
         };
         Ok(Event {
             kind: value(tc, &slot[hb..hb + tb])?,
@@ -189,8 +215,19 @@ mod tests {
         let mut slot = [0u8; EVENT_SLOT_BYTES];
         for ev in [
             Event::new("trigger", EventValue::f64(3.5), 1234),
-            Event { offset: -5, duration: 7, ..Event::new(EventValue::i64(9), "stim on", 1) },
-            Event::new("", EventValue::Array { dtype: DType::I16, bytes: vec![1, 0, 2, 0] }, 0),
+            Event {
+                offset: -5,
+                duration: 7,
+                ..Event::new(EventValue::i64(9), "stim on", 1)
+            },
+            Event::new(
+                "",
+                EventValue::Array {
+                    dtype: DType::I16,
+                    bytes: vec![1, 0, 2, 0],
+                },
+                0,
+            ),
         ] {
             ev.encode(99, &mut slot);
             let back = Event::decode(&slot).unwrap();

@@ -218,12 +218,24 @@ fn page_up(x: u64, page: u64) -> Option<u64> {
 
 /// Lay out a stream; `None` if any size overflows.
 #[must_use]
-pub fn regions(n_channels: u64, sample_bytes: u64, capacity: u64, event_capacity: u64, page: u64) -> Option<Regions> {
+pub fn regions(
+    n_channels: u64,
+    sample_bytes: u64,
+    capacity: u64,
+    event_capacity: u64,
+    page: u64,
+) -> Option<Regions> {
     let control = HEADER_BYTES as u64;
     let meta = page_up(control + size_of::<ControlBlock>() as u64, page)?;
-    let stamps = page_up(meta.checked_add(n_channels.checked_mul(size_of::<ChannelLabel>() as u64)?)?, page)?;
+    let stamps = page_up(
+        meta.checked_add(n_channels.checked_mul(size_of::<ChannelLabel>() as u64)?)?,
+        page,
+    )?;
     let events = page_up(stamps.checked_add(capacity.checked_mul(8)?)?, page)?;
-    let data = page_up(events.checked_add(event_capacity.checked_mul(EVENT_SLOT_BYTES as u64)?)?, page)?;
+    let data = page_up(
+        events.checked_add(event_capacity.checked_mul(EVENT_SLOT_BYTES as u64)?)?,
+        page,
+    )?;
     let data_bytes = capacity.checked_mul(sample_bytes)?;
     let file_bytes = data.checked_add(data_bytes)?;
     // the double mapping needs twice the data in address space
@@ -231,12 +243,25 @@ pub fn regions(n_channels: u64, sample_bytes: u64, capacity: u64, event_capacity
     if data_bytes % page != 0 {
         return None;
     }
-    Some(Regions { control, meta, stamps, events, data, data_bytes, file_bytes })
+    Some(Regions {
+        control,
+        meta,
+        stamps,
+        events,
+        data,
+        data_bytes,
+        file_bytes,
+    })
 }
 
 /// Check a stream name: 1..=[`NAME_MAX`] of `A-Za-z0-9_-.`, not starting with `.`.
 pub fn validate_name(name: &str) -> Result<(), crate::NameError> {
-    let err = |reason| Err(crate::NameError { name: name.to_owned(), reason });
+    let err = |reason| {
+        Err(crate::NameError {
+            name: name.to_owned(),
+            reason,
+        })
+    };
     if name.is_empty() {
         return err("it is empty");
     }
@@ -249,7 +274,10 @@ pub fn validate_name(name: &str) -> Result<(), crate::NameError> {
     if name.starts_with('.') {
         return err("it starts with '.'");
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+    {
         return err("it contains a character that is not allowed");
     }
     Ok(())
@@ -265,7 +293,9 @@ mod tests {
         for off in [r.meta, r.stamps, r.events, r.data] {
             assert_eq!(off % 4096, 0);
         }
-        assert!(r.control < r.meta && r.meta < r.stamps && r.stamps < r.events && r.events < r.data);
+        assert!(
+            r.control < r.meta && r.meta < r.stamps && r.stamps < r.events && r.events < r.data
+        );
         assert_eq!(r.data_bytes, 30_000 * 768);
         assert_eq!(r.file_bytes, r.data + r.data_bytes);
     }
@@ -273,7 +303,11 @@ mod tests {
     #[test]
     fn regions_refuse_overflowing_or_unaligned_sizes() {
         assert_eq!(regions(1, 8, u64::MAX / 4, 1, 4096), None);
-        assert_eq!(regions(1, 7, 5, 1, 4096), None, "data must be a whole number of pages");
+        assert_eq!(
+            regions(1, 7, 5, 1, 4096),
+            None,
+            "data must be a whole number of pages"
+        );
     }
 
     #[test]

@@ -57,7 +57,9 @@ mod writer;
 mod loom_tests;
 
 pub use dtype::{DType, Sample, UnknownDType, ALL_DTYPES, DTYPE_NAMES};
-pub use error::{ClaimError, CreateError, NameError, OpenError, ReadError, RemoveError, WaitError, WriteError};
+pub use error::{
+    ClaimError, CreateError, NameError, OpenError, ReadError, RemoveError, WaitError, WriteError,
+};
 #[cfg(not(loom))]
 pub use events::{Event, EventValue, CHAR_CODE};
 #[cfg(not(loom))]

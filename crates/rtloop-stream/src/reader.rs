@@ -28,7 +28,9 @@ impl std::str::FromStr for ReaderMode {
         match s {
             "latest" => Ok(ReaderMode::Latest),
             "lossless" => Ok(ReaderMode::Lossless),
-            _ => Err(format!("unknown reader mode {s:?}; allowed: latest, lossless")),
+            _ => Err(format!(
+                "unknown reader mode {s:?}; allowed: latest, lossless"
+            )),
         }
     }
 }
@@ -137,7 +139,9 @@ impl Window {
         let b = self.bytes();
         // SAFETY: aligned (page-aligned base, offsets multiples of the itemsize) and a whole
         // number of T, which is plain old data.
-        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<T>(), b.len() / std::mem::size_of::<T>()) }
+        unsafe {
+            std::slice::from_raw_parts(b.as_ptr().cast::<T>(), b.len() / std::mem::size_of::<T>())
+        }
     }
 
     /// Was the window intact until now? `Err(Overrun)` if the writer may have overwritten
@@ -147,7 +151,10 @@ impl Window {
             .control()
             .samples
             .validate_after_copy(self.first, self.map.capacity)
-            .map_err(|oldest| ReadError::Overrun { lost: oldest.saturating_sub(self.first).min(self.end - self.first), oldest })
+            .map_err(|oldest| ReadError::Overrun {
+                lost: oldest.saturating_sub(self.first).min(self.end - self.first),
+                oldest,
+            })
     }
 }
 
@@ -174,7 +181,8 @@ impl Reader {
         let me = sys::pid();
         // SYNC: Relaxed: these are published by the Release store of `state` below.
         s.pid.store(me, Ordering::Relaxed);
-        s.pid_start.store(sys::process_start_time(me), Ordering::Relaxed);
+        s.pid_start
+            .store(sys::process_start_time(me), Ordering::Relaxed);
         s.cursor.store(cursor, Ordering::Relaxed);
         s.lost.store(0, Ordering::Relaxed);
         s.overruns.store(0, Ordering::Relaxed);
@@ -191,7 +199,15 @@ impl Reader {
             c.stats.lossless_readers.fetch_add(1, Ordering::Release);
         }
         let event_cursor = c.events.written();
-        Reader { stream, slot, mode, cursor, event_cursor, high_water_seen: 0, spin: Duration::from_micros(20) }
+        Reader {
+            stream,
+            slot,
+            mode,
+            cursor,
+            event_cursor,
+            high_water_seen: 0,
+            spin: Duration::from_micros(20),
+        }
     }
 
     /// The stream's description.
@@ -269,7 +285,12 @@ impl Reader {
     /// stamps into `stamps`, if given) and advance. Never blocks; 0 samples when none are
     /// waiting. A lapped reader gets [`ReadError::Overrun`] with the exact loss and
     /// continues from the oldest kept sample on the next call.
-    pub fn pull_into(&mut self, out: &mut [u8], stamps: Option<&mut [u64]>, max_samples: usize) -> Result<Pulled, ReadError> {
+    pub fn pull_into(
+        &mut self,
+        out: &mut [u8],
+        stamps: Option<&mut [u64]>,
+        max_samples: usize,
+    ) -> Result<Pulled, ReadError> {
         let info = self.stream.info();
         let (sb, cap) = (info.sample_bytes, info.capacity);
         let c = self.stream.map.control();
@@ -278,7 +299,9 @@ impl Reader {
         if self.cursor < oldest {
             return Err(self.overrun(oldest));
         }
-        let mut n = (written - self.cursor).min(max_samples as u64).min((out.len() / sb) as u64);
+        let mut n = (written - self.cursor)
+            .min(max_samples as u64)
+            .min((out.len() / sb) as u64);
         if let Some(s) = &stamps {
             n = n.min(s.len() as u64);
         }
@@ -286,7 +309,10 @@ impl Reader {
         if n == 0 {
             return Ok(Pulled { first, n: 0 });
         }
-        let copied = (ReaderView { map: &self.stream.map }).copy_out(first, first + n, &mut out[..n as usize * sb], stamps);
+        let copied = (ReaderView {
+            map: &self.stream.map,
+        })
+        .copy_out(first, first + n, &mut out[..n as usize * sb], stamps);
         if let Err(e) = copied {
             return Err(match e {
                 ReadError::Overrun { oldest, .. } => self.overrun(oldest),
@@ -297,23 +323,43 @@ impl Reader {
         if occ > self.high_water_seen {
             self.high_water_seen = occ;
             // SYNC: Relaxed: statistics.
-            self.stream.map.control().stats.high_water.fetch_max(occ, Ordering::Relaxed);
+            self.stream
+                .map
+                .control()
+                .stats
+                .high_water
+                .fetch_max(occ, Ordering::Relaxed);
         }
         self.cursor = first + n;
         self.publish_cursor();
-        Ok(Pulled { first, n: n as usize })
+        Ok(Pulled {
+            first,
+            n: n as usize,
+        })
     }
 
     /// Copy samples `[first, end)` (and stamps) into `out`, validated; the cursor does not
     /// move. For a lapped window: [`ReadError::Overrun`] if it was overwritten during the
     /// copy, [`ReadError::TooOld`] if it was already gone.
-    pub fn read_into(&self, first: u64, end: u64, out: &mut [u8], stamps: Option<&mut [u64]>) -> Result<(), ReadError> {
+    pub fn read_into(
+        &self,
+        first: u64,
+        end: u64,
+        out: &mut [u8],
+        stamps: Option<&mut [u64]>,
+    ) -> Result<(), ReadError> {
         let sb = self.stream.info().sample_bytes;
         let needed = (end.saturating_sub(first)) as usize * sb;
         if out.len() != needed {
-            return Err(ReadError::BufferSize { needed, got: out.len() });
+            return Err(ReadError::BufferSize {
+                needed,
+                got: out.len(),
+            });
         }
-        (ReaderView { map: &self.stream.map }).copy_out(first, end, out, stamps)
+        (ReaderView {
+            map: &self.stream.map,
+        })
+        .copy_out(first, end, out, stamps)
     }
 
     /// A zero-copy window of samples `[first, end)`; see [`Window`].
@@ -321,7 +367,11 @@ impl Reader {
         let c = self.stream.map.control();
         let cap = self.stream.info().capacity;
         match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
-            WindowCheck::Ok => Ok(Window { map: self.stream.map.clone(), first, end }),
+            WindowCheck::Ok => Ok(Window {
+                map: self.stream.map.clone(),
+                first,
+                end,
+            }),
             other => Err(window_error(other, first, end, cap)),
         }
     }
@@ -330,16 +380,28 @@ impl Reader {
     pub fn window_as<T: Sample>(&self, first: u64, end: u64) -> Result<TypedWindow<T>, ReadError> {
         let info = self.stream.info();
         if T::DTYPE != info.dtype {
-            return Err(ReadError::DTypeMismatch { name: info.name.clone(), expected: info.dtype, got: T::DTYPE });
+            return Err(ReadError::DTypeMismatch {
+                name: info.name.clone(),
+                expected: info.dtype,
+                got: T::DTYPE,
+            });
         }
-        Ok(TypedWindow { window: self.window(first, end)?, _t: std::marker::PhantomData })
+        Ok(TypedWindow {
+            window: self.window(first, end)?,
+            _t: std::marker::PhantomData,
+        })
     }
 
     /// A zero-copy window of the newest `n` samples (fewer if fewer were written).
     pub fn latest(&self, n: u64) -> Result<Window, ReadError> {
         let cap = self.stream.info().capacity;
         if n > cap {
-            return Err(ReadError::TooOld { first: 0, end: n, oldest: 0, capacity: cap });
+            return Err(ReadError::TooOld {
+                first: 0,
+                end: n,
+                oldest: 0,
+                capacity: cap,
+            });
         }
         let w = self.written();
         self.window(w.saturating_sub(n), w)
@@ -394,8 +456,17 @@ impl Reader {
 fn window_error(check: WindowCheck, first: u64, end: u64, capacity: u64) -> ReadError {
     match check {
         WindowCheck::Reversed => ReadError::Reversed { first, end },
-        WindowCheck::NotYetWritten { written } => ReadError::NotYetWritten { first, end, written },
-        WindowCheck::Overwritten { oldest } => ReadError::TooOld { first, end, oldest, capacity },
+        WindowCheck::NotYetWritten { written } => ReadError::NotYetWritten {
+            first,
+            end,
+            written,
+        },
+        WindowCheck::Overwritten { oldest } => ReadError::TooOld {
+            first,
+            end,
+            oldest,
+            capacity,
+        },
         WindowCheck::Ok => unreachable!("not an error"),
     }
 }
@@ -406,7 +477,13 @@ struct ReaderView<'a> {
 }
 
 impl ReaderView<'_> {
-    fn copy_out(&self, first: u64, end: u64, out: &mut [u8], stamps: Option<&mut [u64]>) -> Result<(), ReadError> {
+    fn copy_out(
+        &self,
+        first: u64,
+        end: u64,
+        out: &mut [u8],
+        stamps: Option<&mut [u64]>,
+    ) -> Result<(), ReadError> {
         let c = self.map.control();
         let cap = self.map.capacity;
         match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
@@ -423,7 +500,10 @@ impl ReaderView<'_> {
         }
         c.samples
             .validate_after_copy(first, cap)
-            .map_err(|oldest| ReadError::Overrun { lost: oldest - first, oldest })
+            .map_err(|oldest| ReadError::Overrun {
+                lost: oldest - first,
+                oldest,
+            })
     }
 }
 
@@ -440,8 +520,14 @@ pub(crate) fn read_events(stream: &Stream, first: u64, end: u64) -> Result<Vec<E
     for i in first..end {
         // SAFETY: a 512-byte slot inside the event region; racy with the writer and
         // validated right after.
-        unsafe { std::ptr::copy_nonoverlapping(map.event_ptr(i), slot.as_mut_ptr(), EVENT_SLOT_BYTES) };
-        sync.validate_after_copy(i, cap).map_err(|oldest| ReadError::Overrun { lost: oldest - first, oldest })?;
+        unsafe {
+            std::ptr::copy_nonoverlapping(map.event_ptr(i), slot.as_mut_ptr(), EVENT_SLOT_BYTES)
+        };
+        sync.validate_after_copy(i, cap)
+            .map_err(|oldest| ReadError::Overrun {
+                lost: oldest - first,
+                oldest,
+            })?;
         out.push(Event::decode(&slot).map_err(|reason| ReadError::BadEvent { index: i, reason })?);
     }
     Ok(out)
@@ -464,12 +550,20 @@ pub(crate) fn liveness(stream: &Stream) -> Liveness {
                 return Liveness::Dead { pid };
             }
             let hb = o.heartbeat_ns.load(Ordering::Relaxed);
-            Liveness::Active { pid, since_heartbeat_ns: sys::monotonic_ns().saturating_sub(hb) }
+            Liveness::Active {
+                pid,
+                since_heartbeat_ns: sys::monotonic_ns().saturating_sub(hb),
+            }
         }
     }
 }
 
-pub(crate) fn wait_until(stream: &Stream, until: u64, timeout: Option<Duration>, spin: Duration) -> Result<u64, WaitError> {
+pub(crate) fn wait_until(
+    stream: &Stream,
+    until: u64,
+    timeout: Option<Duration>,
+    spin: Duration,
+) -> Result<u64, WaitError> {
     let sync = &stream.map.control().samples;
     let w = sync.written();
     if w >= until {
@@ -503,10 +597,18 @@ pub(crate) fn wait_until(stream: &Stream, until: u64, timeout: Option<Duration>,
         if let Liveness::Dead { pid } = liveness(stream) {
             // it may have committed just before dying
             let w = sync.written();
-            break if w >= until { Ok(w) } else { Err(WaitError::WriterDead { pid, written: w }) };
+            break if w >= until {
+                Ok(w)
+            } else {
+                Err(WaitError::WriterDead { pid, written: w })
+            };
         }
         // sleep in slices so a dead writer is noticed
-        sys::futex_wait(&sync.data_wake.seq, seq, left.min(Duration::from_millis(100)));
+        sys::futex_wait(
+            &sync.data_wake.seq,
+            seq,
+            left.min(Duration::from_millis(100)),
+        );
         seq = sync.data_seq();
     };
     sync.withdraw_data_waiter();

@@ -56,7 +56,13 @@ pub enum WindowCheck {
 
 /// Classify a window before copying. Overwrite is checked again after the copy.
 #[must_use]
-pub fn check_window(first: u64, end: u64, written: u64, reserved: u64, capacity: u64) -> WindowCheck {
+pub fn check_window(
+    first: u64,
+    end: u64,
+    written: u64,
+    reserved: u64,
+    capacity: u64,
+) -> WindowCheck {
     if first > end {
         WindowCheck::Reversed
     } else if end > written {
@@ -363,7 +369,12 @@ pub fn copy_validated<S: Storage>(
 
 /// Write `src` (whole samples) as the next samples after `written`, then publish.
 /// Returns the new `written` and whether sleepers must be woken. Writer only.
-pub fn write_and_publish<S: Storage>(sync: &RingSync, storage: &S, written: u64, src: &[u8]) -> (u64, bool) {
+pub fn write_and_publish<S: Storage>(
+    sync: &RingSync,
+    storage: &S,
+    written: u64,
+    src: &[u8],
+) -> (u64, bool) {
     let n = (src.len() / storage.sample_bytes()) as u64;
     let end = written + n;
     sync.begin_overwrite(end);
@@ -394,8 +405,16 @@ mod tests {
 
     #[test]
     fn capacity_is_rounded_to_whole_pages() {
-        assert_eq!(round_capacity(24989, 8192, 4096), Some(24989), "8 KiB packets: any count");
-        assert_eq!(round_capacity(1, 768, 4096), Some(16), "384 x int16 = 768 B: 16 per 3 pages");
+        assert_eq!(
+            round_capacity(24989, 8192, 4096),
+            Some(24989),
+            "8 KiB packets: any count"
+        );
+        assert_eq!(
+            round_capacity(1, 768, 4096),
+            Some(16),
+            "384 x int16 = 768 B: 16 per 3 pages"
+        );
         assert_eq!(round_capacity(16, 768, 4096), Some(16));
         assert_eq!(round_capacity(17, 768, 4096), Some(32));
         assert_eq!(round_capacity(1000, 7, 4096), Some(4096));
@@ -405,11 +424,20 @@ mod tests {
     #[test]
     fn window_checks_name_the_problem() {
         assert_eq!(check_window(5, 3, 10, 10, 8), WindowCheck::Reversed);
-        assert_eq!(check_window(5, 11, 10, 10, 8), WindowCheck::NotYetWritten { written: 10 });
-        assert_eq!(check_window(1, 5, 10, 10, 8), WindowCheck::Overwritten { oldest: 2 });
+        assert_eq!(
+            check_window(5, 11, 10, 10, 8),
+            WindowCheck::NotYetWritten { written: 10 }
+        );
+        assert_eq!(
+            check_window(1, 5, 10, 10, 8),
+            WindowCheck::Overwritten { oldest: 2 }
+        );
         assert_eq!(check_window(2, 10, 10, 10, 8), WindowCheck::Ok);
         // a reservation in progress shrinks what is kept
-        assert_eq!(check_window(2, 10, 10, 12, 8), WindowCheck::Overwritten { oldest: 4 });
+        assert_eq!(
+            check_window(2, 10, 10, 12, 8),
+            WindowCheck::Overwritten { oldest: 4 }
+        );
         assert_eq!(check_window(0, 0, 0, 0, 8), WindowCheck::Ok);
     }
 

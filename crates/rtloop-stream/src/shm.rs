@@ -115,8 +115,15 @@ impl Drop for Mapping {
 
 impl Mapping {
     /// Map `file` (of `regions.file_bytes`) with the data region doubled.
-    fn map(file: &File, regions: Regions, capacity: u64, sample_bytes: usize, event_capacity: u64) -> std::io::Result<Mapping> {
-        let head_len = usize::try_from(regions.data + regions.data_bytes).map_err(|_| std::io::ErrorKind::OutOfMemory)?;
+    fn map(
+        file: &File,
+        regions: Regions,
+        capacity: u64,
+        sample_bytes: usize,
+        event_capacity: u64,
+    ) -> std::io::Result<Mapping> {
+        let head_len = usize::try_from(regions.data + regions.data_bytes)
+            .map_err(|_| std::io::ErrorKind::OutOfMemory)?;
         let data_len = regions.data_bytes as usize;
         let reserved_len = head_len + data_len;
         // SAFETY: a fresh anonymous PROT_NONE reservation at an address the kernel picks;
@@ -140,7 +147,14 @@ impl Mapping {
         // SAFETY: MAP_FIXED over our own reservation (base..base+head_len lies inside it),
         // so it replaces only pages we own. The file is at least head_len long.
         unsafe {
-            rustix::mm::mmap(base, head_len, rw, MapFlags::SHARED | MapFlags::FIXED, file.as_fd(), 0)
+            rustix::mm::mmap(
+                base,
+                head_len,
+                rw,
+                MapFlags::SHARED | MapFlags::FIXED,
+                file.as_fd(),
+                0,
+            )
         }
         .map_err(release)?;
         // SAFETY: the second view of the data region, again MAP_FIXED inside our own
@@ -177,13 +191,21 @@ impl Mapping {
         // SAFETY: `regions.control` (page aligned, so aligned for ControlBlock's 128) holds a
         // ControlBlock initialised to zeros (a valid all-atomics value); it is only accessed
         // through its atomics.
-        unsafe { &*self.base.as_ptr().add(self.regions.control as usize).cast::<ControlBlock>() }
+        unsafe {
+            &*self
+                .base
+                .as_ptr()
+                .add(self.regions.control as usize)
+                .cast::<ControlBlock>()
+        }
     }
 
     fn labels(&self, n: usize) -> &[ChannelLabel] {
         // SAFETY: `regions.meta` holds `n` ChannelLabels (align 1), written once at creation
         // before the magic was published and never again.
-        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(self.regions.meta as usize).cast(), n) }
+        unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(self.regions.meta as usize).cast(), n)
+        }
     }
 
     /// Pointer to the first byte of sample `index`'s slot (in the first data view).
@@ -199,7 +221,12 @@ impl Mapping {
     pub(crate) fn stamp_ptr(&self, index: u64) -> *mut u64 {
         let off = ring::slot_offset(index, self.capacity, 8);
         // SAFETY: inside the stamp region (capacity * 8 bytes); 8-aligned (page-aligned base).
-        unsafe { self.base.as_ptr().add(self.regions.stamps as usize + off).cast() }
+        unsafe {
+            self.base
+                .as_ptr()
+                .add(self.regions.stamps as usize + off)
+                .cast()
+        }
     }
 
     /// Pointer to event slot `index`.
@@ -231,7 +258,9 @@ impl Storage for SampleStorage<'_> {
         // shared mapping as external memory (like a device buffer), never form a reference
         // to it, and the caller discards the copy unless `validate_after_copy` proves no
         // overwrite overlapped it.
-        unsafe { std::ptr::copy_nonoverlapping(self.0.sample_ptr(first), out.as_mut_ptr(), out.len()) }
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.0.sample_ptr(first), out.as_mut_ptr(), out.len())
+        }
     }
     #[inline]
     fn store(&self, first: u64, src: &[u8]) {
@@ -250,7 +279,9 @@ pub struct Stream {
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stream").field("info", &self.info).finish_non_exhaustive()
+        f.debug_struct("Stream")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
     }
 }
 
@@ -270,7 +301,10 @@ fn get_label(src: &[u8]) -> String {
 }
 
 fn check_labels(cfg: &StreamConfig) -> Result<(), CreateError> {
-    for (what, list, max) in [("names", &cfg.ch_names, CH_NAME_MAX), ("units", &cfg.ch_units, CH_UNIT_MAX)] {
+    for (what, list, max) in [
+        ("names", &cfg.ch_names, CH_NAME_MAX),
+        ("units", &cfg.ch_units, CH_UNIT_MAX),
+    ] {
         if !list.is_empty() && list.len() != cfg.n_channels {
             return Err(CreateError::Labels(format!(
                 "{} channel {what} given for {} channels; give one per channel or none",
@@ -300,7 +334,10 @@ impl Stream {
             return Err(CreateError::ZeroChannels);
         }
         if cfg.n_channels as u64 > MAX_CHANNELS {
-            return Err(CreateError::TooManyChannels { n_channels: cfg.n_channels as u64, max: MAX_CHANNELS });
+            return Err(CreateError::TooManyChannels {
+                n_channels: cfg.n_channels as u64,
+                max: MAX_CHANNELS,
+            });
         }
         if cfg.event_capacity == 0 {
             return Err(CreateError::ZeroEventCapacity);
@@ -318,14 +355,25 @@ impl Stream {
             requested_bytes,
             available_bytes: available,
         };
-        let capacity = ring::round_capacity(cfg.capacity, sample_bytes, page).ok_or_else(|| too_large(u64::MAX))?;
-        let regions = layout::regions(cfg.n_channels as u64, sample_bytes, capacity, cfg.event_capacity, page)
+        let capacity = ring::round_capacity(cfg.capacity, sample_bytes, page)
             .ok_or_else(|| too_large(u64::MAX))?;
+        let regions = layout::regions(
+            cfg.n_channels as u64,
+            sample_bytes,
+            capacity,
+            cfg.event_capacity,
+            page,
+        )
+        .ok_or_else(|| too_large(u64::MAX))?;
         if regions.file_bytes > available {
             return Err(too_large(regions.file_bytes));
         }
         let path = stream_path(name);
-        let io = |op, source| CreateError::Io { op, path: path.clone(), source };
+        let io = |op, source| CreateError::Io {
+            op,
+            path: path.clone(),
+            source,
+        };
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -333,7 +381,9 @@ impl Stream {
             .mode(0o600)
             .open(&path)
             .map_err(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => CreateError::AlreadyExists { name: name.to_owned() },
+                std::io::ErrorKind::AlreadyExists => CreateError::AlreadyExists {
+                    name: name.to_owned(),
+                },
                 _ => io("create", e),
             })?;
         // from here on, a failure removes the half-made file
@@ -342,20 +392,37 @@ impl Stream {
             e
         };
         // umask may only remove bits; make owner-only explicit anyway
-        file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(|e| fail(io("chmod", e)))?;
-        file.set_len(regions.file_bytes).map_err(|e| fail(io("resize", e)))?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| fail(io("chmod", e)))?;
+        file.set_len(regions.file_bytes)
+            .map_err(|e| fail(io("resize", e)))?;
         // allocate every page now: ENOSPC here instead of SIGBUS on first touch later
-        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, regions.file_bytes).map_err(|e| {
+        rustix::fs::fallocate(
+            &file,
+            rustix::fs::FallocateFlags::empty(),
+            0,
+            regions.file_bytes,
+        )
+        .map_err(|e| {
             let e = std::io::Error::from(e);
             fail(match e.raw_os_error() {
-                Some(c) if c == rustix::io::Errno::NOSPC.raw_os_error() || c == rustix::io::Errno::FBIG.raw_os_error() => {
+                Some(c)
+                    if c == rustix::io::Errno::NOSPC.raw_os_error()
+                        || c == rustix::io::Errno::FBIG.raw_os_error() =>
+                {
                     too_large(regions.file_bytes)
                 }
                 _ => io("allocate", e),
             })
         })?;
-        let map = Mapping::map(&file, regions, capacity, sample_bytes as usize, cfg.event_capacity)
-            .map_err(|e| fail(io("map", e)))?;
+        let map = Mapping::map(
+            &file,
+            regions,
+            capacity,
+            sample_bytes as usize,
+            cfg.event_capacity,
+        )
+        .map_err(|e| fail(io("map", e)))?;
         let base = map.base.as_ptr();
         let created_unix_ns = sys::realtime_ns();
         // SAFETY: the file is new (O_EXCL) and only this process has it mapped until the
@@ -384,7 +451,10 @@ impl Stream {
             h.name[..name.len()].copy_from_slice(name.as_bytes());
             h.has_labels = u32::from(!cfg.ch_names.is_empty() || !cfg.ch_units.is_empty());
             h.creator_pid = sys::pid();
-            let labels = std::slice::from_raw_parts_mut(base.add(regions.meta as usize).cast::<ChannelLabel>(), cfg.n_channels);
+            let labels = std::slice::from_raw_parts_mut(
+                base.add(regions.meta as usize).cast::<ChannelLabel>(),
+                cfg.n_channels,
+            );
             for (i, l) in labels.iter_mut().enumerate() {
                 if let Some(n) = cfg.ch_names.get(i) {
                     put_label(&mut l.name, n);
@@ -407,7 +477,10 @@ impl Stream {
         layout::validate_name(name)?;
         Self::open_path(&stream_path(name)).map_err(|e| match e {
             OpenError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                OpenError::NotFound { name: name.to_owned(), path: stream_path(name) }
+                OpenError::NotFound {
+                    name: name.to_owned(),
+                    path: stream_path(name),
+                }
             }
             other => other,
         })
@@ -415,52 +488,105 @@ impl Stream {
 
     /// Open the stream file at `path` (any file: a foreign one is refused with the reason).
     pub fn open_path(path: &Path) -> Result<Stream, OpenError> {
-        let io = |op, source| OpenError::Io { op, path: path.to_owned(), source };
-        let not = |reason: String| OpenError::NotAStream { path: path.to_owned(), reason };
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(|e| io("open", e))?;
+        let io = |op, source| OpenError::Io {
+            op,
+            path: path.to_owned(),
+            source,
+        };
+        let not = |reason: String| OpenError::NotAStream {
+            path: path.to_owned(),
+            reason,
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| io("open", e))?;
         let len = file.metadata().map_err(|e| io("stat", e))?.len();
         if len < HEADER_BYTES as u64 {
-            return Err(not(format!("it is {len} bytes, smaller than a stream header ({HEADER_BYTES} B)")));
+            return Err(not(format!(
+                "it is {len} bytes, smaller than a stream header ({HEADER_BYTES} B)"
+            )));
         }
         let mut head = [0u8; HEADER_BYTES];
         // a stream being created publishes its magic last: give a creator a moment
         for attempt in 0..=50 {
-            std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0).map_err(|e| io("read", e))?;
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0)
+                .map_err(|e| io("read", e))?;
             if head[..8] != [0u8; 8] || attempt == 50 {
                 break;
             }
             std::thread::sleep(Duration::from_millis(2));
         }
         if head[..8] != MAGIC {
-            return Err(not(format!("its first bytes are {:02x?}, not the stream magic {:02x?}", &head[..8], MAGIC)));
+            return Err(not(format!(
+                "its first bytes are {:02x?}, not the stream magic {:02x?}",
+                &head[..8],
+                MAGIC
+            )));
         }
         fence(Ordering::Acquire);
         let u32_at = |o: usize| u32::from_ne_bytes(head[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_ne_bytes(head[o..o + 8].try_into().expect("8 bytes"));
         let version = u32_at(8);
         if version != LAYOUT_VERSION {
-            return Err(OpenError::LayoutVersion { path: path.to_owned(), found: version, expected: LAYOUT_VERSION });
+            return Err(OpenError::LayoutVersion {
+                path: path.to_owned(),
+                found: version,
+                expected: LAYOUT_VERSION,
+            });
         }
-        let dtype = DType::from_code(u32_at(24)).ok_or_else(|| not(format!("unknown dtype code {}", u32_at(24))))?;
+        let dtype = DType::from_code(u32_at(24))
+            .ok_or_else(|| not(format!("unknown dtype code {}", u32_at(24))))?;
         let n_channels = u64::from(u32_at(28));
         let sample_bytes = u64_at(32);
         let capacity = u64_at(40);
         let event_capacity = u64_at(104);
-        if n_channels == 0 || sample_bytes != n_channels * dtype.itemsize() as u64 || capacity == 0 || event_capacity == 0 {
+        if n_channels == 0
+            || sample_bytes != n_channels * dtype.itemsize() as u64
+            || capacity == 0
+            || event_capacity == 0
+        {
             return Err(not("its header describes an impossible shape".into()));
         }
         let page = sys::page_size() as u64;
         let regions = layout::regions(n_channels, sample_bytes, capacity, event_capacity, page)
             .ok_or_else(|| not("its header describes sizes that overflow".into()))?;
-        let stored = [u64_at(72), u64_at(80), u64_at(88), u64_at(96), u64_at(120), u64_at(128), u64_at(16)];
-        let expect = [regions.control, regions.meta, regions.stamps, regions.events, regions.data, regions.data_bytes, regions.file_bytes];
+        let stored = [
+            u64_at(72),
+            u64_at(80),
+            u64_at(88),
+            u64_at(96),
+            u64_at(120),
+            u64_at(128),
+            u64_at(16),
+        ];
+        let expect = [
+            regions.control,
+            regions.meta,
+            regions.stamps,
+            regions.events,
+            regions.data,
+            regions.data_bytes,
+            regions.file_bytes,
+        ];
         if stored != expect {
             return Err(not("its region offsets do not match its shape".into()));
         }
         if len < regions.file_bytes {
-            return Err(not(format!("it is {len} bytes, its header says {}", regions.file_bytes)));
+            return Err(not(format!(
+                "it is {len} bytes, its header says {}",
+                regions.file_bytes
+            )));
         }
-        let map = Mapping::map(&file, regions, capacity, sample_bytes as usize, event_capacity).map_err(|e| io("map", e))?;
+        let map = Mapping::map(
+            &file,
+            regions,
+            capacity,
+            sample_bytes as usize,
+            event_capacity,
+        )
+        .map_err(|e| io("map", e))?;
         Ok(Stream::from_mapping(map, path.to_owned()))
     }
 
@@ -470,7 +596,8 @@ impl Stream {
         let labels = map.labels(n);
         let has = h.has_labels != 0;
         let info = StreamInfo {
-            name: String::from_utf8_lossy(&h.name[..(h.name_len as usize).min(h.name.len())]).into_owned(),
+            name: String::from_utf8_lossy(&h.name[..(h.name_len as usize).min(h.name.len())])
+                .into_owned(),
             dtype: DType::from_code(h.dtype).unwrap_or(DType::U8),
             n_channels: n,
             sample_bytes: h.sample_bytes as usize,
@@ -482,7 +609,11 @@ impl Stream {
                 .enumerate()
                 .map(|(i, l)| {
                     let s = get_label(&l.name);
-                    if has && !s.is_empty() { s } else { format!("ch{i}") }
+                    if has && !s.is_empty() {
+                        s
+                    } else {
+                        format!("ch{i}")
+                    }
                 })
                 .collect(),
             ch_units: labels.iter().map(|l| get_label(&l.unit)).collect(),
@@ -490,7 +621,10 @@ impl Stream {
             file_bytes: h.file_bytes,
             path,
         };
-        Stream { map: Arc::new(map), info: Arc::new(info) }
+        Stream {
+            map: Arc::new(map),
+            info: Arc::new(info),
+        }
     }
 
     /// Remove a stream's name. Processes that have it open keep their mapping until they
@@ -499,7 +633,9 @@ impl Stream {
         layout::validate_name(name)?;
         let path = stream_path(name);
         std::fs::remove_file(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => RemoveError::NotFound { name: name.to_owned() },
+            std::io::ErrorKind::NotFound => RemoveError::NotFound {
+                name: name.to_owned(),
+            },
             _ => RemoveError::Io { path, source: e },
         })
     }
@@ -511,7 +647,12 @@ impl Stream {
             .into_iter()
             .flatten()
             .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_prefix(FILE_PREFIX).map(str::to_owned))
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_prefix(FILE_PREFIX)
+                    .map(str::to_owned)
+            })
             .filter(|n| layout::validate_name(n).is_ok())
             .collect();
         names.sort();
@@ -552,17 +693,27 @@ impl Stream {
             // SYNC: AcqRel on success: Acquire sees the previous writer's last commits
             // (they precede its Release of the pid); Release publishes our claim. Relaxed on
             // failure: we only read the holder's pid to judge it.
-            match owner.writer_pid.compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed) {
+            match owner
+                .writer_pid
+                .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => break,
                 Err(holder) => {
                     // SYNC: Relaxed: the start time only disambiguates pid reuse.
                     let start = owner.writer_pid_start.load(Ordering::Relaxed);
                     if sys::process_alive(holder, start) {
-                        return Err(ClaimError::WriterBusy { name: self.info.name.clone(), pid: holder });
+                        return Err(ClaimError::WriterBusy {
+                            name: self.info.name.clone(),
+                            pid: holder,
+                        });
                     }
                     tracing::warn!(stream = %self.info.name, pid = holder, "replacing the writer of a process that died");
                     // SYNC: AcqRel as above; failure means someone else took it first: retry.
-                    if owner.writer_pid.compare_exchange(holder, me, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                    if owner
+                        .writer_pid
+                        .compare_exchange(holder, me, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                    {
                         break;
                     }
                 }
@@ -571,8 +722,12 @@ impl Stream {
         // SYNC: Relaxed: descriptive fields read only to judge liveness and for statistics.
         owner.writer_pid_start.store(my_start, Ordering::Relaxed);
         owner.generation.fetch_add(1, Ordering::Relaxed);
-        owner.heartbeat_ns.store(sys::monotonic_ns(), Ordering::Relaxed);
-        owner.writer_state.store(writer_state::ACTIVE, Ordering::Release);
+        owner
+            .heartbeat_ns
+            .store(sys::monotonic_ns(), Ordering::Relaxed);
+        owner
+            .writer_state
+            .store(writer_state::ACTIVE, Ordering::Release);
         Ok(Writer::new(self.clone()))
     }
 
@@ -584,7 +739,16 @@ impl Stream {
             for (i, slot) in slots.iter().enumerate() {
                 // SYNC: Acquire on success pairs with the Release that freed the slot;
                 // Relaxed on failure (we move on to the next slot).
-                if slot.state.compare_exchange(slot_state::FREE, slot_state::CLAIMING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                if slot
+                    .state
+                    .compare_exchange(
+                        slot_state::FREE,
+                        slot_state::CLAIMING,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
                     return Ok(Reader::new(self.clone(), i, mode));
                 }
             }
@@ -592,7 +756,10 @@ impl Stream {
                 self.reclaim_dead_readers();
             }
         }
-        Err(ClaimError::NoReaderSlot { name: self.info.name.clone(), max: MAX_READERS })
+        Err(ClaimError::NoReaderSlot {
+            name: self.info.name.clone(),
+            max: MAX_READERS,
+        })
     }
 
     /// Free the slots of readers whose process died; returns how many.
@@ -603,14 +770,29 @@ impl Stream {
             let state = slot.state.load(Ordering::Acquire);
             if state == slot_state::LATEST || state == slot_state::LOSSLESS {
                 // SYNC: Relaxed: published by the Release of `state` above.
-                let (pid, start) = (slot.pid.load(Ordering::Relaxed), slot.pid_start.load(Ordering::Relaxed));
+                let (pid, start) = (
+                    slot.pid.load(Ordering::Relaxed),
+                    slot.pid_start.load(Ordering::Relaxed),
+                );
                 // SYNC: Release on success: a later claimer's Acquire sees the slot free.
                 if !sys::process_alive(pid, start)
-                    && slot.state.compare_exchange(state, slot_state::FREE, Ordering::Release, Ordering::Relaxed).is_ok()
+                    && slot
+                        .state
+                        .compare_exchange(
+                            state,
+                            slot_state::FREE,
+                            Ordering::Release,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
                 {
                     if state == slot_state::LOSSLESS {
                         // SYNC: Release pairs with the writer's Acquire count check.
-                        self.map.control().stats.lossless_readers.fetch_sub(1, Ordering::Release);
+                        self.map
+                            .control()
+                            .stats
+                            .lossless_readers
+                            .fetch_sub(1, Ordering::Release);
                     }
                     tracing::warn!(stream = %self.info.name, pid, "released the slot of a reader whose process died");
                     n += 1;

@@ -87,7 +87,12 @@ impl Stream {
                 })
             })
             .collect();
-        let occupancy = readers.iter().map(|r| r.lag).max().unwrap_or(0).min(capacity);
+        let occupancy = readers
+            .iter()
+            .map(|r| r.lag)
+            .max()
+            .unwrap_or(0)
+            .min(capacity);
         StreamStats {
             written,
             capacity,

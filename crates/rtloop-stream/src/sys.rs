@@ -24,7 +24,9 @@ pub fn realtime_ns() -> u64 {
 
 #[inline]
 fn ts_ns(t: Timespec) -> u64 {
-    (t.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(t.tv_nsec as u64)
+    (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64)
 }
 
 /// This process's id.
@@ -59,7 +61,10 @@ pub fn process_alive(pid: u32, start: u64) -> bool {
             let now = process_start_time(pid);
             let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
+                .and_then(|s| {
+                    s.rfind(')')
+                        .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+                })
                 .unwrap_or(false);
             !zombie && (start == 0 || now == 0 || now == start)
         }
@@ -131,7 +136,10 @@ mod tests {
     fn this_process_is_alive_and_a_made_up_one_is_not() {
         let me = pid();
         assert!(process_alive(me, process_start_time(me)));
-        assert!(!process_alive(me, process_start_time(me) + 1), "same pid, other start: reused");
+        assert!(
+            !process_alive(me, process_start_time(me) + 1),
+            "same pid, other start: reused"
+        );
         assert!(!process_alive(0, 0));
         assert!(!process_alive(4_000_000, 0), "above pid_max");
     }

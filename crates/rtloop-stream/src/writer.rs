@@ -26,7 +26,10 @@ pub struct Writer {
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer").field("stream", &self.stream.name()).field("written", &self.written).finish()
+        f.debug_struct("Writer")
+            .field("stream", &self.stream.name())
+            .field("written", &self.written)
+            .finish()
     }
 }
 
@@ -88,7 +91,10 @@ impl Writer {
         let cap = self.stream.info().capacity;
         let n = n as u64;
         if n > cap {
-            return Err(WriteError::TooLarge { requested: n, capacity: cap });
+            return Err(WriteError::TooLarge {
+                requested: n,
+                capacity: cap,
+            });
         }
         let end = self.written + n;
         self.wait_for_room(end)?;
@@ -103,7 +109,9 @@ impl Writer {
         self.check_dtype(T::DTYPE)?;
         // SAFETY: every `Sample` type is plain old data with no padding or invalid bit
         // patterns; viewing it as bytes is sound.
-        let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) };
+        let bytes = unsafe {
+            std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data))
+        };
         self.write_bytes(bytes, None)
     }
 
@@ -134,14 +142,23 @@ impl Writer {
         if got == info.dtype {
             Ok(())
         } else {
-            Err(WriteError::DTypeMismatch { name: info.name.clone(), expected: info.dtype, got })
+            Err(WriteError::DTypeMismatch {
+                name: info.name.clone(),
+                expected: info.dtype,
+                got,
+            })
         }
     }
 
     /// Tell readers this writer is alive although it has nothing to commit.
     pub fn heartbeat(&self) {
         // SYNC: Relaxed: a liveness hint, read without ordering by monitors.
-        self.stream.map.control().owner.heartbeat_ns.store(sys::monotonic_ns(), Ordering::Relaxed);
+        self.stream
+            .map
+            .control()
+            .owner
+            .heartbeat_ns
+            .store(sys::monotonic_ns(), Ordering::Relaxed);
     }
 
     /// Events pushed so far.
@@ -153,7 +170,10 @@ impl Writer {
     /// Append an event to the stream's event ring. Returns its index.
     pub fn push_event(&mut self, ev: &Event) -> Result<u64, WriteError> {
         if ev.payload_bytes() > EVENT_PAYLOAD_MAX {
-            return Err(WriteError::EventTooLarge { bytes: ev.payload_bytes(), max: EVENT_PAYLOAD_MAX });
+            return Err(WriteError::EventTooLarge {
+                bytes: ev.payload_bytes(),
+                max: EVENT_PAYLOAD_MAX,
+            });
         }
         let mut slot = [0u8; EVENT_SLOT_BYTES];
         ev.encode(sys::monotonic_ns(), &mut slot);
@@ -163,7 +183,9 @@ impl Writer {
         sync.begin_overwrite(index + 1);
         // SAFETY: `event_ptr` points at a 512-byte slot inside the event region; only this
         // writer stores there, after `begin_overwrite` (readers validate their copies).
-        unsafe { std::ptr::copy_nonoverlapping(slot.as_ptr(), map.event_ptr(index), EVENT_SLOT_BYTES) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(slot.as_ptr(), map.event_ptr(index), EVENT_SLOT_BYTES)
+        };
         self.events_written = index + 1;
         if sync.publish(index + 1) {
             sync.bump_data_seq();
@@ -174,7 +196,9 @@ impl Writer {
 
     fn wait_for_room(&mut self, end: u64) -> Result<(), WriteError> {
         let cap = self.stream.info().capacity;
-        let Some(need) = end.checked_sub(cap) else { return Ok(()) };
+        let Some(need) = end.checked_sub(cap) else {
+            return Ok(());
+        };
         if self.room_cache >= need {
             return Ok(());
         }
@@ -200,7 +224,11 @@ impl Writer {
                     c.samples.withdraw_space_waiter();
                     return Err(self.timeout_error(need, end, started));
                 }
-                sys::futex_wait(&c.samples.space_wake.seq, seq, left.min(Duration::from_millis(10)));
+                sys::futex_wait(
+                    &c.samples.space_wake.seq,
+                    seq,
+                    left.min(Duration::from_millis(10)),
+                );
             }
             c.samples.withdraw_space_waiter();
             if ok || room() {
@@ -227,7 +255,12 @@ impl Writer {
             .iter()
             // SYNC: Relaxed: diagnostic snapshot for the error message.
             .filter(|s| s.state.load(Ordering::Relaxed) == slot_state::LOSSLESS)
-            .map(|s| (s.cursor.load(Ordering::Relaxed), s.pid.load(Ordering::Relaxed)))
+            .map(|s| {
+                (
+                    s.cursor.load(Ordering::Relaxed),
+                    s.pid.load(Ordering::Relaxed),
+                )
+            })
             .min()
             .unwrap_or((need, 0));
         WriteError::Timeout {
@@ -264,7 +297,9 @@ impl Drop for Writer {
     fn drop(&mut self) {
         let owner = &self.stream.map.control().owner;
         // SYNC: Release: a later writer's AcqRel claim sees everything we committed.
-        owner.writer_state.store(writer_state::CLOSED, Ordering::Release);
+        owner
+            .writer_state
+            .store(writer_state::CLOSED, Ordering::Release);
         owner.writer_pid.store(0, Ordering::Release);
     }
 }
@@ -318,7 +353,10 @@ impl WriteGuard<'_> {
     /// Publish only the first `k` reserved samples.
     pub fn commit_n(self, k: usize) -> Result<(), WriteError> {
         if k as u64 > self.n {
-            return Err(WriteError::CommitTooLarge { requested: k as u64, reserved: self.n });
+            return Err(WriteError::CommitTooLarge {
+                requested: k as u64,
+                reserved: self.n,
+            });
         }
         self.writer.commit(k as u64, None);
         Ok(())

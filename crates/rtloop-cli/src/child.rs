@@ -1,0 +1,17 @@
+//! Child roles started by other rtloop processes (`rtloop child <role> ...`).
+use crate::Global;
+
+/// A child role and its arguments (internal).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ChildArgs {
+    /// The role.
+    pub role: String,
+    /// Role arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+/// Run a child role.
+pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
+    anyhow::bail!("unknown child role {:?}", a.role)
+}

@@ -1,0 +1,157 @@
+//! The `rtloop` command line (clap). `run(argv)` is shared by the `rtloop` binary and the
+//! Python package's console script.
+
+#![forbid(unsafe_code)]
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub mod bench;
+pub mod child;
+pub mod demo;
+pub mod stream_cmd;
+pub mod sysinfo;
+pub mod verify;
+
+/// rtloop: realtime data streaming and closed-loop platform.
+///
+/// Streams are named shared-memory sample rings (one writer, many readers). Start with
+/// `rtloop demo`, look around with `rtloop stream list`, check the machine with
+/// `rtloop verify` and `rtloop bench stream`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rtloop",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Global {
+    /// Print machine-readable JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// More log output (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Log level filter (error, warn, info, debug, trace); also `RTLOOP_LOG`.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a 384-channel int16 30 kHz synthetic writer and a reader in another process for a
+    /// few seconds, showing throughput, latency and occupancy live, then a summary.
+    Demo(demo::DemoArgs),
+    /// Create, list, inspect, monitor and remove streams.
+    #[command(subcommand)]
+    Stream(stream_cmd::StreamCommand),
+    /// Verify a stream end to end: generator and receiver processes through a stream with a
+    /// prime capacity, checking every packet's content and order.
+    Verify(verify::VerifyArgs),
+    /// Benchmarks (throughput and latency against references measured in the same run).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// Versions, kernel, CPUs, shared memory and realtime permissions of this machine.
+    SysInfo(sysinfo::SysInfoArgs),
+    /// Internal: a child role started by another rtloop process (verify, bench, demo).
+    #[command(hide = true)]
+    Child(child::ChildArgs),
+}
+
+fn init_logging(g: &Global) {
+    let level = g
+        .log_level
+        .clone()
+        .or_else(|| std::env::var("RTLOOP_LOG").ok())
+        .unwrap_or_else(|| {
+            match g.verbose {
+                0 => "warn",
+                1 => "info",
+                2 => "debug",
+                _ => "trace",
+            }
+            .to_owned()
+        });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Parse `argv` and run the command; the exit code says how it went (0 ok, 1 failure,
+/// 2 usage error).
+pub fn run<I, T>(argv: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_logging(&cli.global);
+    let g = cli.global.clone();
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(&a, &g),
+        Command::Stream(c) => stream_cmd::run(c, &g),
+        Command::Verify(a) => verify::run(&a, &g),
+        Command::Bench(c) => bench::run(c, &g),
+        Command::SysInfo(a) => sysinfo::run(&a, &g),
+        Command::Child(a) => child::run(&a, &g),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rtloop: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A command that re-runs this rtloop (for child processes). Under the Python console
+/// script the current executable is the interpreter, so run `python -m rtloop` then;
+/// `RTLOOP_EXE` overrides both.
+#[must_use]
+pub fn self_command() -> std::process::Command {
+    if let Some(exe) = std::env::var_os("RTLOOP_EXE") {
+        return std::process::Command::new(exe);
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|_| "rtloop".into());
+    let is_python = exe
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("python"));
+    let mut cmd = std::process::Command::new(&exe);
+    if is_python {
+        cmd.args(["-m", "rtloop"]);
+    }
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,226 @@
+//! Measurement helpers shared by the tools and benchmarks: latency distributions kept in HDR
+//! histograms and reported as p50 / p99 / p99.9 / max (never a mean alone, DESIGN §3),
+//! human tables, JSON, and PNG plots.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use serde::Serialize;
+
+pub use rtloop_stream::sys::monotonic_ns;
+
+pub mod plot;
+
+/// A latency (or any duration) distribution in nanoseconds, 3 significant digits,
+/// from 1 ns to 60 s.
+#[derive(Clone)]
+pub struct LatencyHistogram {
+    h: hdrhistogram::Histogram<u64>,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHistogram {
+    /// An empty histogram.
+    #[must_use]
+    pub fn new() -> Self {
+        LatencyHistogram {
+            h: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3)
+                .expect("valid bounds"),
+        }
+    }
+
+    /// Record one value (clamped into the histogram's range).
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.h.saturating_record(ns.max(1));
+    }
+
+    /// Add another histogram's values.
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        let _ = self.h.add(&other.h);
+    }
+
+    /// Values recorded.
+    #[must_use]
+    pub fn len(&self) -> u64 {
+        self.h.len()
+    }
+
+    /// Whether nothing was recorded.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.h.is_empty()
+    }
+
+    /// The value at quantile `q` (0..=1).
+    #[must_use]
+    pub fn quantile(&self, q: f64) -> u64 {
+        self.h.value_at_quantile(q)
+    }
+
+    /// p50 / p99 / p99.9 / max and friends.
+    #[must_use]
+    pub fn summary(&self) -> Summary {
+        Summary {
+            count: self.h.len(),
+            min_ns: if self.h.is_empty() { 0 } else { self.h.min() },
+            p50_ns: self.h.value_at_quantile(0.5),
+            p99_ns: self.h.value_at_quantile(0.99),
+            p999_ns: self.h.value_at_quantile(0.999),
+            max_ns: self.h.max(),
+            mean_ns: self.h.mean(),
+        }
+    }
+
+    /// Counts per bin of `bin_ns` from 0 to `max_ns` (values above go in the last bin):
+    /// what a histogram plot draws.
+    #[must_use]
+    pub fn bins(&self, bin_ns: u64, max_ns: u64) -> Vec<u64> {
+        let n = (max_ns / bin_ns).max(1) as usize;
+        let mut out = vec![0u64; n];
+        for v in self.h.iter_recorded() {
+            let i = ((v.value_iterated_to() / bin_ns) as usize).min(n - 1);
+            out[i] += v.count_at_value();
+        }
+        out
+    }
+}
+
+/// The figures every latency report gives.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Summary {
+    /// Values recorded.
+    pub count: u64,
+    /// Smallest.
+    pub min_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Largest.
+    pub max_ns: u64,
+    /// Mean (reported beside the quantiles, never alone).
+    pub mean_ns: f64,
+}
+
+/// Format nanoseconds for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.20 s`.
+#[must_use]
+pub fn fmt_ns(ns: u64) -> String {
+    let f = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} µs", f / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", f / 1e6)
+    } else {
+        format!("{:.2} s", f / 1e9)
+    }
+}
+
+/// A plain text table: a header row and rows, columns padded to their widest cell.
+#[derive(Debug, Default, Clone)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column names.
+    #[must_use]
+    pub fn new<S: ToString>(header: &[S]) -> Self {
+        Table {
+            header: header.iter().map(ToString::to_string).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Add a row.
+    pub fn row<S: ToString>(&mut self, cells: &[S]) {
+        self.rows
+            .push(cells.iter().map(ToString::to_string).collect());
+    }
+
+    /// Render with two spaces between columns.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let cols = self
+            .header
+            .len()
+            .max(self.rows.iter().map(Vec::len).max().unwrap_or(0));
+        let mut width = vec![0usize; cols];
+        for r in std::iter::once(&self.header).chain(&self.rows) {
+            for (i, c) in r.iter().enumerate() {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        let line = |r: &Vec<String>| {
+            let cells: Vec<String> = (0..cols)
+                .map(|i| {
+                    let c = r.get(i).map_or("", String::as_str);
+                    format!("{c}{}", " ".repeat(width[i] - c.chars().count()))
+                })
+                .collect();
+            cells.join("  ").trim_end().to_owned()
+        };
+        let mut out = line(&self.header);
+        out.push('\n');
+        out.push_str(
+            &width
+                .iter()
+                .map(|w| "-".repeat(*w))
+                .collect::<Vec<_>>()
+                .join("  "),
+        );
+        for r in &self.rows {
+            out.push('\n');
+            out.push_str(&line(r));
+        }
+        out.push('\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_reports_quantiles_of_what_was_recorded() {
+        let mut h = LatencyHistogram::new();
+        for v in 1..=1000u64 {
+            h.record(v * 1000);
+        }
+        let s = h.summary();
+        assert_eq!(s.count, 1000);
+        assert!((499_000..=501_000).contains(&s.p50_ns), "{s:?}");
+        assert!((989_000..=991_000).contains(&s.p99_ns), "{s:?}");
+        assert!(s.max_ns >= 999_000);
+        let bins = h.bins(100_000, 1_000_000);
+        assert_eq!(bins.len(), 10);
+        assert_eq!(bins.iter().sum::<u64>(), 1000);
+    }
+
+    #[test]
+    fn table_pads_columns() {
+        let mut t = Table::new(&["a", "long header"]);
+        t.row(&["value", "1"]);
+        let s = t.render();
+        assert!(s.starts_with("a      long header\n"), "{s}");
+        assert!(s.contains("value  1"), "{s}");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(fmt_ns(850), "850 ns");
+        assert_eq!(fmt_ns(12_345), "12.3 µs");
+        assert_eq!(fmt_ns(4_560_000), "4.56 ms");
+    }
+}

@@ -1,0 +1,1 @@
+//! loom models of the ring protocol in `ring.rs` (run with `scripts/loom.sh`).
