@@ -1,0 +1,35 @@
+# Shared helpers for rtloop's scripts (sourced, not run).
+# Every script works from the repository root and keeps the Python environment in .venv.
+
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="${RTLOOP_VENV:-$ROOT/.venv}"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Rust: the machine's rustup toolchain; Debian's cargo as a last resort.
+ensure_cargo() {
+    if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+        export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if ! command -v cargo >/dev/null 2>&1; then
+        say "cargo not found: installing Debian's cargo (needs root)"
+        apt-get update -qq && apt-get install -y -qq cargo rustc >/dev/null
+    fi
+    command -v cargo >/dev/null || { echo "rtloop needs cargo (Rust >= 1.85); install rustup first" >&2; exit 1; }
+}
+
+# Fonts for the PNG plots (Debian's DejaVu); optional, plots fall back to no text.
+ensure_fonts() {
+    if [ ! -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        say "installing fonts-dejavu-core for plot labels"
+        (apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null) || echo "warning: no fonts; plots will have no text" >&2
+    fi
+}
+
+# Python: a venv with the build and test tools, and rtloop built into it (release).
+ensure_python() {
+    bash "$ROOT/scripts/python-dev.sh"
+    export PATH="$VENV/bin:$PATH"
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# README command 2 and what CI runs (.ci/run): every test of rtloop, stage by stage.
+#   RTLOOP_SOAK=1     also run the long stages (verify 10^8 packets, fuzzing, slow loom models)
+#   RTLOOP_SKIP=...   space-separated stage names to skip (for local iteration only)
+source "$(dirname "$0")/lib.sh"
+ensure_cargo
+ensure_fonts
+
+declare -a TIMES=()
+stage() {
+    local name="$1"; shift
+    if [[ " ${RTLOOP_SKIP:-} " == *" $name "* ]]; then say "skip $name (RTLOOP_SKIP)"; return; fi
+    say "stage: $name"
+    local t0=$SECONDS
+    "$@"
+    TIMES+=("$(printf '%-10s %4ds' "$name" $((SECONDS - t0)))")
+}
+
+versions() {
+    cargo --version; rustc --version; python3 --version
+    uname -srm; nproc
+}
+
+rust_lint() {
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+}
+
+rust_test() {
+    cargo test --workspace --locked
+    # benches must still build and pass their correctness checks (criterion in test mode)
+    cargo test --workspace --benches --locked
+}
+
+python_test() {
+    ensure_python
+    rtloop sys-info
+    # pytest exits 5 when it collected nothing: that is a failure here, not a pass
+    local rc=0
+    python -m pytest -q || rc=$?
+    if [ "$rc" = 5 ]; then echo "pytest collected no tests: failing" >&2; return 1; fi
+    [ "$rc" = 0 ] || return "$rc"
+    # the typed stubs must match the native module
+    python -m mypy.stubtest rtloop._rtloop
+}
+
+verify_run() {
+    local packets=1000000
+    [ "${RTLOOP_SOAK:-0}" = 1 ] && packets=100000000
+    rtloop verify --packets "$packets"
+}
+
+stage versions versions
+stage lint rust_lint
+stage rust rust_test
+stage loom bash scripts/loom.sh
+stage miri bash scripts/miri.sh
+stage python python_test
+stage verify verify_run
+
+say "stage times"
+printf '  %s\n' "${TIMES[@]}"
+say "all stages passed"
