@@ -74,7 +74,7 @@ pub fn process_alive(pid: u32, start: u64) -> bool {
 
 /// Sleep on a shared futex word while it equals `expected`, at most `timeout`.
 /// Returns early on a wake, a changed value, a signal or the timeout (callers re-check).
-pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: Duration) {
+pub fn futex_wait(word: &crate::sync::AtomicU32, expected: u32, timeout: Duration) {
     let ts = Timespec {
         tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
         tv_nsec: i64::from(timeout.subsec_nanos()),
@@ -84,7 +84,7 @@ pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: D
 }
 
 /// Wake every sleeper on a shared futex word.
-pub fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
+pub fn futex_wake_all(word: &crate::sync::AtomicU32) {
     let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
 
