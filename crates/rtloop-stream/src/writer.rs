@@ -103,7 +103,11 @@ impl Writer {
         }
         let end = self.written + n;
         self.wait_for_room(end)?;
-        self.stream.map.control().samples.begin_overwrite(end.max(self.reserved_floor));
+        self.stream
+            .map
+            .control()
+            .samples
+            .begin_overwrite(end.max(self.reserved_floor));
         Ok(WriteGuard { writer: self, n })
     }
 
