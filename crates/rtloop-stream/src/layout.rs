@@ -254,6 +254,120 @@ pub fn regions(
     })
 }
 
+/// Why a header was refused by [`parse_header`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderError {
+    /// A stream of another layout version.
+    Version {
+        /// The version in the file.
+        found: u32,
+    },
+    /// Not a stream (or a damaged one): the reason.
+    Invalid(String),
+}
+
+/// What [`parse_header`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParsedHeader {
+    /// Sample dtype.
+    pub dtype: crate::DType,
+    /// Channels per sample.
+    pub n_channels: u64,
+    /// Bytes per sample.
+    pub sample_bytes: u64,
+    /// Samples kept.
+    pub capacity: u64,
+    /// Events kept.
+    pub event_capacity: u64,
+    /// Region offsets, consistent with the shape and the file length.
+    pub regions: Regions,
+}
+
+/// Parse and check a stream header read from a file of `file_len` bytes: I/O-free, so it
+/// can be fuzzed. Every field later code relies on (shape, offsets, sizes) is checked
+/// against the others and against the file length; anything else is refused with a reason.
+pub fn parse_header(head: &[u8], file_len: u64, page: u64) -> Result<ParsedHeader, HeaderError> {
+    let invalid = |r: String| Err(HeaderError::Invalid(r));
+    if head.len() < HEADER_BYTES || file_len < HEADER_BYTES as u64 {
+        return invalid(format!(
+            "it is {} bytes, smaller than a stream header ({HEADER_BYTES} B)",
+            file_len.min(head.len() as u64)
+        ));
+    }
+    if head[..8] != MAGIC {
+        return invalid(format!(
+            "its first bytes are {:02x?}, not the stream magic {MAGIC:02x?}",
+            &head[..8]
+        ));
+    }
+    let u32_at = |o: usize| u32::from_ne_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+    let u64_at = |o: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&head[o..o + 8]);
+        u64::from_ne_bytes(b)
+    };
+    let version = u32_at(offset_of!(Header, layout_version));
+    if version != LAYOUT_VERSION {
+        return Err(HeaderError::Version { found: version });
+    }
+    let code = u32_at(offset_of!(Header, dtype));
+    let Some(dtype) = crate::DType::from_code(code) else {
+        return invalid(format!("unknown dtype code {code}"));
+    };
+    let n_channels = u64::from(u32_at(offset_of!(Header, n_channels)));
+    let sample_bytes = u64_at(offset_of!(Header, sample_bytes));
+    let capacity = u64_at(offset_of!(Header, capacity));
+    let event_capacity = u64_at(offset_of!(Header, event_capacity));
+    if n_channels == 0
+        || n_channels > MAX_CHANNELS
+        || sample_bytes != n_channels * dtype.itemsize() as u64
+        || capacity == 0
+        || event_capacity == 0
+        || u64_at(offset_of!(Header, event_slot_bytes)) != EVENT_SLOT_BYTES as u64
+        || u32_at(offset_of!(Header, name_len)) as usize > NAME_MAX
+    {
+        return invalid("its header describes an impossible shape".into());
+    }
+    let Some(regions) = regions(n_channels, sample_bytes, capacity, event_capacity, page) else {
+        return invalid("its header describes sizes that overflow".into());
+    };
+    let stored = [
+        u64_at(offset_of!(Header, control_offset)),
+        u64_at(offset_of!(Header, meta_offset)),
+        u64_at(offset_of!(Header, stamps_offset)),
+        u64_at(offset_of!(Header, events_offset)),
+        u64_at(offset_of!(Header, data_offset)),
+        u64_at(offset_of!(Header, data_bytes)),
+        u64_at(offset_of!(Header, file_bytes)),
+    ];
+    let expect = [
+        regions.control,
+        regions.meta,
+        regions.stamps,
+        regions.events,
+        regions.data,
+        regions.data_bytes,
+        regions.file_bytes,
+    ];
+    if stored != expect {
+        return invalid("its region offsets do not match its shape".into());
+    }
+    if file_len < regions.file_bytes {
+        return invalid(format!(
+            "it is {file_len} bytes, its header says {}",
+            regions.file_bytes
+        ));
+    }
+    Ok(ParsedHeader {
+        dtype,
+        n_channels,
+        sample_bytes,
+        capacity,
+        event_capacity,
+        regions,
+    })
+}
+
 /// Check a stream name: 1..=[`NAME_MAX`] of `A-Za-z0-9_-.`, not starting with `.`.
 pub fn validate_name(name: &str) -> Result<(), crate::NameError> {
     let err = |reason| {
@@ -286,6 +400,87 @@ pub fn validate_name(name: &str) -> Result<(), crate::NameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A header as `Stream::create` writes it, for the parser tests.
+    fn valid_header(n_channels: u32, capacity: u64) -> (Vec<u8>, u64) {
+        let sb = u64::from(n_channels) * 4;
+        let r = regions(u64::from(n_channels), sb, capacity, 16, 4096).unwrap();
+        let mut h = vec![0u8; HEADER_BYTES];
+        let mut put = |o: usize, b: &[u8]| h[o..o + b.len()].copy_from_slice(b);
+        put(0, &MAGIC);
+        put(
+            offset_of!(Header, layout_version),
+            &LAYOUT_VERSION.to_ne_bytes(),
+        );
+        put(
+            offset_of!(Header, dtype),
+            &crate::DType::F32.code().to_ne_bytes(),
+        );
+        put(offset_of!(Header, n_channels), &n_channels.to_ne_bytes());
+        put(offset_of!(Header, sample_bytes), &sb.to_ne_bytes());
+        put(offset_of!(Header, capacity), &capacity.to_ne_bytes());
+        put(offset_of!(Header, event_capacity), &16u64.to_ne_bytes());
+        put(
+            offset_of!(Header, event_slot_bytes),
+            &(EVENT_SLOT_BYTES as u64).to_ne_bytes(),
+        );
+        put(offset_of!(Header, control_offset), &r.control.to_ne_bytes());
+        put(offset_of!(Header, meta_offset), &r.meta.to_ne_bytes());
+        put(offset_of!(Header, stamps_offset), &r.stamps.to_ne_bytes());
+        put(offset_of!(Header, events_offset), &r.events.to_ne_bytes());
+        put(offset_of!(Header, data_offset), &r.data.to_ne_bytes());
+        put(offset_of!(Header, data_bytes), &r.data_bytes.to_ne_bytes());
+        put(offset_of!(Header, file_bytes), &r.file_bytes.to_ne_bytes());
+        (h, r.file_bytes)
+    }
+
+    #[test]
+    fn a_valid_header_parses_and_a_short_file_is_refused() {
+        let (h, len) = valid_header(8, 1024);
+        let p = parse_header(&h, len, 4096).unwrap();
+        assert_eq!((p.n_channels, p.capacity, p.sample_bytes), (8, 1024, 32));
+        let e = parse_header(&h, len - 1, 4096).unwrap_err();
+        assert!(
+            matches!(&e, HeaderError::Invalid(r) if r.contains("its header says")),
+            "{e:?}"
+        );
+        let mut v2 = h.clone();
+        v2[8] = 2;
+        assert_eq!(
+            parse_header(&v2, len, 4096),
+            Err(HeaderError::Version { found: 2 })
+        );
+    }
+
+    proptest! {
+        /// The header parser is the one parser of untrusted bytes here: any input is
+        /// answered with a value or a reason, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic_the_header_parser(
+            bytes in proptest::collection::vec(any::<u8>(), 0..5000), file_len in any::<u64>()
+        ) {
+            let _ = parse_header(&bytes, file_len, 4096);
+            let mut with_magic = bytes.clone();
+            if with_magic.len() >= 8 { with_magic[..8].copy_from_slice(&MAGIC); }
+            let _ = parse_header(&with_magic, file_len, 4096);
+        }
+
+        /// A damaged valid header either still describes a consistent stream that fits the
+        /// file, or is refused.
+        #[test]
+        fn damaged_headers_are_refused_or_consistent(
+            n in 1u32..512, cap in 1u64..100_000, flips in proptest::collection::vec((0usize..HEADER_BYTES, any::<u8>()), 1..8)
+        ) {
+            let (mut h, len) = valid_header(n, cap.next_multiple_of(1024));
+            for (i, b) in flips { h[i] = b; }
+            if let Ok(p) = parse_header(&h, len, 4096) {
+                prop_assert!(p.regions.file_bytes <= len);
+                prop_assert_eq!(p.sample_bytes, p.n_channels * p.dtype.itemsize() as u64);
+                prop_assert_eq!(p.regions.data_bytes, p.capacity * p.sample_bytes);
+            }
+        }
+    }
 
     #[test]
     fn regions_are_page_aligned_and_in_order() {

@@ -14,8 +14,9 @@ use rustix::mm::{MapFlags, ProtFlags};
 
 use crate::error::{ClaimError, CreateError, OpenError, RemoveError};
 use crate::layout::{
-    self, writer_state, ChannelLabel, ControlBlock, Header, Regions, CH_NAME_MAX, CH_UNIT_MAX,
-    EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION, MAGIC, MAX_CHANNELS, MAX_READERS,
+    self, writer_state, ChannelLabel, ControlBlock, Header, HeaderError, Regions, CH_NAME_MAX,
+    CH_UNIT_MAX, EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION, MAGIC, MAX_CHANNELS,
+    MAX_READERS,
 };
 use crate::ring::{self, slot_state, Storage};
 use crate::sync::{fence, Ordering};
@@ -518,67 +519,22 @@ impl Stream {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        if head[..8] != MAGIC {
-            return Err(not(format!(
-                "its first bytes are {:02x?}, not the stream magic {:02x?}",
-                &head[..8],
-                MAGIC
-            )));
-        }
         fence(Ordering::Acquire);
-        let u32_at = |o: usize| u32::from_ne_bytes(head[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_ne_bytes(head[o..o + 8].try_into().expect("8 bytes"));
-        let version = u32_at(8);
-        if version != LAYOUT_VERSION {
-            return Err(OpenError::LayoutVersion {
-                path: path.to_owned(),
-                found: version,
-                expected: LAYOUT_VERSION,
-            });
-        }
-        let dtype = DType::from_code(u32_at(24))
-            .ok_or_else(|| not(format!("unknown dtype code {}", u32_at(24))))?;
-        let n_channels = u64::from(u32_at(28));
-        let sample_bytes = u64_at(32);
-        let capacity = u64_at(40);
-        let event_capacity = u64_at(104);
-        if n_channels == 0
-            || sample_bytes != n_channels * dtype.itemsize() as u64
-            || capacity == 0
-            || event_capacity == 0
-        {
-            return Err(not("its header describes an impossible shape".into()));
-        }
         let page = sys::page_size() as u64;
-        let regions = layout::regions(n_channels, sample_bytes, capacity, event_capacity, page)
-            .ok_or_else(|| not("its header describes sizes that overflow".into()))?;
-        let stored = [
-            u64_at(72),
-            u64_at(80),
-            u64_at(88),
-            u64_at(96),
-            u64_at(120),
-            u64_at(128),
-            u64_at(16),
-        ];
-        let expect = [
-            regions.control,
-            regions.meta,
-            regions.stamps,
-            regions.events,
-            regions.data,
-            regions.data_bytes,
-            regions.file_bytes,
-        ];
-        if stored != expect {
-            return Err(not("its region offsets do not match its shape".into()));
-        }
-        if len < regions.file_bytes {
-            return Err(not(format!(
-                "it is {len} bytes, its header says {}",
-                regions.file_bytes
-            )));
-        }
+        let parsed = layout::parse_header(&head, len, page).map_err(|e| match e {
+            HeaderError::Version { found } => OpenError::LayoutVersion {
+                path: path.to_owned(),
+                found,
+                expected: LAYOUT_VERSION,
+            },
+            HeaderError::Invalid(reason) => not(reason),
+        })?;
+        let (regions, capacity, sample_bytes, event_capacity) = (
+            parsed.regions,
+            parsed.capacity,
+            parsed.sample_bytes,
+            parsed.event_capacity,
+        );
         let map = Mapping::map(
             &file,
             regions,
