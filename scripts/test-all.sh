@@ -57,6 +57,9 @@ stage loom bash scripts/loom.sh
 stage miri bash scripts/miri.sh
 stage python python_test
 stage verify verify_run
+if [ "${RTLOOP_SOAK:-0}" = 1 ]; then
+    stage fuzz bash scripts/fuzz.sh
+fi
 
 say "stage times"
 printf '  %s\n' "${TIMES[@]}"
