@@ -144,8 +144,32 @@ pub fn spawn_role(test_name: &str, role: &str, envs: &[(&str, &str)]) -> Child {
         .unwrap_or_else(|e| panic!("spawn child role {role:?} of test {test_name}: {e}"))
 }
 
+/// What a child reported with [`report`], with its whole stdout for failure messages.
+#[derive(Debug, Clone)]
+pub struct Reports {
+    what: String,
+    stdout: String,
+    values: HashMap<String, String>,
+}
+
+impl Reports {
+    /// The value reported for `key`; panics (showing the child's output) if there is none.
+    #[must_use]
+    pub fn get(&self, key: &str) -> &str {
+        self.values.get(key).map_or_else(
+            || {
+                panic!(
+                    "{} reported no {key:?}; its output:\n{}",
+                    self.what, self.stdout
+                )
+            },
+            String::as_str,
+        )
+    }
+}
+
 /// Wait for a child to exit, assert it succeeded, and return its [`report`]s.
-pub fn finish(child: Child, what: &str) -> HashMap<String, String> {
+pub fn finish(child: Child, what: &str) -> Reports {
     let out = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("wait for {what}: {e}"));
@@ -155,7 +179,11 @@ pub fn finish(child: Child, what: &str) -> HashMap<String, String> {
         "{what} failed ({}); its output:\n{stdout}",
         out.status
     );
-    parse_reports(&stdout)
+    Reports {
+        what: what.to_owned(),
+        values: parse_reports(&stdout),
+        stdout: stdout.into_owned(),
+    }
 }
 
 /// In a child: print `key=value` for the parent ([`finish`] / [`parse_reports`]).
@@ -168,7 +196,8 @@ pub fn report(key: &str, value: impl std::fmt::Display) {
 pub fn parse_reports(stdout: &str) -> HashMap<String, String> {
     stdout
         .lines()
-        .filter_map(|l| l.trim().strip_prefix(REPORT_PREFIX))
+        // libtest may print "test name ... " on the same line before the first report
+        .filter_map(|l| l.find(REPORT_PREFIX).map(|i| &l[i + REPORT_PREFIX.len()..]))
         .filter_map(|kv| {
             let (k, v) = kv.trim().split_once('=')?;
             Some((k.to_owned(), v.to_owned()))
@@ -223,7 +252,9 @@ mod tests {
 
     #[test]
     fn reports_round_trip_through_stdout_text() {
-        let text = format!("noise\n{REPORT_PREFIX} got=12\n  {REPORT_PREFIX} pid=7\nmore noise");
+        let text = format!(
+            "noise\ntest x ... {REPORT_PREFIX} got=12\n  {REPORT_PREFIX} pid=7\nmore noise"
+        );
         let r = parse_reports(&text);
         assert_eq!(r.len(), 2);
         assert_eq!(r["got"], "12");
