@@ -1,0 +1,378 @@
+//! Every bad input gets a clear error — the exact variant, a message that says what was
+//! wrong and what is allowed — and nothing already written is lost.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{check, create, payload_bytes, CH};
+use rtloop_stream::{
+    stream_path, ClaimError, CreateError, DType, Event, EventValue, Liveness, NameError, OpenError,
+    ReadError, ReaderMode, Stream, StreamConfig, WriteError,
+};
+use rtloop_testkit::{role, spawn_role, unique_name, StreamGuard, Watchdog};
+
+/// A stream holding samples `[0, n)` of the test payload, its writer and a latest reader.
+fn filled(label: &str, n: u64) -> (StreamGuard, Stream, rtloop_stream::Writer) {
+    let name = unique_name(label);
+    let stream = create(&name, n);
+    let guard = StreamGuard::new(&name);
+    let mut w = stream.writer().unwrap();
+    w.write_bytes(&payload_bytes(0, n), None).unwrap();
+    (guard, stream, w)
+}
+
+/// Assert samples `[first, end)` still read back exactly as written.
+fn assert_intact(stream: &Stream, first: u64, end: u64) {
+    let r = stream.reader(ReaderMode::Latest).unwrap();
+    let mut buf = vec![0u8; (end - first) as usize * 8 * CH];
+    r.read_into(first, end, &mut buf, None).unwrap();
+    check(first, &buf).unwrap();
+    assert_eq!(stream.written(), end);
+}
+
+/// The error of a window request that must fail (`Window` has no `Debug` for `unwrap_err`).
+fn window_err(r: &rtloop_stream::Reader, first: u64, end: u64) -> ReadError {
+    match r.window(first, end) {
+        Ok(w) => panic!("window [{}, {}) should have been refused", w.first, w.end),
+        Err(e) => e,
+    }
+}
+
+fn assert_says(err: &impl std::fmt::Display, words: &[&str]) {
+    let msg = err.to_string();
+    for w in words {
+        assert!(msg.contains(w), "message {msg:?} should say {w:?}");
+    }
+}
+
+#[test]
+fn write_of_another_dtype_is_refused_and_stored_samples_stay() {
+    let (_g, stream, mut w) = filled("bad-dtype", 10);
+    let err = w.write(&[1.5f32; CH]).unwrap_err();
+    assert_eq!(
+        err,
+        WriteError::DTypeMismatch {
+            name: stream.name().to_owned(),
+            expected: DType::U64,
+            got: DType::F32,
+        }
+    );
+    assert_says(
+        &err,
+        &["holds uint64 samples", "got float32 data", "convert"],
+    );
+    assert_intact(&stream, 0, 10);
+}
+
+#[test]
+fn write_that_is_not_whole_samples_is_refused_with_the_expected_shape() {
+    let (_g, stream, mut w) = filled("bad-channels", 10);
+    let err = w.write(&[7u64; CH + 1]).unwrap_err();
+    assert_eq!(
+        err,
+        WriteError::ChannelMismatch {
+            name: stream.name().to_owned(),
+            n_channels: CH,
+            values: CH + 1,
+        }
+    );
+    assert_says(
+        &err,
+        &[
+            "4 channels",
+            "5 values",
+            "not a whole number",
+            "(n_samples, 4)",
+        ],
+    );
+    assert_intact(&stream, 0, 10);
+}
+
+#[test]
+fn windows_outside_the_kept_range_or_reversed_are_refused() {
+    let name = unique_name("bad-window");
+    let stream = create(&name, 1);
+    let _g = StreamGuard::new(&name);
+    let cap = stream.info().capacity;
+    let mut w = stream.writer().unwrap();
+    let written = cap + 10;
+    w.write_bytes(&payload_bytes(0, written), None).unwrap();
+    let r = stream.reader(ReaderMode::Latest).unwrap();
+
+    let err = window_err(&r, 5, 20);
+    assert_eq!(
+        err,
+        ReadError::TooOld {
+            first: 5,
+            end: 20,
+            oldest: 10,
+            capacity: cap
+        }
+    );
+    assert_says(&err, &["[5, 20)", "before the oldest kept sample 10"]);
+
+    let err = window_err(&r, written - 1, written + 1);
+    assert_eq!(
+        err,
+        ReadError::NotYetWritten {
+            first: written - 1,
+            end: written + 1,
+            written
+        }
+    );
+    assert_says(&err, &["beyond", &format!("{written} samples written")]);
+
+    let err = window_err(&r, 20, 15);
+    assert_eq!(err, ReadError::Reversed { first: 20, end: 15 });
+    assert_says(&err, &["[20, 15)", "reversed", "first must be <= end"]);
+
+    // the copying read refuses the same windows the same way
+    let mut buf = vec![0u8; 15 * 8 * CH];
+    assert!(matches!(
+        r.read_into(5, 20, &mut buf, None),
+        Err(ReadError::TooOld { oldest: 10, .. })
+    ));
+    assert_intact(&stream, 10, written);
+}
+
+#[test]
+fn capacity_zero_is_refused_and_leaves_no_file() {
+    let name = unique_name("cap-zero");
+    let err = Stream::create(&name, &StreamConfig::new(DType::I16, 2, 100.0, 0)).unwrap_err();
+    assert!(matches!(err, CreateError::ZeroCapacity), "{err:?}");
+    assert_says(&err, &["capacity must be at least 1 sample", "got 0"]);
+    assert!(!stream_path(&name).exists());
+}
+
+#[test]
+fn capacity_beyond_memory_is_refused_with_the_sizes_and_leaves_no_file() {
+    let name = unique_name("cap-huge");
+    // 8 TiB of samples: more than this machine has, but no arithmetic overflow
+    let cfg = StreamConfig::new(DType::F64, 1, 100.0, 1 << 40);
+    let err = Stream::create(&name, &cfg).unwrap_err();
+    match &err {
+        CreateError::TooLarge {
+            capacity,
+            sample_bytes,
+            requested_bytes,
+            available_bytes,
+        } => {
+            assert_eq!((*capacity, *sample_bytes), (1 << 40, 8));
+            assert!(requested_bytes > available_bytes);
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert_says(
+        &err,
+        &[
+            "1099511627776 samples x 8 B",
+            "are available",
+            "smaller capacity",
+        ],
+    );
+    assert!(!stream_path(&name).exists());
+
+    // a capacity whose size overflows is refused the same way
+    let cfg = StreamConfig::new(DType::F64, 16, 100.0, u64::MAX / 2);
+    let err = Stream::create(&name, &cfg).unwrap_err();
+    assert!(matches!(err, CreateError::TooLarge { .. }), "{err:?}");
+    assert!(!stream_path(&name).exists());
+}
+
+#[test]
+fn names_with_slash_empty_or_too_long_are_refused_by_create_open_and_remove() {
+    let long = "n".repeat(65);
+    for (bad, reason) in [
+        ("a/b", "it contains '/'"),
+        ("../etc", "it contains '/'"),
+        (".hidden", "it starts with '.'"),
+        ("", "it is empty"),
+        (long.as_str(), "it is too long"),
+    ] {
+        let want = NameError {
+            name: bad.to_owned(),
+            reason,
+        };
+        let err = Stream::create(bad, &StreamConfig::new(DType::U8, 1, 0.0, 8)).unwrap_err();
+        match &err {
+            CreateError::Name(e) => assert_eq!(e, &want),
+            other => panic!("expected a name error for {bad:?}, got {other:?}"),
+        }
+        assert_says(&err, &[reason, "allowed: 1 to 64 characters"]);
+        assert!(matches!(Stream::open(bad), Err(OpenError::Name(e)) if e == want));
+        assert!(Stream::remove(bad).is_err());
+    }
+    // 64 characters is still fine
+    let ok = unique_name(&"n".repeat(64));
+    assert_eq!(ok.len(), 64);
+    create(&ok, 8);
+    let _g = StreamGuard::new(&ok);
+    assert!(Stream::open(&ok).is_ok());
+}
+
+#[test]
+fn stream_of_another_layout_version_is_refused_and_left_untouched() {
+    let (_g, stream, w) = filled("old-layout", 10);
+    drop(w);
+    let path = stream_path(stream.name());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[8..12].copy_from_slice(&7u32.to_ne_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+
+    let err = Stream::open(stream.name()).unwrap_err();
+    match &err {
+        OpenError::LayoutVersion {
+            path: p,
+            found,
+            expected,
+        } => {
+            assert_eq!((p, *found, *expected), (&path, 7, 1));
+        }
+        other => panic!("expected LayoutVersion, got {other:?}"),
+    }
+    assert_says(
+        &err,
+        &["layout version 7", "reads version 1", "recreate the stream"],
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "open changed nothing");
+    // the samples are still there for a matching version
+    bytes[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    assert_intact(&Stream::open(stream.name()).unwrap(), 0, 10);
+}
+
+#[test]
+fn file_that_is_not_a_stream_is_refused_with_the_reason() {
+    let name = unique_name("garbage");
+    let path = stream_path(&name);
+    let _g = StreamGuard::new(&name);
+    // too short to hold a header
+    std::fs::write(&path, b"hello, not a stream").unwrap();
+    let err = Stream::open(&name).unwrap_err();
+    assert!(matches!(err, OpenError::NotAStream { .. }), "{err:?}");
+    assert_says(
+        &err,
+        &["is not an rtloop stream", "smaller than a stream header"],
+    );
+    // long enough, but the wrong magic
+    let garbage: Vec<u8> = (0..3 * 4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(&path, &garbage).unwrap();
+    let err = Stream::open(&name).unwrap_err();
+    assert!(matches!(err, OpenError::NotAStream { .. }), "{err:?}");
+    assert_says(&err, &["is not an rtloop stream", "not the stream magic"]);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        garbage,
+        "open changed nothing"
+    );
+}
+
+#[test]
+fn second_writer_in_the_same_process_is_refused_with_the_holders_pid() {
+    let (_g, stream, _w) = filled("second-writer", 10);
+    let err = stream.writer().unwrap_err();
+    let pid = std::process::id();
+    assert_eq!(
+        err,
+        ClaimError::WriterBusy {
+            name: stream.name().to_owned(),
+            pid
+        }
+    );
+    assert_says(
+        &err,
+        &[
+            &format!("pid {pid}"),
+            "already has a writer",
+            "exactly one writer",
+        ],
+    );
+    assert_intact(&stream, 0, 10);
+}
+
+#[test]
+fn second_writer_from_another_process_is_refused_with_the_holders_pid() {
+    const TEST: &str = "second_writer_from_another_process_is_refused_with_the_holders_pid";
+    if role().is_some() {
+        // hold the writer with 10 samples written until killed
+        let _dog = Watchdog::arm(90, "child holding the writer");
+        let stream = Stream::open(&std::env::var("STREAM").unwrap()).unwrap();
+        let mut w = stream.writer().unwrap();
+        w.write_bytes(&payload_bytes(0, 10), None).unwrap();
+        loop {
+            std::thread::park();
+        }
+    }
+    let _dog = Watchdog::arm(60, TEST);
+    let name = unique_name("writer-elsewhere");
+    let stream = create(&name, 10);
+    let _g = StreamGuard::new(&name);
+    let mut holder = spawn_role(TEST, "hold-writer", &[("STREAM", &name)]);
+    let holder_pid = holder.id();
+    while stream.written() < 10 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(matches!(
+        stream.writer_liveness(),
+        Liveness::Active { pid, .. } if pid == holder_pid
+    ));
+    let err = stream.writer().unwrap_err();
+    assert_eq!(
+        err,
+        ClaimError::WriterBusy {
+            name: name.clone(),
+            pid: holder_pid
+        }
+    );
+    assert_says(
+        &err,
+        &[&format!("(pid {holder_pid})"), "already has a writer"],
+    );
+    assert_intact(&stream, 0, 10);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // once the holder is gone the stream can be claimed, with its samples intact
+    let w = stream.writer().unwrap();
+    assert_eq!(w.written(), 10);
+    assert_intact(&stream, 0, 10);
+}
+
+#[test]
+fn event_too_large_for_a_slot_is_refused_and_earlier_events_stay() {
+    let (_g, stream, mut w) = filled("big-event", 4);
+    let first = Event::new("trigger", EventValue::i64(1), 2);
+    assert_eq!(w.push_event(&first).unwrap(), 0);
+    let big = Event::new("note", "x".repeat(600).as_str(), 3);
+    let err = w.push_event(&big).unwrap_err();
+    assert_eq!(
+        err,
+        WriteError::EventTooLarge {
+            bytes: 604,
+            max: 464
+        }
+    );
+    assert_says(&err, &["604 bytes", "at most 464 fit"]);
+    assert_eq!(w.events_written(), 1);
+    let r = stream.reader(ReaderMode::Latest).unwrap();
+    let back = r.read_events(0, 1).unwrap();
+    assert_eq!((back[0].kind.clone(), back[0].sample), (first.kind, 2));
+    assert_intact(&stream, 0, 4);
+}
+
+#[test]
+fn output_buffer_of_the_wrong_size_is_refused_with_both_sizes() {
+    let (_g, stream, _w) = filled("bad-buffer", 10);
+    let r = stream.reader(ReaderMode::Latest).unwrap();
+    let mut small = vec![0u8; 3];
+    let err = r.read_into(0, 2, &mut small, None).unwrap_err();
+    assert_eq!(
+        err,
+        ReadError::BufferSize {
+            needed: 2 * 8 * CH,
+            got: 3
+        }
+    );
+    assert_says(&err, &["holds 3 bytes", "needs 64"]);
+    assert_intact(&stream, 0, 10);
+}
