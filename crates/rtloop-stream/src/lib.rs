@@ -57,6 +57,8 @@ mod writer;
 
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod ring_threads_tests;
 
 pub use dtype::{DType, Sample, UnknownDType, ALL_DTYPES, DTYPE_NAMES};
 #[cfg(not(loom))]
