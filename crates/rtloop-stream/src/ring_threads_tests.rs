@@ -106,7 +106,7 @@ fn latest_reader_accepts_only_exact_copies_while_the_writer_laps_it() {
         written
     });
     let mut accepted = 0u64;
-    let mut out = vec![0u8; 4 * SAMPLE_BYTES];
+    let mut out = [0u8; 4 * SAMPLE_BYTES];
     loop {
         let written = ring.sync.written();
         let first = written.saturating_sub(3);
@@ -155,14 +155,14 @@ fn lossless_reader_gets_every_sample_exactly_once_in_order() {
         while written < n {
             let chunk = (1 + written % 3).min(n - written);
             let need = (written + chunk).saturating_sub(cap);
-            while !min_lossless_cursor(&w.readers).is_none_or(|m| m >= need) {
+            while min_lossless_cursor(&w.readers).is_some_and(|m| m < need) {
                 std::thread::yield_now();
             }
             (written, _) = write_and_publish(&w.sync, &w.cells, written, &samples(written, chunk));
         }
     });
     let mut cursor = 0;
-    let mut out = vec![0u8; 4 * SAMPLE_BYTES];
+    let mut out = [0u8; 4 * SAMPLE_BYTES];
     while cursor < n {
         let written = ring.sync.written();
         if written == cursor {
