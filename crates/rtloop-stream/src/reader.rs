@@ -9,7 +9,7 @@ use crate::events::Event;
 use crate::layout::{writer_state, EVENT_SLOT_BYTES};
 use crate::ring::{self, slot_state, WindowCheck};
 use crate::shm::Mapping;
-use crate::sync::Ordering;
+use crate::sync::{fence, Ordering};
 use crate::{sys, Sample, Stream, StreamInfo};
 
 /// How a reader relates to the writer.
@@ -98,6 +98,15 @@ pub struct Window {
     pub end: u64,
 }
 
+impl std::fmt::Debug for Window {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Window")
+            .field("first", &self.first)
+            .field("end", &self.end)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Window {
     /// Pointer to the first byte (valid while this `Window` lives).
     #[must_use]
@@ -177,7 +186,7 @@ impl Reader {
     pub(crate) fn new(stream: Stream, slot: usize, mode: ReaderMode) -> Reader {
         let c = stream.map.control();
         let s = &c.readers[slot];
-        let cursor = c.samples.written();
+        let mut cursor = c.samples.written();
         let me = sys::pid();
         // SYNC: Relaxed: these are published by the Release store of `state` below.
         s.pid.store(me, Ordering::Relaxed);
@@ -197,6 +206,14 @@ impl Reader {
             // SYNC: Release pairs with the writer's Acquire in `wait_for_room`: it then scans
             // the slots and finds ours.
             c.stats.lossless_readers.fetch_add(1, Ordering::Release);
+            // SYNC: SeqCst fence pairs with the one in `RingSync::publish`, which the writer
+            // passes between every commit and its next reservation's count check. Either a
+            // reservation saw our registration, or it began before the writer's last fence
+            // that precedes ours — and then the `written` we load below is at least that
+            // reservation's start, so starting there, nothing unread can be overwritten.
+            fence(Ordering::SeqCst);
+            cursor = c.samples.written();
+            c.readers[slot].release_to(cursor, &c.samples, true);
         }
         let event_cursor = c.events.written();
         Reader {

@@ -10,11 +10,11 @@
 //!
 //! | atomic | written by | Release / fence publishes | paired Acquire | loom model |
 //! |---|---|---|---|---|
-//! | `written` | writer, `publish` | the sample bytes and stamps of `[old, new)` | `written()` load in every read and wait | `reader_never_sees_uncommitted_or_torn_samples` |
-//! | `reserved` | writer, `begin_overwrite` + `fence(Release)` | "slots of samples `< end - capacity` may now be overwritten" | `fence(Acquire)` + load in `validate_after_copy` (fence-fence) | `writer_lapping_reader_is_reported_as_overrun` |
-//! | `data_wake.waiters` / `seq` | readers announce, writer bumps | SeqCst fences on both sides (Dekker): writer sees the waiter or waiter sees the sample | `seq` Acquire in the futex loop | `announced_waiter_is_never_left_asleep` |
-//! | `cursor` (lossless) | reader, `release_to` | "I am done with samples `< cursor`" | writer `min_lossless_cursor` Acquire | `lossless_writer_never_overwrites_unread_samples` |
-//! | `space_wake.waiters` / `seq` | writer announces, readers bump | SeqCst fences (Dekker) as above | `seq` Acquire | `lossless_writer_never_overwrites_unread_samples` |
+//! | `written` | writer, `publish` | the sample bytes and stamps of `[old, new)` | `written()` load in every read and wait | `loom_reader_never_sees_uncommitted_or_torn_samples` |
+//! | `reserved` | writer, `begin_overwrite` + `fence(Release)` | "slots of samples `< end - capacity` may now be overwritten" | `fence(Acquire)` + load in `validate_after_copy` (fence-fence) | `loom_writer_lapping_reader_is_reported_as_overrun` |
+//! | `data_wake.waiters` / `seq` | readers announce, writer bumps | SeqCst fences on both sides (Dekker): writer sees the waiter or waiter sees the sample | `seq` Acquire in the futex loop | `loom_announced_waiter_is_never_left_asleep` |
+//! | `cursor` (lossless) | reader, `release_to` | "I am done with samples `< cursor`" | writer `min_lossless_cursor` Acquire | `loom_lossless_writer_never_overwrites_unread_samples`, `loom_lossless_writer_waits_for_the_slowest_of_two_readers` |
+//! | `space_wake.waiters` / `seq` | writer announces, readers bump | SeqCst fences (Dekker) as above | `seq` Acquire | `loom_space_waiter_is_woken_by_lossless_release` |
 
 use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, Ordering};
 
