@@ -1,0 +1,114 @@
+//! `rtloop._rtloop`: the native module of rtloop's Python package. A thin layer over
+//! `rtloop-stream` and `rtloop-cli`: conversions, numpy views of the shared mapping, and the
+//! mapping of Rust errors to Python exceptions (all in `errors.rs`). The public Python API
+//! is the pure-Python package `rtloop` that wraps this module.
+
+#![deny(unsafe_op_in_unsafe_fn, missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
+
+mod blocking;
+mod convert;
+mod errors;
+mod reader;
+mod stream;
+mod writer;
+
+use std::process::ExitCode;
+
+use pyo3::prelude::*;
+
+/// Seconds of CLOCK_MONOTONIC, the clock of every rtloop timestamp (pylsl's `local_clock`).
+#[pyfunction]
+fn local_clock() -> f64 {
+    convert::ns_to_s(rtloop_stream::sys::monotonic_ns())
+}
+
+/// Nanoseconds of CLOCK_MONOTONIC.
+#[pyfunction]
+fn monotonic_ns() -> u64 {
+    rtloop_stream::sys::monotonic_ns()
+}
+
+/// Path of the shared-memory file of stream `name`.
+#[pyfunction]
+fn stream_path(name: &str) -> std::path::PathBuf {
+    rtloop_stream::stream_path(name)
+}
+
+/// Run the `rtloop` command line with `argv` (program name first); returns the exit code.
+///
+/// Default SIGINT handling is restored first, so Ctrl-C stops the command as it stops the
+/// `rtloop` binary.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
+    let signal = py.import("signal")?;
+    signal.call_method1(
+        "signal",
+        (signal.getattr("SIGINT")?, signal.getattr("SIG_DFL")?),
+    )?;
+    let code = py.detach(|| rtloop_cli::run(argv));
+    Ok(exit_code_number(code))
+}
+
+/// The number of an `ExitCode` (std has no getter; it has equality).
+fn exit_code_number(code: ExitCode) -> i32 {
+    (0..=u8::MAX)
+        .find(|&k| ExitCode::from(k) == code)
+        .map_or(1, i32::from)
+}
+
+/// Hand the Rust crates' log records to Python's `logging` (under the `rtloop` logger).
+/// Returns False if another logger was installed first. Called by `rtloop._logging`; the
+/// command line installs its own subscriber instead.
+#[pyfunction]
+fn _init_logging(py: Python<'_>) -> PyResult<bool> {
+    let logger =
+        pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?.set_prefix("rtloop");
+    match logger.install() {
+        Ok(handle) => {
+            let _ = LOG_RESET.set(handle);
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+/// Forget cached Python logger levels (after `rtloop.set_log_level`).
+#[pyfunction]
+fn _reset_logging() {
+    if let Some(h) = LOG_RESET.get() {
+        h.reset();
+    }
+}
+
+static LOG_RESET: std::sync::OnceLock<pyo3_log::ResetHandle> = std::sync::OnceLock::new();
+
+/// The module.
+#[pymodule]
+fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add(
+        "DTYPES",
+        rtloop_stream::ALL_DTYPES
+            .iter()
+            .map(|d| d.name())
+            .collect::<Vec<_>>(),
+    )?;
+    m.add(
+        "DEFAULT_WRITE_TIMEOUT",
+        rtloop_stream::DEFAULT_LOSSLESS_TIMEOUT.as_secs_f64(),
+    )?;
+    m.add_class::<stream::PyStream>()?;
+    m.add_class::<writer::PyWriter>()?;
+    m.add_class::<reader::PyReader>()?;
+    m.add_class::<convert::WindowBase>()?;
+    m.add_class::<convert::ReservationBase>()?;
+    m.add_function(wrap_pyfunction!(local_clock, m)?)?;
+    m.add_function(wrap_pyfunction!(monotonic_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(stream_path, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
+    m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
+    errors::register(m)?;
+    Ok(())
+}

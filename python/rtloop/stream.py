@@ -1,0 +1,799 @@
+"""Streams, writers and readers.
+
+A stream is a named shared-memory sample ring (``/dev/shm/rtloop-<name>``, owner-only) with
+exactly one writer and any number of readers in any process. Samples carry absolute
+indices: sample ``i`` is the ``i``-th sample ever written. Data are numpy arrays of shape
+``(n_samples, n_channels)`` everywhere; timestamps are float64 seconds of
+``CLOCK_MONOTONIC`` (see :func:`local_clock`).
+
+Two reader modes:
+
+``"latest"``
+    The writer never waits. A reader that falls more than ``capacity`` samples behind gets
+    :class:`~rtloop.OverrunError` telling exactly how many samples it lost, never torn or
+    stale data.
+``"lossless"``
+    The writer waits (up to :attr:`Writer.timeout`) until the reader has consumed a sample
+    before overwriting it.
+
+Zero-copy views (:meth:`Reader.window`, :meth:`Reader.latest`) show the stream's memory
+itself: they are only valid until the writer laps them. Check them with
+:meth:`Reader.check` after use, or copy with :meth:`Reader.read`.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+from numpy.typing import DTypeLike, NDArray
+
+from . import _rtloop
+from ._checks import check_type, check_value, ensure_int, ensure_timeout
+from ._logging import init_logging
+
+init_logging()
+
+#: The sample dtypes a stream can hold (the FieldTrip set).
+DTYPES: Tuple[str, ...] = tuple(_rtloop.DTYPES)
+
+__all__ = ["DTYPES", "Event", "Reader", "Stream", "Writer", "local_clock"]
+
+
+def local_clock() -> float:
+    """Seconds of ``CLOCK_MONOTONIC``, the clock of every rtloop timestamp.
+
+    Like pylsl's ``local_clock``: use it to compare timestamps from :meth:`Reader.pull_chunk`
+    with the present.
+
+    Returns
+    -------
+    seconds : float
+    """
+    return _rtloop.local_clock()
+
+
+def _dtype_name(dtype: DTypeLike) -> str:
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = str(dtype)
+    check_value(name, DTYPES, "dtype")
+    return name
+
+
+class Event(NamedTuple):
+    """One event (FieldTrip style) beside the samples.
+
+    ``type`` and ``value`` are ``str``, ``int``, ``float`` or a 1-D numpy array; a numeric
+    array of one element comes back as a Python scalar.
+    """
+
+    type: Any
+    value: Any
+    sample: int
+    offset: int
+    duration: int
+    timestamp: float
+
+
+def _event_value_to_native(v: Any, name: str) -> Any:
+    if isinstance(v, (str, int, float)) and not isinstance(v, bool):
+        return v
+    if isinstance(v, (np.ndarray, np.generic)):
+        arr = np.ascontiguousarray(v).reshape(-1)
+        dtype = _dtype_name(arr.dtype)
+        return (dtype, arr.tobytes())
+    raise TypeError(
+        f"The '{name}' parameter must be an instance of 'str', 'int', 'float' or a numeric "
+        f"numpy array, but got {type(v).__name__!r} instead."
+    )
+
+
+def _event_value_from_native(v: Any) -> Any:
+    if isinstance(v, tuple):
+        dtype, raw = v
+        arr = np.frombuffer(raw, dtype=dtype)
+        return arr[0].item() if arr.size == 1 else arr.copy()
+    return v
+
+
+def _event(t: Tuple[Any, Any, int, int, int, float]) -> Event:
+    return Event(
+        _event_value_from_native(t[0]), _event_value_from_native(t[1]), t[2], t[3], t[4], t[5]
+    )
+
+
+def _window_base(view: Any) -> _rtloop.WindowBase:
+    base = view
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if not isinstance(base, _rtloop.WindowBase):
+        raise TypeError(
+            "The 'view' parameter must be a zero-copy view made by Reader.window or "
+            f"Reader.latest (or a slice of one), but got {type(view).__name__!r} that is not."
+        )
+    return base
+
+
+class Stream:
+    """A named stream in shared memory.
+
+    Use :meth:`create` or :meth:`open` to get one, then :meth:`writer` (one per stream)
+    and :meth:`reader` (any number).
+    """
+
+    __slots__ = ("_s",)
+
+    def __init__(self, native: _rtloop.Stream) -> None:
+        check_type(native, _rtloop.Stream, "native")
+        self._s = native
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        *,
+        n_channels: int,
+        dtype: DTypeLike = "float32",
+        sfreq: float = 0.0,
+        capacity: int = 65536,
+        ch_names: Optional[Sequence[str]] = None,
+        ch_units: Optional[Sequence[str]] = None,
+        event_capacity: int = 1024,
+    ) -> "Stream":
+        """Create a new stream.
+
+        Parameters
+        ----------
+        name : str
+            1 to 64 characters from ``A-Z a-z 0-9 _ - .`` (not starting with ``.``).
+        n_channels : int
+            Channels per sample (>= 1).
+        dtype : str | numpy.dtype
+            One of :data:`DTYPES` (``int8`` … ``uint64``, ``float32``, ``float64``).
+        sfreq : float
+            Nominal sample rate in Hz; 0 means irregular.
+        capacity : int
+            Samples kept (>= 1; rounded up to whole memory pages).
+        ch_names, ch_units : sequence of str | None
+            One per channel (names default to ``ch0``, ``ch1``, …).
+        event_capacity : int
+            Events kept (>= 1).
+
+        Returns
+        -------
+        stream : Stream
+
+        Raises
+        ------
+        StreamExistsError
+            A stream of that name exists.
+        ValueError
+            A bad name, channel count, capacity, rate or label, or a stream larger than the
+            memory allows.
+        """
+        check_type(name, str, "name")
+        n_channels = ensure_int(n_channels, "n_channels")
+        capacity = ensure_int(capacity, "capacity")
+        event_capacity = ensure_int(event_capacity, "event_capacity")
+        check_type(sfreq, (int, float), "sfreq")
+        names = [] if ch_names is None else list(ch_names)
+        units = [] if ch_units is None else list(ch_units)
+        for label, what in ((names, "ch_names"), (units, "ch_units")):
+            for s in label:
+                check_type(s, str, what)
+        native = _rtloop.Stream.create(
+            name,
+            _dtype_name(dtype),
+            n_channels,
+            float(sfreq),
+            capacity,
+            event_capacity,
+            names,
+            units,
+        )
+        return cls(native)
+
+    @classmethod
+    def open(cls, name: str) -> "Stream":
+        """Open an existing stream by name.
+
+        Raises
+        ------
+        StreamNotFoundError
+            No such stream.
+        NotAStreamError, LayoutVersionError
+            The file is not a stream of this rtloop's layout.
+        """
+        check_type(name, str, "name")
+        return cls(_rtloop.Stream.open(name))
+
+    @staticmethod
+    def list() -> List[str]:
+        """Names of the streams there are (sorted)."""
+        return _rtloop.Stream.list()
+
+    @staticmethod
+    def remove(name: str) -> None:
+        """Remove a stream's name. Processes that have it open keep using it; new opens fail.
+
+        Raises
+        ------
+        StreamNotFoundError
+            No such stream.
+        """
+        check_type(name, str, "name")
+        _rtloop.Stream.remove(name)
+
+    @property
+    def name(self) -> str:
+        """Stream name."""
+        return self._s.name
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """Sample dtype."""
+        return np.dtype(self._s.dtype)
+
+    @property
+    def n_channels(self) -> int:
+        """Channels per sample."""
+        return self._s.n_channels
+
+    @property
+    def sfreq(self) -> float:
+        """Nominal sample rate in Hz (0 = irregular)."""
+        return self._s.sfreq
+
+    @property
+    def ch_names(self) -> List[str]:
+        """Channel names."""
+        return self._s.ch_names
+
+    @property
+    def ch_units(self) -> List[str]:
+        """Channel units ('' where none was given)."""
+        return self._s.ch_units
+
+    @property
+    def capacity(self) -> int:
+        """Samples kept."""
+        return self._s.capacity
+
+    @property
+    def event_capacity(self) -> int:
+        """Events kept."""
+        return self._s.event_capacity
+
+    @property
+    def path(self) -> str:
+        """Path of the shared-memory file."""
+        return str(self._s.path)
+
+    @property
+    def written(self) -> int:
+        """Samples committed so far (absolute count since the stream began)."""
+        return self._s.written
+
+    @property
+    def occupancy(self) -> float:
+        """``written - slowest reader`` over ``capacity``, in percent (ONIX PercentUsed)."""
+        return float(self._s.stats()["percent_used"])
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of the stream's counters.
+
+        Returns
+        -------
+        stats : dict
+            ``written``, ``capacity``, ``occupancy`` (samples), ``percent_used``,
+            ``high_water``, ``overruns``, ``lost_samples``, ``events_written``, ``commits``,
+            ``writer`` (a dict, see :meth:`writer_liveness`) and ``readers`` (one dict per
+            reader: ``slot``, ``pid``, ``mode``, ``cursor``, ``lag``, ``lost``,
+            ``overruns``, ``alive``).
+        """
+        return self._s.stats()
+
+    def writer_liveness(self) -> dict[str, Any]:
+        """The writer's state: ``{"state": "none"|"active"|"closed"|"dead", "pid": ...}``.
+
+        An active writer also has ``since_heartbeat`` (seconds since its last commit or
+        heartbeat).
+        """
+        return self._s.writer_liveness()
+
+    def writer(self, *, timeout: Optional[float] = None) -> "Writer":
+        """Become the stream's one writer.
+
+        Parameters
+        ----------
+        timeout : float | None
+            Seconds a write waits for lossless readers to make room (default 5).
+
+        Raises
+        ------
+        WriterBusyError
+            Another live process or object holds the writer (its ``pid`` is named).
+        """
+        w = Writer(self._s.writer(), self)
+        if timeout is not None:
+            w.timeout = timeout
+        return w
+
+    def reader(self, mode: str = "latest") -> "Reader":
+        """Register a reader, starting at the newest sample.
+
+        Parameters
+        ----------
+        mode : ``"latest"`` | ``"lossless"``
+            Latest-wins (the writer never waits) or lossless (the writer waits for this
+            reader).
+        """
+        check_type(mode, str, "mode")
+        check_value(mode, ("latest", "lossless"), "mode")
+        return Reader(self._s.reader(mode), self)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Stream {self.name!r} | {self.dtype.name} x {self.n_channels} ch @ "
+            f"{self.sfreq:g} Hz, capacity {self.capacity}, written {self.written}>"
+        )
+
+
+class Writer:
+    """The one writer of a stream (from :meth:`Stream.writer`). Use as a context manager
+    or call :meth:`close` to let another process write."""
+
+    __slots__ = ("_w", "_stream")
+
+    def __init__(self, native: _rtloop.Writer, stream: Stream) -> None:
+        self._w = native
+        self._stream = stream
+
+    @property
+    def stream(self) -> Stream:
+        """The stream written to."""
+        return self._stream
+
+    @property
+    def written(self) -> int:
+        """Samples committed so far."""
+        return self._w.written
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a write waits for lossless readers to make room before
+        :class:`~rtloop.WriteTimeoutError`."""
+        return self._w.timeout
+
+    @timeout.setter
+    def timeout(self, value: float) -> None:
+        t = ensure_timeout(value)
+        if t is None:
+            raise TypeError("The 'timeout' parameter must be a number of seconds, not None.")
+        self._w.timeout = t
+
+    def _check(self, data: Any, what: str) -> NDArray[Any]:
+        s = self._stream
+        if not isinstance(data, np.ndarray):
+            raise TypeError(
+                f"The '{what}' parameter must be a numpy array of dtype {s.dtype.name} "
+                f"and shape (n_samples, {s.n_channels}), but got "
+                f"{type(data).__name__!r} instead."
+            )
+        if data.dtype != s.dtype:
+            raise TypeError(
+                f"Stream {s.name!r} holds {s.dtype.name} samples, but the '{what}' array has "
+                f"dtype {data.dtype.name}; convert it first (data.astype(np.{s.dtype.name})), "
+                "rtloop does not cast silently."
+            )
+        return data
+
+    def push_chunk(self, data: NDArray[Any], timestamp: Optional[float] = None) -> int:
+        """Write samples.
+
+        Parameters
+        ----------
+        data : numpy.ndarray, shape ``(n_samples, n_channels)`` or ``(n_channels,)``
+            Of the stream's dtype exactly (no silent casting). A 1-D array is one sample.
+        timestamp : float | None
+            ``CLOCK_MONOTONIC`` seconds (see :func:`local_clock`) for all samples of the
+            chunk; default: now.
+
+        Returns
+        -------
+        written : int
+            Samples committed so far, including these.
+
+        Raises
+        ------
+        TypeError
+            Not a numpy array, or of another dtype.
+        ValueError
+            Not of shape ``(n_samples, n_channels)``.
+        WriteTimeoutError
+            A lossless reader did not make room within :attr:`timeout`.
+        """
+        arr = self._check(data, "data")
+        n_ch = self._stream.n_channels
+        if arr.ndim == 1:
+            if arr.shape[0] != n_ch:
+                raise ValueError(
+                    f"Stream {self._stream.name!r} has {n_ch} channels: a 1-D array is one "
+                    f"sample of shape ({n_ch},), but got shape {arr.shape}."
+                )
+        elif arr.ndim != 2 or arr.shape[1] != n_ch:
+            raise ValueError(
+                f"Stream {self._stream.name!r} has {n_ch} channels: expected shape "
+                f"(n_samples, {n_ch}), but got shape {arr.shape}."
+            )
+        if timestamp is not None:
+            check_type(timestamp, (int, float), "timestamp")
+        return self._w.write(np.ascontiguousarray(arr), timestamp)
+
+    def push_sample(self, sample: NDArray[Any], timestamp: Optional[float] = None) -> int:
+        """Write one sample: an array of shape ``(n_channels,)`` of the stream's dtype.
+
+        See :meth:`push_chunk`.
+        """
+        arr = self._check(sample, "sample")
+        n_ch = self._stream.n_channels
+        if arr.shape != (n_ch,):
+            raise ValueError(
+                f"Stream {self._stream.name!r} has {n_ch} channels: a sample has shape "
+                f"({n_ch},), but got shape {arr.shape}."
+            )
+        return self.push_chunk(arr, timestamp)
+
+    def reserve(self, n_samples: int) -> "_Reservation":
+        """Reserve samples and fill them in place (zero-copy), then commit.
+
+        Use as a context manager: the view is published when the block ends without an
+        exception (all of it, or the first ``k`` samples after ``res.commit(k)``) and
+        dropped otherwise::
+
+            with writer.reserve(100) as buf:   # buf: (100, n_channels), writable
+                buf[:] = source                 # fill it in place
+
+        Parameters
+        ----------
+        n_samples : int
+            At most ``capacity``.
+
+        Returns
+        -------
+        reservation : context manager giving a writable numpy view of shape
+            ``(n_samples, n_channels)`` of the stream's memory. After commit the view is
+            made read-only; do not keep writing into views derived from it.
+        """
+        n = ensure_int(n_samples, "n_samples")
+        return _Reservation(self, self._w.reserve(n))
+
+    def push_event(
+        self,
+        type: Any,
+        value: Any,
+        sample: int,
+        offset: int = 0,
+        duration: int = 0,
+    ) -> int:
+        """Append an event (FieldTrip style) to the stream's event ring.
+
+        Parameters
+        ----------
+        type, value : str | int | float | numpy.ndarray
+            Text, an int (stored as int64), a float (float64) or a numeric array.
+        sample : int
+            The sample the event refers to (absolute index).
+        offset : int
+            Offset in samples from ``sample``.
+        duration : int
+            Duration in samples (>= 0).
+
+        Returns
+        -------
+        index : int
+            The event's index.
+        """
+        sample = ensure_int(sample, "sample")
+        duration = ensure_int(duration, "duration")
+        offset = ensure_int(offset, "offset", minimum=-(2**63))
+        return self._w.push_event(
+            _event_value_to_native(type, "type"),
+            _event_value_to_native(value, "value"),
+            sample,
+            offset,
+            duration,
+        )
+
+    def heartbeat(self) -> None:
+        """Tell readers this writer is alive although it has nothing to write."""
+        self._w.heartbeat()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._w.closed
+
+    def close(self) -> None:
+        """Give the stream up; readers see a cleanly closed writer."""
+        self._w.close()
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"written {self.written}"
+        return f"<Writer of {self._stream.name!r}, {state}>"
+
+
+class _Reservation:
+    """A reservation made by :meth:`Writer.reserve` (a context manager)."""
+
+    __slots__ = ("_writer", "view", "_done")
+
+    def __init__(self, writer: Writer, view: NDArray[Any]) -> None:
+        self._writer = writer
+        #: The writable ``(n_samples, n_channels)`` view of the reserved samples.
+        self.view = view
+        self._done = False
+
+    def commit(self, n_samples: Optional[int] = None) -> int:
+        """Publish the first ``n_samples`` (default all); returns the new ``written``."""
+        n = None if n_samples is None else ensure_int(n_samples, "n_samples")
+        written = self._writer._w.commit(n)
+        self._finish()
+        return written
+
+    def cancel(self) -> None:
+        """Drop the reservation without publishing anything."""
+        self._writer._w.cancel()
+        self._finish()
+
+    def _finish(self) -> None:
+        self._done = True
+        self.view.flags.writeable = False
+
+    def __enter__(self) -> NDArray[Any]:
+        return self.view
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._done:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.cancel()
+
+
+class Reader:
+    """A registered reader of a stream (from :meth:`Stream.reader`).
+
+    It starts at the newest sample; :attr:`cursor` is the next sample :meth:`pull_chunk`
+    delivers, :meth:`seek` moves it. Use as a context manager or call :meth:`close`.
+    """
+
+    __slots__ = ("_r", "_stream")
+
+    def __init__(self, native: _rtloop.Reader, stream: Stream) -> None:
+        self._r = native
+        self._stream = stream
+
+    @property
+    def stream(self) -> Stream:
+        """The stream read from."""
+        return self._stream
+
+    @property
+    def mode(self) -> str:
+        """``"latest"`` or ``"lossless"``."""
+        return self._r.mode
+
+    @property
+    def cursor(self) -> int:
+        """Index of the next sample :meth:`pull_chunk` delivers."""
+        return self._r.cursor
+
+    @property
+    def available(self) -> int:
+        """Samples waiting to be pulled."""
+        return self._r.available
+
+    @property
+    def written(self) -> int:
+        """Samples committed so far."""
+        return self._r.written
+
+    def pull_chunk(
+        self, max_samples: int = 1024, timeout: Optional[float] = 0.0
+    ) -> Tuple[NDArray[Any], NDArray[np.float64]]:
+        """Copy out the next samples and advance the cursor.
+
+        Parameters
+        ----------
+        max_samples : int
+            At most this many samples.
+        timeout : float | None
+            Seconds to wait for at least one sample: ``0.0`` never blocks, ``None`` waits
+            forever. The wait releases the GIL and Ctrl-C interrupts it.
+
+        Returns
+        -------
+        data : numpy.ndarray, shape ``(n_samples, n_channels)``
+            A new array of the stream's dtype (``n_samples`` may be 0).
+        timestamps : numpy.ndarray of float64, shape ``(n_samples,)``
+            ``CLOCK_MONOTONIC`` seconds (see :func:`local_clock`).
+
+        Raises
+        ------
+        OverrunError
+            The reader was lapped; ``.lost`` samples are gone and the next pull continues
+            from ``.oldest``.
+        WriterDeadError
+            Nothing is left to pull and the writer's process died.
+        """
+        max_samples = ensure_int(max_samples, "max_samples")
+        return self._r.pull(max_samples, ensure_timeout(timeout))
+
+    def pull_sample(
+        self, timeout: Optional[float] = 0.0
+    ) -> Tuple[Optional[NDArray[Any]], Optional[float]]:
+        """Copy out the next sample: ``(sample, timestamp)``, or ``(None, None)`` if none
+        came within ``timeout`` (see :meth:`pull_chunk`). ``sample`` has shape
+        ``(n_channels,)``."""
+        data, ts = self.pull_chunk(1, timeout)
+        if len(data) == 0:
+            return None, None
+        return data[0], float(ts[0])
+
+    def read(self, first: int, end: int) -> Tuple[NDArray[Any], NDArray[np.float64]]:
+        """Copy samples ``[first, end)`` (validated); the cursor does not move.
+
+        Returns
+        -------
+        data : numpy.ndarray, shape ``(end - first, n_channels)``
+        timestamps : numpy.ndarray of float64, shape ``(end - first,)``
+
+        Raises
+        ------
+        TooOldError
+            ``first`` is before the oldest kept sample.
+        NotYetWrittenError
+            ``end`` is beyond :attr:`written`.
+        OverrunError
+            The writer overwrote the window while it was being copied.
+        """
+        first, end = ensure_int(first, "first"), ensure_int(end, "end")
+        return self._r.read(first, end)
+
+    def window(self, first: int, end: int) -> NDArray[Any]:
+        """A zero-copy, read-only view of samples ``[first, end)``.
+
+        The view shows the stream's memory itself and keeps it mapped for as long as the
+        view (or any slice of it) lives, even after the stream and reader are gone. It is
+        only **valid until the writer laps it** (in latest mode, once ``end - first`` plus
+        the samples written since exceed ``capacity``): after using the data, call
+        :meth:`check` (raises) or :meth:`valid` to know whether what you read was intact.
+
+        Returns
+        -------
+        view : numpy.ndarray, shape ``(end - first, n_channels)``, read-only
+
+        Raises
+        ------
+        TooOldError
+            ``first`` is before the oldest kept sample.
+        NotYetWrittenError
+            ``end`` is beyond :attr:`written`.
+        """
+        first, end = ensure_int(first, "first"), ensure_int(end, "end")
+        return self._r.window(first, end)
+
+    def latest(self, n_samples: int) -> NDArray[Any]:
+        """A zero-copy, read-only view of the newest ``n_samples`` (fewer if fewer were
+        written), shape ``(n, n_channels)``. Valid until the writer laps it; see
+        :meth:`window`."""
+        return self._r.latest(ensure_int(n_samples, "n_samples"))
+
+    @staticmethod
+    def check(view: NDArray[Any]) -> None:
+        """Raise :class:`~rtloop.OverrunError` if the writer may have overwritten part of
+        a zero-copy view (from :meth:`window` or :meth:`latest`, or a slice of one) since
+        it was made. Call it after using the data."""
+        _window_base(view).check()
+
+    @staticmethod
+    def valid(view: NDArray[Any]) -> bool:
+        """Whether a zero-copy view was intact until now (see :meth:`check`)."""
+        return _window_base(view).valid()
+
+    def wait(self, until: int, timeout: Optional[float] = None) -> int:
+        """Block until at least ``until`` samples were written; returns :attr:`written`.
+
+        The wait releases the GIL and Ctrl-C interrupts it.
+
+        Raises
+        ------
+        TimeoutError
+            ``timeout`` seconds passed first.
+        WriterDeadError
+            The writer's process died first.
+        """
+        return self._r.wait(ensure_int(until, "until"), ensure_timeout(timeout))
+
+    def seek(self, sample: int) -> None:
+        """Move the cursor to absolute sample index ``sample``."""
+        self._r.seek(ensure_int(sample, "sample"))
+
+    def pull_events(self) -> List[Event]:
+        """Events pushed since the last call (or since this reader registered).
+
+        Raises
+        ------
+        OverrunError
+            Events were overwritten before they were read.
+        """
+        return [_event(t) for t in self._r.pull_events()]
+
+    def read_events(self, first: int, end: int) -> List[Event]:
+        """Events ``[first, end)`` by index."""
+        first, end = ensure_int(first, "first"), ensure_int(end, "end")
+        return [_event(t) for t in self._r.read_events(first, end)]
+
+    @property
+    def events_written(self) -> int:
+        """Events pushed so far."""
+        return self._r.events_written
+
+    def writer_liveness(self) -> dict[str, Any]:
+        """The writer's state (see :meth:`Stream.writer_liveness`)."""
+        return self._r.writer_liveness()
+
+    @property
+    def writer_alive(self) -> bool:
+        """Whether a writer holds the stream and its process is alive."""
+        return bool(self._r.writer_liveness()["state"] == "active")
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._r.closed
+
+    def close(self) -> None:
+        """Unregister; a lossless reader then no longer holds the writer back."""
+        self._r.close()
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Tuple[NDArray[Any], NDArray[np.float64]]]:
+        """Chunks as they come (``pull_chunk(timeout=None)`` forever)."""
+        while True:
+            yield self.pull_chunk(timeout=None)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"cursor {self.cursor}"
+        return f"<Reader ({self.mode}) of {self._stream.name!r}, {state}>"

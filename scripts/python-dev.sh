@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Create or refresh the Python environment (.venv, or $RTLOOP_VENV) and build rtloop into it
+# (release, editable: python/rtloop/ is used in place, the native module is rebuilt here).
+# Idempotent and quiet: run it again after changing Rust or Python code.
+source "$(dirname "$0")/lib.sh"
+ensure_cargo
+
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV"
+    python3 -m venv "$VENV"
+fi
+PY="$VENV/bin/python"
+
+# the build and test tools; pip skips what is already installed
+"$PY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+"$PY" -m pip install -q --disable-pip-version-check \
+    "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
+
+# maturin develop installs into the active virtual environment; its output (and pip's) is
+# shown only when the build fails
+say "building rtloop into $VENV (maturin develop --release)"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+if ! VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" \
+        "$VENV/bin/maturin" develop --release --locked >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "maturin develop failed" >&2
+    exit 1
+fi
+# fail loudly if the build did not produce an importable package
+"$PY" -c "import rtloop, rtloop._rtloop" || { echo "rtloop did not import after the build" >&2; exit 1; }
