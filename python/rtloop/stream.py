@@ -56,7 +56,7 @@ def local_clock() -> float:
 
 def _dtype_name(dtype: DTypeLike) -> str:
     try:
-        name = np.dtype(dtype).name
+        name = str(np.dtype(dtype).name)
     except TypeError:
         name = str(dtype)
     check_value(name, DTYPES, "dtype")
@@ -83,8 +83,13 @@ def _event_value_to_native(v: Any, name: str) -> Any:
         return v
     if isinstance(v, (np.ndarray, np.generic)):
         arr = np.ascontiguousarray(v).reshape(-1)
-        dtype = _dtype_name(arr.dtype)
-        return (dtype, arr.tobytes())
+        if arr.dtype.name not in DTYPES:
+            raise TypeError(
+                f"The '{name}' parameter must be a str, an int, a float or a numpy array of "
+                f"one of {', '.join(DTYPES)}, but got an array of dtype {arr.dtype.name} "
+                "instead."
+            )
+        return (arr.dtype.name, arr.tobytes())
     raise TypeError(
         f"The '{name}' parameter must be an instance of 'str', 'int', 'float' or a numeric "
         f"numpy array, but got {type(v).__name__!r} instead."

@@ -1,0 +1,124 @@
+"""Shared fixtures: unique stream names (removed afterwards) and real child processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator, List
+
+import pytest
+
+import rtloop
+from rtloop import _rtloop
+
+
+@pytest.fixture
+def stream_name() -> Iterator[str]:
+    """A stream name no other test (or concurrent test run) uses; the stream is removed
+    afterwards if the test left it."""
+    name = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    yield name
+    if name in rtloop.Stream.list():
+        rtloop.Stream.remove(name)
+
+
+@pytest.fixture
+def make_name() -> Iterator[Callable[[], str]]:
+    """A factory of unique stream names, all removed afterwards."""
+    made: List[str] = []
+
+    def make() -> str:
+        name = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        made.append(name)
+        return name
+
+    yield make
+    existing = set(rtloop.Stream.list())
+    for name in made:
+        if name in existing:
+            rtloop.Stream.remove(name)
+
+
+class Child:
+    """A Python child process running a script; talks over its stdin/stdout by lines."""
+
+    def __init__(self, code: str, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def expect(self, word: str) -> str:
+        """Read lines until one starts with `word` (the test's timeout is the watchdog)."""
+        assert self.proc.stdout is not None
+        seen = []
+        for line in self.proc.stdout:
+            if line.startswith(word):
+                return line.strip()
+            seen.append(line)
+        err = self.proc.stderr.read() if self.proc.stderr else ""
+        raise AssertionError(
+            f"child ended without printing {word!r}; stdout: {''.join(seen)!r}; stderr: {err}"
+        )
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout: float = 60.0) -> tuple[int, str, str]:
+        """Close stdin, wait for the exit (watchdog `timeout`), return (code, out, err)."""
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            raise AssertionError(f"child did not finish; stdout {out!r}; stderr {err!r}")
+        return self.proc.returncode, out, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+@pytest.fixture
+def child() -> Iterator[Callable[..., Child]]:
+    """Start Python child processes (`child(code, *args)`); all are killed afterwards."""
+    children: List[Child] = []
+
+    def start(code: str, *args: str) -> Child:
+        c = Child(code, *args)
+        children.append(c)
+        return c
+
+    yield start
+    for c in children:
+        c.kill()
+
+
+@pytest.fixture
+def shm_file() -> Iterator[Callable[[str, bytes], Path]]:
+    """Place a file as /dev/shm/rtloop-<name> (removed afterwards)."""
+    paths: List[Path] = []
+
+    def place(name: str, content: bytes) -> Path:
+        path = Path(_rtloop.stream_path(name))
+        path.write_bytes(content)
+        paths.append(path)
+        return path
+
+    yield place
+    for p in paths:
+        p.unlink(missing_ok=True)
