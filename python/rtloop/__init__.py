@@ -8,7 +8,7 @@ and any number of readers in any process. Data are numpy arrays of shape
 >>> stream = rtloop.Stream.create("demo", n_channels=4, dtype="float32", sfreq=1000.0)
 >>> reader = stream.reader()
 >>> with stream.writer() as w:
-...     w.push_chunk(np.zeros((10, 4), dtype=np.float32))
+...     written = w.push_chunk(np.zeros((10, 4), dtype=np.float32))
 >>> data, timestamps = reader.pull_chunk()
 >>> data.shape
 (10, 4)
