@@ -640,21 +640,13 @@ def test_ctrl_c_interrupts_a_blocking_pull(stream_name: str, child) -> None:
         stream_name,
     )
     c.expect("waiting")
-    # the child may still be on its way into the wait: SIGINT until it reports
-    stop = threading.Event()
-
-    def interrupt() -> None:
-        while not stop.is_set() and c.proc.poll() is None:
-            c.proc.send_signal(signal.SIGINT)
-            stop.wait(0.2)
-
-    t = threading.Thread(target=interrupt)
-    t.start()
-    try:
-        assert c.expect("interrupted") == "interrupted"
-    finally:
-        stop.set()
-        t.join()
+    # interrupt it once it sleeps on the stream's futex, i.e. inside pull_chunk's wait
+    wchan = Path(f"/proc/{c.pid}/wchan")
+    while "futex" not in wchan.read_text():
+        time.sleep(0.01)
+    c.proc.send_signal(signal.SIGINT)
+    assert c.expect("interrupted") == "interrupted"
+    assert c.finish()[0] == 0
 
 
 def test_blocking_wait_releases_the_gil(stream_name: str) -> None:
