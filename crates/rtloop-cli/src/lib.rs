@@ -8,12 +8,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub mod bench;
-pub mod child;
-pub mod demo;
-pub mod stream_cmd;
-pub mod sysinfo;
-pub mod verify;
+pub mod cmd_bench;
+pub mod cmd_demo;
+pub mod cmd_stream;
+pub mod cmd_sysinfo;
+pub mod cmd_verify;
+pub mod roles;
 
 /// rtloop: realtime data streaming and closed-loop platform.
 ///
@@ -55,21 +55,21 @@ pub struct Global {
 pub enum Command {
     /// Run a 384-channel int16 30 kHz synthetic writer and a reader in another process for a
     /// few seconds, showing throughput, latency and occupancy live, then a summary.
-    Demo(demo::DemoArgs),
+    Demo(cmd_demo::DemoArgs),
     /// Create, list, inspect, monitor and remove streams.
     #[command(subcommand)]
-    Stream(stream_cmd::StreamCommand),
+    Stream(cmd_stream::StreamCommand),
     /// Verify a stream end to end: generator and receiver processes through a stream with a
     /// prime capacity, checking every packet's content and order.
-    Verify(verify::VerifyArgs),
+    Verify(cmd_verify::VerifyArgs),
     /// Benchmarks (throughput and latency against references measured in the same run).
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(cmd_bench::BenchCommand),
     /// Versions, kernel, CPUs, shared memory and realtime permissions of this machine.
-    SysInfo(sysinfo::SysInfoArgs),
+    SysInfo(cmd_sysinfo::SysInfoArgs),
     /// Internal: a child role started by another rtloop process (verify, bench, demo).
     #[command(hide = true)]
-    Child(child::ChildArgs),
+    Child(roles::ChildArgs),
 }
 
 fn init_logging(g: &Global) {
@@ -109,12 +109,12 @@ where
     init_logging(&cli.global);
     let g = cli.global.clone();
     let result = match cli.command {
-        Command::Demo(a) => demo::run(&a, &g),
-        Command::Stream(c) => stream_cmd::run(c, &g),
-        Command::Verify(a) => verify::run(&a, &g),
-        Command::Bench(c) => bench::run(c, &g),
-        Command::SysInfo(a) => sysinfo::run(&a, &g),
-        Command::Child(a) => child::run(&a, &g),
+        Command::Demo(a) => cmd_demo::run(&a, &g),
+        Command::Stream(c) => cmd_stream::run(c, &g),
+        Command::Verify(a) => cmd_verify::run(&a, &g),
+        Command::Bench(c) => cmd_bench::run(c, &g),
+        Command::SysInfo(a) => cmd_sysinfo::run(&a, &g),
+        Command::Child(a) => roles::run(&a, &g),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
