@@ -9,7 +9,7 @@ use serde::Serialize;
 
 pub use rtloop_stream::sys::monotonic_ns;
 
-pub mod plot;
+pub mod charts;
 
 /// A latency (or any duration) distribution in nanoseconds, 3 significant digits,
 /// from 1 ns to 60 s.
