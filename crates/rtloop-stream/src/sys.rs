@@ -107,6 +107,51 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     rustix::thread::sched_setaffinity(None, &set).map_err(Into::into)
 }
 
+/// Let the calling thread run on every CPU again (undoes [`pin_to_cpu`]).
+pub fn allow_all_cpus() -> std::io::Result<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    for cpu in 0..rustix::thread::CpuSet::MAX_CPU {
+        set.set(cpu);
+    }
+    rustix::thread::sched_setaffinity(None, &set).map_err(Into::into)
+}
+
+/// Try to switch the calling thread to SCHED_FIFO (priority 1) and straight back to
+/// SCHED_OTHER: tells whether realtime scheduling is permitted.
+pub fn try_sched_fifo() -> std::io::Result<()> {
+    set_fifo(1)?;
+    set_other()
+}
+
+fn sched_set(policy: libc::c_int, priority: i32) -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid, initialised sched_param that
+    // outlives the call. The call has no memory effects beyond reading it.
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Run the calling thread under SCHED_FIFO at `priority` (1..=99).
+pub fn set_fifo(priority: i32) -> std::io::Result<()> {
+    sched_set(libc::SCHED_FIFO, priority)
+}
+
+/// Run the calling thread under SCHED_OTHER again.
+pub fn set_other() -> std::io::Result<()> {
+    sched_set(libc::SCHED_OTHER, 0)
+}
+
+/// Unlock memory locked by [`lock_memory`].
+pub fn unlock_memory() -> std::io::Result<()> {
+    rustix::mm::munlockall().map_err(Into::into)
+}
+
 /// Number of CPUs this process may run on.
 #[must_use]
 pub fn online_cpus() -> usize {
@@ -117,6 +162,13 @@ pub fn online_cpus() -> usize {
 pub fn lock_memory() -> std::io::Result<()> {
     rustix::mm::mlockall(rustix::mm::MlockAllFlags::CURRENT | rustix::mm::MlockAllFlags::FUTURE)
         .map_err(Into::into)
+}
+
+/// Total and available bytes of the filesystem holding `path`.
+#[must_use]
+pub fn fs_space(path: &std::path::Path) -> Option<(u64, u64)> {
+    let st = rustix::fs::statvfs(path).ok()?;
+    Some((st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
 }
 
 /// Bytes of memory available to new allocations (`MemAvailable`), if known.
