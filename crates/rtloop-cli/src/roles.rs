@@ -13,5 +13,8 @@ pub struct ChildArgs {
 
 /// Run a child role.
 pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
-    anyhow::bail!("unknown child role {:?}", a.role)
+    match a.role.as_str() {
+        "demo-reader" => crate::cmd_demo::reader_role(&a.args),
+        other => anyhow::bail!("unknown child role {other:?}"),
+    }
 }

@@ -5,7 +5,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use rtloop_stream::sys::monotonic_ns;
 
@@ -92,7 +92,7 @@ impl LatencyHistogram {
 }
 
 /// The figures every latency report gives.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Values recorded.
     pub count: u64,
