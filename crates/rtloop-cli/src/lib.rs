@@ -126,8 +126,9 @@ where
 }
 
 /// A command that re-runs this rtloop (for child processes). Under the Python console
-/// script the current executable is the interpreter, so run `python -m rtloop` then;
-/// `RTLOOP_EXE` overrides both.
+/// script the current executable is the interpreter, so run `python -m rtloop` then, with
+/// the interpreter the script named in `RTLOOP_PYTHON` (the OS reports the resolved one,
+/// which is outside the virtual environment); `RTLOOP_EXE` overrides both.
 #[must_use]
 pub fn self_command() -> std::process::Command {
     if let Some(exe) = std::env::var_os("RTLOOP_EXE") {
@@ -138,11 +139,13 @@ pub fn self_command() -> std::process::Command {
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.starts_with("python"));
-    let mut cmd = std::process::Command::new(&exe);
     if is_python {
+        let python = std::env::var_os("RTLOOP_PYTHON").map_or(exe, std::path::PathBuf::from);
+        let mut cmd = std::process::Command::new(python);
         cmd.args(["-m", "rtloop"]);
+        return cmd;
     }
-    cmd
+    std::process::Command::new(exe)
 }
 
 #[cfg(test)]

@@ -1,0 +1,106 @@
+"""The `rtloop` command as pip installs it (the console script runs the Rust CLI in-process
+through the native module; child processes re-run it as `python -m rtloop`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import numpy as np
+import pytest
+
+import rtloop
+
+
+def rtloop_cmd() -> List[str]:
+    # the console script installed beside this interpreter, else whatever is on PATH
+    beside = Path(sys.executable).parent / "rtloop"
+    exe = os.environ.get("RTLOOP_BIN") or (str(beside) if beside.exists() else shutil.which("rtloop"))
+    if exe is None:
+        pytest.fail("the rtloop command is not on PATH: install the package (bash scripts/python-dev.sh)")
+    return [exe]
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*rtloop_cmd(), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_lists_every_command() -> None:
+    out = run("--help")
+    assert out.returncode == 0
+    for cmd in ("demo", "stream", "verify", "bench", "sys-info"):
+        assert cmd in out.stdout
+
+
+def test_version_matches_the_package() -> None:
+    out = run("--version")
+    assert out.returncode == 0
+    assert out.stdout.split()[-1] == rtloop.__version__
+
+
+def test_stream_commands_round_trip_and_python_sees_the_stream(stream_name: str) -> None:
+    out = run("stream", "create", stream_name, "--dtype", "float64", "--channels", "2",
+              "--rate", "250", "--capacity", "512", "--ch-names", "x,y")
+    assert out.returncode == 0, out.stderr
+    s = rtloop.Stream.open(stream_name)
+    assert (s.n_channels, s.sfreq, s.ch_names) == (2, 250.0, ["x", "y"])
+    w = s.writer()
+    w.push_chunk(np.arange(8, dtype=np.float64).reshape(4, 2))
+    listed = json.loads(run("--json", "stream", "list").stdout)
+    me = next(e for e in listed if e["name"] == stream_name)
+    assert me["stats"]["written"] == 4
+    assert me["stats"]["writer"]["state"] == "active"
+    assert me["stats"]["writer"]["pid"] == os.getpid()
+    info = run("stream", "info", stream_name)
+    assert info.returncode == 0 and "written     4 samples" in info.stdout
+    w.close()
+    assert run("stream", "remove", stream_name).returncode == 0
+    assert stream_name not in rtloop.Stream.list()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["stream", "create", "a/b", "--channels", "1", "--capacity", "8"], 1, "contains '/'"),
+        (["stream", "create", "ok-name", "--channels", "1", "--capacity", "0"], 1, "capacity must be at least 1"),
+        (["stream", "create", "ok-name", "--dtype", "int128", "--channels", "1", "--capacity", "8"], 2, "allowed: int8"),
+        (["stream", "info", "no-such-stream-here"], 1, "no stream named"),
+        (["demo", "--seconds=-1"], 2, "expected a number > 0"),
+    ],
+)
+def test_bad_input_gets_exit_code_and_reason(args: List[str], code: int, words: str) -> None:
+    out = run(*args)
+    assert out.returncode == code, out.stdout + out.stderr
+    assert words in out.stdout + out.stderr
+    assert "ok-name" not in rtloop.Stream.list()
+
+
+def test_demo_runs_with_its_reader_in_another_process(tmp_path: Path) -> None:
+    out = run("--json", "demo", "--seconds", "1", "--plot", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["errors"] == 0
+    assert summary["channels"] == 384 and summary["dtype"] == "int16"
+    assert summary["samples_read"] + summary["samples_lost"] == summary["samples_written"] == 30000
+    for png in ("demo-latency.png", "demo-occupancy.png"):
+        data = (tmp_path / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert summary["stream"] not in rtloop.Stream.list()
+
+
+def test_sys_info_json() -> None:
+    out = run("--json", "sys-info")
+    assert out.returncode == 0, out.stderr
+    facts = json.loads(out.stdout)
+    assert facts["rtloop"] == rtloop.__version__
+    assert facts["cpus"] >= 1
+
+
+def test_python_dash_m_runs_the_same_command() -> None:
+    out = subprocess.run([sys.executable, "-m", "rtloop", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "sys-info" in out.stdout
