@@ -45,6 +45,8 @@ mod events;
 #[cfg(not(loom))]
 pub mod layout;
 #[cfg(not(loom))]
+pub mod lines;
+#[cfg(not(loom))]
 mod reader;
 #[cfg(not(loom))]
 mod shm;
