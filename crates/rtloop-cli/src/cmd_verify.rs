@@ -1,15 +1,488 @@
-//! `rtloop verify`.
+//! `rtloop verify`: the HMF transmitter's generator/receiver test, through rtloop streams.
+//! Each pair is two processes and one stream with a prime capacity (any capacity of 8 KiB
+//! packets is kept exactly). Every packet's content is a function of its sequence number,
+//! so the receiver checks every word (content) at the index it arrived at (order).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rtloop_metrics::Table;
+use rtloop_stream::{sys, DType, ReadError, ReaderMode, Stream, StreamConfig, WaitError};
+use serde::{Deserialize, Serialize};
+
 use crate::Global;
 
 /// Options of `rtloop verify`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct VerifyArgs {
-    /// Packets per pair.
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Packets each generator sends (HMF ran 10^9).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub packets: u64,
+    /// Generator/receiver pairs running at once, each through its own stream.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=32))]
+    pub pairs: u64,
+    /// Bytes per packet (a multiple of 8).
+    #[arg(long, default_value_t = 8192, value_parser = packet_bytes)]
+    pub packet_bytes: u64,
+    /// Packets the stream keeps (HMF used primes: 24989, 49999, 74959).
+    #[arg(long, default_value_t = 24989, value_parser = clap::value_parser!(u64).range(1..))]
+    pub capacity: u64,
+    /// lossless: the generator waits for the receiver, every packet must arrive;
+    /// latest: the generator never waits, packets the receiver misses count as lost.
+    #[arg(long, default_value = "lossless", value_parser = ["lossless", "latest"])]
+    pub mode: String,
+    /// Packets per commit.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub batch: u64,
+    /// What the receiver checks: every word of every packet (all), or only the first word,
+    /// HMF's default flag check (first).
+    #[arg(long, default_value = "all", value_parser = ["all", "first"])]
+    pub check: String,
+}
+
+fn packet_bytes(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(v) if v >= 8 && v % 8 == 0 && v <= 1 << 24 => Ok(v),
+        _ => Err(format!(
+            "expected a multiple of 8 from 8 to 16777216, got {s:?}"
+        )),
+    }
+}
+
+/// Word `k` of packet `seq`.
+#[inline]
+#[must_use]
+pub fn word(seq: u64, k: usize) -> u64 {
+    seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (k as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93)
+}
+
+/// What a generator reports.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct GenReport {
+    /// CLOCK_MONOTONIC ns of its first reservation.
+    pub start_ns: u64,
+    /// CLOCK_MONOTONIC ns after its last commit.
+    pub end_ns: u64,
+    /// Packets committed.
     pub packets: u64,
 }
 
+/// What a receiver reports.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RecvReport {
+    /// Set once registered (the generator may start).
+    pub ready: bool,
+    /// Packets checked and intact.
+    pub ok: u64,
+    /// Packets with wrong content.
+    pub errors: u64,
+    /// Packets overwritten before they were read (latest mode).
+    pub lost: u64,
+    /// The first error, described.
+    pub first_error: Option<String>,
+    /// CLOCK_MONOTONIC ns after the last packet was checked.
+    pub end_ns: u64,
+}
+
+fn line_json<T: Serialize>(v: &T) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", serde_json::to_string(v).expect("serialisable"));
+    let _ = out.flush();
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(line: &str) -> anyhow::Result<T> {
+    serde_json::from_str(line).with_context(|| format!("unexpected child output {line:?}"))
+}
+
+/// One pair's streams and processes.
+struct Pair {
+    name: String,
+    recv: Child,
+    recv_out: BufReader<std::process::ChildStdout>,
+    gen: Option<Child>,
+}
+
+fn spawn(role: &str, args: &[String]) -> anyhow::Result<Child> {
+    crate::self_command()
+        .args(["child", role])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start the {role} process"))
+}
+
+/// Results of one pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairResult {
+    /// Stream name.
+    pub stream: String,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets received intact.
+    pub ok: u64,
+    /// Packets with wrong content or order.
+    pub errors: u64,
+    /// Packets lost (latest mode).
+    pub lost: u64,
+    /// First error.
+    pub first_error: Option<String>,
+    /// Seconds from the first reservation to the last check.
+    pub seconds: f64,
+    /// Packets per second.
+    pub packets_per_s: f64,
+    /// GB/s (1e9 bytes) of packets delivered.
+    pub gb_per_s: f64,
+}
+
+/// Run `pairs` generator/receiver pairs and collect their results (used by `bench` too).
+pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResult>> {
+    let pin = a.pairs == 1 && sys::online_cpus() >= 2;
+    let mut pairs: Vec<Pair> = Vec::new();
+    let result = (|| {
+        for p in 0..a.pairs {
+            let name = format!("verify-{}-{p}", sys::pid());
+            let cfg = StreamConfig::new(DType::U64, (a.packet_bytes / 8) as usize, 0.0, a.capacity);
+            let stream = Stream::create(&name, &cfg)?;
+            if stream.info().capacity != a.capacity {
+                eprintln!(
+                    "note: capacity {} rounded up to {} so the ring is whole pages",
+                    a.capacity,
+                    stream.info().capacity
+                );
+            }
+            let recv_cpu = if pin { "1" } else { "-" };
+            let mut recv = spawn(
+                "verify-recv",
+                &[
+                    name.clone(),
+                    a.packets.to_string(),
+                    a.mode.clone(),
+                    a.check.clone(),
+                    recv_cpu.into(),
+                ],
+            )?;
+            let mut recv_out = BufReader::new(recv.stdout.take().context("receiver stdout")?);
+            let mut line = String::new();
+            recv_out.read_line(&mut line)?;
+            let ready: RecvReport = read_json(&line).context("the receiver did not start")?;
+            anyhow::ensure!(ready.ready, "the receiver did not register");
+            pairs.push(Pair {
+                name,
+                recv,
+                recv_out,
+                gen: None,
+            });
+        }
+        for pair in &mut pairs {
+            let gen_cpu = if pin { "0" } else { "-" };
+            pair.gen = Some(spawn(
+                "verify-gen",
+                &[
+                    pair.name.clone(),
+                    a.packets.to_string(),
+                    a.batch.to_string(),
+                    gen_cpu.into(),
+                ],
+            )?);
+        }
+        let bar = (progress).then(|| {
+            let b = indicatif::ProgressBar::new(a.packets * a.pairs);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:40} {pos}/{len} packets  {per_sec}  eta {eta}",
+                )
+                .expect("template"),
+            );
+            b
+        });
+        let streams: Vec<Stream> = pairs
+            .iter()
+            .map(|p| Stream::open(&p.name))
+            .collect::<Result<_, _>>()?;
+        loop {
+            let done: u64 = streams.iter().map(Stream::written).sum();
+            if let Some(b) = &bar {
+                b.set_position(done);
+            }
+            let all_exited = pairs.iter_mut().all(|p| {
+                p.gen
+                    .as_mut()
+                    .is_some_and(|g| matches!(g.try_wait(), Ok(Some(_))))
+            });
+            if all_exited {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        let mut results = Vec::new();
+        for pair in &mut pairs {
+            let mut gen = pair.gen.take().expect("spawned");
+            let mut out = String::new();
+            std::io::Read::read_to_string(
+                gen.stdout.as_mut().context("generator stdout")?,
+                &mut out,
+            )?;
+            let status = gen.wait()?;
+            anyhow::ensure!(
+                status.success(),
+                "generator of {} failed ({status})",
+                pair.name
+            );
+            let g: GenReport = read_json(out.trim())?;
+            let mut line = String::new();
+            pair.recv_out.read_line(&mut line)?;
+            let status = pair.recv.wait()?;
+            anyhow::ensure!(
+                status.success(),
+                "receiver of {} failed ({status})",
+                pair.name
+            );
+            let r: RecvReport = read_json(line.trim())?;
+            let seconds = r.end_ns.saturating_sub(g.start_ns) as f64 / 1e9;
+            let delivered = r.ok + r.errors;
+            results.push(PairResult {
+                stream: pair.name.clone(),
+                sent: g.packets,
+                ok: r.ok,
+                errors: r.errors,
+                lost: r.lost,
+                first_error: r.first_error,
+                seconds,
+                packets_per_s: delivered as f64 / seconds.max(1e-9),
+                gb_per_s: delivered as f64 * a.packet_bytes as f64 / seconds.max(1e-9) / 1e9,
+            });
+        }
+        Ok(results)
+    })();
+    for p in &mut pairs {
+        if let Some(g) = &mut p.gen {
+            let _ = g.kill();
+            let _ = g.wait();
+        }
+        let _ = p.recv.kill();
+        let _ = p.recv.wait();
+        let _ = Stream::remove(&p.name);
+    }
+    result
+}
+
 /// Run the verification.
-pub fn run(_a: &VerifyArgs, _g: &Global) -> anyhow::Result<()> {
-    anyhow::bail!("rtloop verify is being built")
+pub fn run(a: &VerifyArgs, g: &Global) -> anyhow::Result<()> {
+    let results = run_pairs(a, !g.json)?;
+    let errors: u64 = results.iter().map(|r| r.errors).sum();
+    let lost: u64 = results.iter().map(|r| r.lost).sum();
+    let ok: u64 = results.iter().map(|r| r.ok).sum();
+    let gbs: f64 = results.iter().map(|r| r.gb_per_s).sum();
+    let pps: f64 = results.iter().map(|r| r.packets_per_s).sum();
+    let missing: u64 = results
+        .iter()
+        .map(|r| r.sent - r.ok - r.errors - r.lost)
+        .sum();
+    if g.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "packets_per_pair": a.packets, "pairs": a.pairs, "packet_bytes": a.packet_bytes,
+                "capacity": a.capacity, "mode": a.mode, "check": a.check, "batch": a.batch,
+                "ok": ok, "errors": errors, "lost": lost, "missing": missing,
+                "packets_per_s": pps, "gb_per_s": gbs, "results": results,
+            })
+        );
+    } else {
+        let mut t = Table::new(&[
+            "pair",
+            "sent",
+            "ok",
+            "errors",
+            "lost",
+            "seconds",
+            "packets/s",
+            "GB/s",
+        ]);
+        for (i, r) in results.iter().enumerate() {
+            t.row(&[
+                i.to_string(),
+                r.sent.to_string(),
+                r.ok.to_string(),
+                r.errors.to_string(),
+                r.lost.to_string(),
+                format!("{:.3}", r.seconds),
+                format!("{:.0}", r.packets_per_s),
+                format!("{:.2}", r.gb_per_s),
+            ]);
+        }
+        if results.len() > 1 {
+            t.row(&[
+                "all".into(),
+                (a.packets * a.pairs).to_string(),
+                ok.to_string(),
+                errors.to_string(),
+                lost.to_string(),
+                String::new(),
+                format!("{pps:.0}"),
+                format!("{gbs:.2}"),
+            ]);
+        }
+        println!(
+            "verify: {} pair(s) x {} packets of {} B, stream capacity {} (prime-sized rings catch index errors), {} mode, checking {} words",
+            a.pairs, a.packets, a.packet_bytes, a.capacity, a.mode, a.check
+        );
+        print!("{}", t.render());
+        println!("errors: {errors}");
+    }
+    if let Some(e) = results.iter().find_map(|r| r.first_error.clone()) {
+        bail!("{errors} packets failed verification; first: {e}");
+    }
+    if missing > 0 {
+        bail!("{missing} packets neither arrived nor were reported lost");
+    }
+    if a.mode == "lossless" && lost > 0 {
+        bail!("{lost} packets lost in lossless mode");
+    }
+    Ok(())
+}
+
+fn pin(cpu: &str) {
+    if let Ok(c) = cpu.parse::<usize>() {
+        let _ = sys::pin_to_cpu(c);
+    }
+}
+
+/// `verify-gen STREAM PACKETS BATCH CPU|-`: commit packets 0..PACKETS in batches.
+pub fn gen_role(args: &[String]) -> anyhow::Result<()> {
+    let [name, packets, batch, cpu] = args else {
+        bail!("usage: verify-gen STREAM PACKETS BATCH CPU")
+    };
+    let (packets, batch): (u64, u64) = (packets.parse()?, batch.parse()?);
+    pin(cpu);
+    let stream = Stream::open(name)?;
+    let mut w = stream.writer()?;
+    w.set_lossless_timeout(Duration::from_secs(60));
+    w.set_spin(Duration::from_micros(50));
+    let words = stream.info().n_channels;
+    let start_ns = sys::monotonic_ns();
+    let mut seq = 0u64;
+    while seq < packets {
+        let n = batch.min(packets - seq);
+        let mut g = w.reserve(n as usize)?;
+        let vals = g.as_mut_slice::<u64>()?;
+        for (i, pkt) in vals.chunks_exact_mut(words).enumerate() {
+            let s = seq + i as u64;
+            for (k, v) in pkt.iter_mut().enumerate() {
+                *v = word(s, k);
+            }
+        }
+        g.commit();
+        seq += n;
+    }
+    line_json(&GenReport {
+        start_ns,
+        end_ns: sys::monotonic_ns(),
+        packets,
+    });
+    Ok(())
+}
+
+/// `verify-recv STREAM PACKETS MODE CHECK CPU|-`: check every packet zero-copy.
+pub fn recv_role(args: &[String]) -> anyhow::Result<()> {
+    let [name, packets, mode, check, cpu] = args else {
+        bail!("usage: verify-recv STREAM PACKETS MODE CHECK CPU")
+    };
+    let packets: u64 = packets.parse()?;
+    let all = check == "all";
+    pin(cpu);
+    let stream = Stream::open(name)?;
+    let mode = if mode == "latest" {
+        ReaderMode::Latest
+    } else {
+        ReaderMode::Lossless
+    };
+    let mut r = stream.reader(mode)?;
+    r.set_spin(Duration::from_micros(200));
+    let words = stream.info().n_channels;
+    let mut rep = RecvReport {
+        ready: true,
+        ..Default::default()
+    };
+    line_json(&rep);
+    rep.ready = false;
+    let started = Instant::now();
+    while r.cursor() < packets {
+        match r.wait_available(1, Some(Duration::from_secs(2))) {
+            Ok(_) => {}
+            Err(WaitError::Timeout { .. }) => {
+                if r.writer_liveness() == rtloop_stream::Liveness::Closed && r.available() == 0 {
+                    break;
+                }
+                if started.elapsed() > Duration::from_secs(3600 * 24) {
+                    bail!("no progress");
+                }
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let first = r.cursor();
+        let end = (first + r.available().min(256)).min(packets);
+        let window = match r.window_as::<u64>(first, end) {
+            Ok(w) => w,
+            Err(ReadError::TooOld { oldest, .. }) => {
+                rep.lost += oldest - first;
+                r.seek(oldest);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut bad = 0u64;
+        let mut first_bad = None;
+        for (i, pkt) in window.values().chunks_exact(words).enumerate() {
+            let s = first + i as u64;
+            let ok = if all {
+                pkt.iter().enumerate().all(|(k, &v)| v == word(s, k))
+            } else {
+                pkt[0] == word(s, 0)
+            };
+            if !ok {
+                bad += 1;
+                if first_bad.is_none() {
+                    let k = pkt
+                        .iter()
+                        .enumerate()
+                        .position(|(k, &v)| v != word(s, k))
+                        .unwrap_or(0);
+                    first_bad = Some(format!(
+                        "packet {s} word {k}: got {:#x}, expected {:#x}",
+                        pkt[k],
+                        word(s, k)
+                    ));
+                }
+            }
+        }
+        match window.window.check() {
+            Ok(()) => {
+                rep.ok += (end - first) - bad;
+                rep.errors += bad;
+                if rep.first_error.is_none() {
+                    rep.first_error = first_bad;
+                }
+                r.seek(end);
+            }
+            Err(ReadError::Overrun { oldest, .. }) => {
+                // the writer lapped this window while we checked it: what we saw may be torn
+                // and does not count; the packets before `oldest` are lost
+                rep.lost += oldest.min(end) - first;
+                r.seek(oldest.min(end).max(first));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    rep.end_ns = sys::monotonic_ns();
+    line_json(&rep);
+    Ok(())
 }

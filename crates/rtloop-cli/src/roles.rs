@@ -15,6 +15,8 @@ pub struct ChildArgs {
 pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
     match a.role.as_str() {
         "demo-reader" => crate::cmd_demo::reader_role(&a.args),
+        "verify-gen" => crate::cmd_verify::gen_role(&a.args),
+        "verify-recv" => crate::cmd_verify::recv_role(&a.args),
         other => anyhow::bail!("unknown child role {other:?}"),
     }
 }
