@@ -223,19 +223,14 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
         }
         let mut results = Vec::new();
         for pair in &mut pairs {
-            let mut gen = pair.gen.take().expect("spawned");
-            let mut out = String::new();
-            std::io::Read::read_to_string(
-                gen.stdout.as_mut().context("generator stdout")?,
-                &mut out,
-            )?;
-            let status = gen.wait()?;
+            let gen = pair.gen.take().expect("spawned").wait_with_output()?;
             anyhow::ensure!(
-                status.success(),
-                "generator of {} failed ({status})",
-                pair.name
+                gen.status.success(),
+                "generator of {} failed ({})",
+                pair.name,
+                gen.status
             );
-            let g: GenReport = read_json(out.trim())?;
+            let g: GenReport = read_json(String::from_utf8_lossy(&gen.stdout).trim())?;
             let mut line = String::new();
             pair.recv_out.read_line(&mut line)?;
             let status = pair.recv.wait()?;
