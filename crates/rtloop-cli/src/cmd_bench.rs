@@ -1,14 +1,432 @@
-//! `rtloop bench ...`.
+//! `rtloop bench stream`: stream throughput and hand-off latency, each next to a reference
+//! measured in the same run — single-thread memcpy bandwidth for throughput, a bare
+//! cache-line ping-pong between two processes for latency — and the ratio (DESIGN §7).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
+use rtloop_stream::lines::SharedLines;
+use rtloop_stream::{sys, DType, ReaderMode, Stream, StreamConfig};
+use serde::Serialize;
+use std::sync::atomic::Ordering;
+
+use crate::cmd_verify::{run_pairs, VerifyArgs};
 use crate::Global;
 
 /// Benchmarks.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
-    /// Stream throughput and latency against memcpy and a cache-line ping-pong.
-    Stream,
+    /// Stream throughput (8 KiB packets, 1 KiB and 64 B messages, 1..P pairs) against
+    /// single-thread memcpy, and one-way latency (spin and blocking) against a cache-line
+    /// ping-pong between the same two cores, all measured in this run.
+    Stream(StreamBenchArgs),
+}
+
+/// Options of `rtloop bench stream`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StreamBenchArgs {
+    /// Short runs (for smoke tests): fewer packets, rounds and repeats.
+    #[arg(long)]
+    pub quick: bool,
+    /// Runs per figure; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub repeats: u32,
+    /// Largest number of writer/reader pairs for the throughput table.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub pairs: u64,
+    /// Hold /dev/cpu_dma_latency at 0 during the run (keeps idle CPUs out of deep sleep).
+    #[arg(long)]
+    pub pm_qos: bool,
+    /// Write results.json and PNG charts into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// Run a benchmark.
-pub fn run(_c: BenchCommand, _g: &Global) -> anyhow::Result<()> {
-    anyhow::bail!("rtloop bench is being built")
+pub fn run(c: BenchCommand, g: &Global) -> anyhow::Result<()> {
+    match c {
+        BenchCommand::Stream(a) => stream_bench(&a, g),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Single-thread memcpy bandwidth, GB/s, between two buffers larger than the caches (like a
+/// ring of 8 KiB packets that does not fit L3).
+fn memcpy_gbps(bytes: usize, rounds: u32) -> f64 {
+    let src = vec![0x5au8; bytes];
+    let mut dst = vec![0u8; bytes];
+    dst.copy_from_slice(&src); // fault every page in first
+    let t = Instant::now();
+    for _ in 0..rounds {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
+    bytes as f64 * f64::from(rounds) / t.elapsed().as_secs_f64() / 1e9
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ThroughputRow {
+    payload_bytes: u64,
+    capacity: u64,
+    pairs: u64,
+    packets_per_pair: u64,
+    msgs_per_s: f64,
+    gb_per_s: f64,
+    memcpy_gb_per_s: f64,
+    ratio_to_memcpy: f64,
+    errors: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct LatencyRow {
+    name: String,
+    method: &'static str,
+    summary: Summary,
+    reference_p50_ns: u64,
+    ratio_p50_to_reference: f64,
+}
+
+fn spawn_child(
+    role: &str,
+    args: &[String],
+) -> anyhow::Result<(std::process::Child, BufReader<std::process::ChildStdout>)> {
+    let mut c = crate::self_command()
+        .args(["child", role])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {role}"))?;
+    let mut out = BufReader::new(c.stdout.take().context("child stdout")?);
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    if line.trim() != "ready" {
+        let _ = c.kill();
+        let _ = c.wait();
+        bail!("{role} did not start: {line:?}");
+    }
+    Ok((c, out))
+}
+
+/// The bare reference: one-way = RTT/2 of a cache-line ping-pong between two processes.
+fn bare_pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
+    let name = format!("bench-pp-{}", sys::pid());
+    let lines = SharedLines::create(&name)?;
+    let (mut child, _out) = spawn_child("pp-bare-echo", &[name.clone(), "1".into()])?;
+    let (ping, pong) = (lines.line(0), lines.line(1));
+    let mut h = LatencyHistogram::new();
+    for i in 1..=rounds + 1000 {
+        let t0 = sys::monotonic_ns();
+        // SYNC: Release/Acquire pairs with the echo's; the values are the only data.
+        ping.store(i, Ordering::Release);
+        while pong.load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+        if i > 1000 {
+            h.record((sys::monotonic_ns() - t0) / 2);
+        }
+    }
+    ping.store(u64::MAX, Ordering::Release);
+    child.wait()?;
+    Ok(h)
+}
+
+/// `pp-bare-echo NAME CPU`: echo line 0 into line 1 until u64::MAX.
+pub fn bare_echo_role(args: &[String]) -> anyhow::Result<()> {
+    let [name, cpu] = args else {
+        bail!("usage: pp-bare-echo NAME CPU")
+    };
+    let _ = cpu.parse().map(sys::pin_to_cpu);
+    let lines = SharedLines::open(name)?;
+    println!("ready");
+    let (ping, pong) = (lines.line(0), lines.line(1));
+    let mut last = 0;
+    loop {
+        let v = ping.load(Ordering::Acquire);
+        if v == u64::MAX {
+            return Ok(());
+        }
+        if v != last {
+            last = v;
+            pong.store(v, Ordering::Release);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// One-way = RTT/2 through two streams: we write `i` to A, the echo process waits for it
+/// (spinning for `spin`, then on the futex) and writes it to B, we wait for it on B.
+fn stream_pingpong(rounds: u64, spin: Duration) -> anyhow::Result<LatencyHistogram> {
+    let (a, b) = (
+        format!("bench-a-{}", sys::pid()),
+        format!("bench-b-{}", sys::pid()),
+    );
+    let cfg = StreamConfig::new(DType::U64, 1, 0.0, 512);
+    let sa = Stream::create(&a, &cfg)?;
+    let sb = Stream::create(&b, &cfg);
+    let result = (|| {
+        let sb = sb?;
+        let mut w = sa.writer()?;
+        let mut r = sb.reader(ReaderMode::Latest)?;
+        r.set_spin(spin);
+        let (mut child, _out) = spawn_child(
+            "pp-stream-echo",
+            &[
+                a.clone(),
+                b.clone(),
+                spin.as_micros().to_string(),
+                "1".into(),
+            ],
+        )?;
+        let mut h = LatencyHistogram::new();
+        let mut buf = [0u8; 8];
+        let warm = (rounds / 10).max(10);
+        for i in 1..=rounds + warm {
+            let t0 = sys::monotonic_ns();
+            w.write(&[i])?;
+            r.wait_available(1, Some(Duration::from_secs(10)))?;
+            r.pull_into(&mut buf, None, 1)?;
+            let t1 = sys::monotonic_ns();
+            anyhow::ensure!(
+                u64::from_ne_bytes(buf) == i,
+                "echo returned {} for {i}",
+                u64::from_ne_bytes(buf)
+            );
+            if i > warm {
+                h.record((t1 - t0) / 2);
+            }
+        }
+        w.write(&[u64::MAX])?;
+        child.wait()?;
+        Ok(h)
+    })();
+    let _ = Stream::remove(&a);
+    let _ = Stream::remove(&b);
+    result
+}
+
+/// `pp-stream-echo A B SPIN_US CPU`: echo samples of stream A into stream B.
+pub fn stream_echo_role(args: &[String]) -> anyhow::Result<()> {
+    let [a, b, spin, cpu] = args else {
+        bail!("usage: pp-stream-echo A B SPIN_US CPU")
+    };
+    let _ = cpu.parse().map(sys::pin_to_cpu);
+    let mut r = Stream::open(a)?.reader(ReaderMode::Latest)?;
+    r.set_spin(Duration::from_micros(spin.parse()?));
+    let mut w = Stream::open(b)?.writer()?;
+    println!("ready");
+    let mut buf = [0u8; 8];
+    loop {
+        r.wait_available(1, Some(Duration::from_secs(30)))?;
+        r.pull_into(&mut buf, None, 1)?;
+        let v = u64::from_ne_bytes(buf);
+        if v == u64::MAX {
+            return Ok(());
+        }
+        w.write(&[v])?;
+    }
+}
+
+fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
+    let repeats = if a.quick { 1 } else { a.repeats };
+    let scale = if a.quick { 20 } else { 1 };
+    let _pm = if a.pm_qos {
+        Some(sys::hold_cpu_dma_latency().context("--pm-qos")?)
+    } else {
+        None
+    };
+    let say = |s: &str| {
+        if !g.json {
+            eprintln!("{s}");
+        }
+    };
+    say("reference: single-thread memcpy of 64 MiB buffers ...");
+    let memcpy = median(
+        (0..repeats.max(3))
+            .map(|_| memcpy_gbps(64 << 20, if a.quick { 2 } else { 8 }))
+            .collect(),
+    );
+    // throughput: HMF's 8 KiB packets in a 195 MiB ring, and small messages in small rings
+    let configs: [(u64, u64, u64); 3] = [
+        (8192, 24989, 400_000),
+        (1024, 1024, 2_000_000),
+        (64, 4096, 5_000_000),
+    ];
+    let mut rows = Vec::new();
+    for (bytes, capacity, packets) in configs {
+        for pairs in 1..=a.pairs {
+            let packets = packets / scale / pairs;
+            say(&format!(
+                "throughput: {bytes} B x {packets} per pair, {pairs} pair(s) ..."
+            ));
+            let va = VerifyArgs {
+                packets,
+                pairs,
+                packet_bytes: bytes,
+                capacity,
+                mode: "lossless".into(),
+                batch: 1,
+                check: "first".into(),
+            };
+            let mut gbs = Vec::new();
+            let mut mps = Vec::new();
+            let mut errors = 0;
+            for _ in 0..repeats {
+                let res = run_pairs(&va, false)?;
+                errors += res.iter().map(|r| r.errors + r.lost).sum::<u64>();
+                gbs.push(res.iter().map(|r| r.gb_per_s).sum());
+                mps.push(res.iter().map(|r| r.packets_per_s).sum());
+            }
+            let gb = median(gbs);
+            rows.push(ThroughputRow {
+                payload_bytes: bytes,
+                capacity,
+                pairs,
+                packets_per_pair: packets,
+                msgs_per_s: median(mps),
+                gb_per_s: gb,
+                memcpy_gb_per_s: memcpy,
+                ratio_to_memcpy: gb / memcpy,
+                errors,
+            });
+        }
+    }
+    // latency: the parent pins itself to cpu0, echo processes run on cpu1
+    let _ = sys::pin_to_cpu(0);
+    say("reference: cache-line ping-pong between two processes ...");
+    let bare = bare_pingpong(if a.quick { 20_000 } else { 200_000 })?;
+    say("latency: stream ping-pong, spinning ...");
+    let spin = stream_pingpong(
+        if a.quick { 5_000 } else { 100_000 },
+        Duration::from_secs(5),
+    )?;
+    say("latency: stream ping-pong, blocking (futex, no spin) ...");
+    let block = stream_pingpong(if a.quick { 300 } else { 5_000 }, Duration::ZERO)?;
+    let _ = sys::allow_all_cpus();
+    let reference = bare.summary();
+    let lat = |name: &str, h: &LatencyHistogram, method| {
+        let s = h.summary();
+        LatencyRow {
+            name: name.into(),
+            method,
+            summary: s,
+            reference_p50_ns: reference.p50_ns,
+            ratio_p50_to_reference: s.p50_ns as f64 / reference.p50_ns.max(1) as f64,
+        }
+    };
+    let latency = vec![
+        lat(
+            "cache-line ping-pong (reference)",
+            &bare,
+            "two processes, two AtomicU64 on own lines; one-way = RTT/2",
+        ),
+        lat(
+            "stream, spin",
+            &spin,
+            "two streams A->B echo, reader spins; one-way = RTT/2",
+        ),
+        lat(
+            "stream, blocking",
+            &block,
+            "two streams A->B echo, reader sleeps on the futex at once; one-way = RTT/2",
+        ),
+    ];
+    let results = serde_json::json!({
+        "machine": { "cpus": sys::online_cpus(), "pm_qos": a.pm_qos },
+        "repeats": repeats,
+        "memcpy_gb_per_s": memcpy,
+        "throughput": rows,
+        "latency": latency,
+    });
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(
+            dir.join("results.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+        let mut bars = vec![("memcpy (reference)".to_owned(), memcpy)];
+        bars.extend(
+            rows.iter()
+                .filter(|r| r.pairs == 1)
+                .map(|r| (format!("stream {} B", r.payload_bytes), r.gb_per_s)),
+        );
+        rtloop_metrics::charts::bar_chart_png(
+            &dir.join("throughput.png"),
+            "stream throughput, 1 pair, vs memcpy (same run)",
+            "GB/s",
+            &bars,
+        )?;
+        for (file, title, h) in [
+            (
+                "latency-reference.png",
+                "cache-line ping-pong one-way (reference)",
+                &bare,
+            ),
+            ("latency-spin.png", "stream one-way latency, spin", &spin),
+            (
+                "latency-blocking.png",
+                "stream one-way latency, blocking",
+                &block,
+            ),
+        ] {
+            rtloop_metrics::charts::latency_histogram_png(&dir.join(file), title, h, 100, 100_000)?;
+        }
+    }
+    if g.json {
+        println!("{results}");
+        return Ok(());
+    }
+    println!("\nthroughput (lossless, commit per message, receiver checks each message's first word as HMF did); reference: memcpy {memcpy:.2} GB/s");
+    let mut t = Table::new(&[
+        "payload",
+        "pairs",
+        "Mmsg/s",
+        "GB/s",
+        "memcpy GB/s",
+        "ratio",
+        "errors",
+    ]);
+    for r in &rows {
+        t.row(&[
+            format!("{} B", r.payload_bytes),
+            r.pairs.to_string(),
+            format!("{:.2}", r.msgs_per_s / 1e6),
+            format!("{:.2}", r.gb_per_s),
+            format!("{:.2}", r.memcpy_gb_per_s),
+            format!("{:.2}x", r.ratio_to_memcpy),
+            r.errors.to_string(),
+        ]);
+    }
+    print!("{}", t.render());
+    println!(
+        "\none-way latency (RTT/2), reference: cache-line ping-pong p50 {}",
+        fmt_ns(reference.p50_ns)
+    );
+    let mut t = Table::new(&["path", "n", "p50", "p99", "p99.9", "max", "p50 / reference"]);
+    for l in &latency {
+        let s = l.summary;
+        t.row(&[
+            l.name.clone(),
+            s.count.to_string(),
+            fmt_ns(s.p50_ns),
+            fmt_ns(s.p99_ns),
+            fmt_ns(s.p999_ns),
+            fmt_ns(s.max_ns),
+            format!("{:.2}x", l.ratio_p50_to_reference),
+        ]);
+    }
+    print!("{}", t.render());
+    if let Some(dir) = &a.out {
+        println!("results and charts: {}", dir.display());
+    }
+    Ok(())
 }

@@ -17,6 +17,8 @@ pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
         "demo-reader" => crate::cmd_demo::reader_role(&a.args),
         "verify-gen" => crate::cmd_verify::gen_role(&a.args),
         "verify-recv" => crate::cmd_verify::recv_role(&a.args),
+        "pp-bare-echo" => crate::cmd_bench::bare_echo_role(&a.args),
+        "pp-stream-echo" => crate::cmd_bench::stream_echo_role(&a.args),
         other => anyhow::bail!("unknown child role {other:?}"),
     }
 }

@@ -99,3 +99,45 @@ fn bad_options_are_refused_with_the_allowed_values() {
         );
     }
 }
+
+#[test]
+fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
+    let dir = std::env::temp_dir().join(format!("rtloop-bench-{}", std::process::id()));
+    let o = rtloop(&[
+        "--json",
+        "bench",
+        "stream",
+        "--quick",
+        "--pairs",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["memcpy_gb_per_s"].as_f64().unwrap() > 0.0);
+    let rows = v["throughput"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "8 KiB, 1 KiB, 64 B");
+    for r in rows {
+        assert_eq!(r["errors"], 0);
+        assert!(r["ratio_to_memcpy"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["memcpy_gb_per_s"], v["memcpy_gb_per_s"]);
+    }
+    let lat = v["latency"].as_array().unwrap();
+    assert_eq!(lat.len(), 3, "reference, spin, blocking");
+    for l in lat {
+        assert!(l["summary"]["count"].as_u64().unwrap() > 0);
+        assert!(l["reference_p50_ns"].as_u64().unwrap() > 0);
+        assert!(l["ratio_p50_to_reference"].as_f64().unwrap() > 0.0);
+    }
+    for f in [
+        "results.json",
+        "throughput.png",
+        "latency-spin.png",
+        "latency-blocking.png",
+        "latency-reference.png",
+    ] {
+        assert!(dir.join(f).exists(), "{f} written");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
