@@ -3,6 +3,7 @@
 # (a 384-channel int16 30 kHz synthetic writer and a reader in another process).
 source "$(dirname "$0")/lib.sh"
 ensure_cargo
+ensure_libclang
 ensure_fonts
 say "building rtloop (Rust core, command line and Python package) into $VENV"
 ensure_python

@@ -20,6 +20,20 @@ ensure_cargo() {
     command -v cargo >/dev/null || { echo "rtloop needs cargo (Rust >= 1.85); install rustup first" >&2; exit 1; }
 }
 
+# libclang: iceoryx2 (the peer column of `rtloop bench stream`) generates its POSIX
+# bindings with bindgen at build time. Debian's libclang-dev.
+ensure_libclang() {
+    if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && [ -z "${LIBCLANG_PATH:-}" ]; then
+        if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+            say "installing libclang-dev (bindgen, for the iceoryx2 peer benchmark)"
+            apt-get update -qq && apt-get install -y -qq libclang-dev >/dev/null
+        else
+            echo "rtloop needs libclang to build (Debian: apt-get install libclang-dev)" >&2
+            exit 1
+        fi
+    fi
+}
+
 # Fonts for the PNG plots (Debian's DejaVu); optional, plots fall back to no text.
 ensure_fonts() {
     if [ ! -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

@@ -4,6 +4,7 @@
 # Idempotent and quiet: run it again after changing Rust or Python code.
 source "$(dirname "$0")/lib.sh"
 ensure_cargo
+ensure_libclang
 
 if [ ! -x "$VENV/bin/python" ]; then
     say "creating $VENV"

@@ -4,6 +4,7 @@
 #   RTLOOP_SKIP=...   space-separated stage names to skip (for local iteration only)
 source "$(dirname "$0")/lib.sh"
 ensure_cargo
+ensure_libclang
 ensure_fonts
 
 declare -a TIMES=()

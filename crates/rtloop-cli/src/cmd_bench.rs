@@ -83,6 +83,9 @@ struct ThroughputRow {
     memcpy_gb_per_s: f64,
     ratio_to_memcpy: f64,
     errors: u64,
+    /// iceoryx2 publish/subscribe, same payload and count, same run (1 pair only).
+    iceoryx2_gb_per_s: Option<f64>,
+    iceoryx2_msgs_per_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -236,6 +239,48 @@ pub fn stream_echo_role(args: &[String]) -> anyhow::Result<()> {
     }
 }
 
+#[cfg(feature = "iceoryx2-peer")]
+fn peer_throughput(
+    packets: u64,
+    bytes: u64,
+    repeats: u32,
+    say: &dyn Fn(&str),
+) -> Option<(f64, f64)> {
+    say(&format!("peer: iceoryx2 {bytes} B x {packets} ..."));
+    let mut runs = Vec::new();
+    for _ in 0..repeats {
+        match crate::peer_iceoryx2::throughput(packets, bytes as usize) {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                eprintln!("warning: iceoryx2 peer run failed: {e:#}");
+                return None;
+            }
+        }
+    }
+    Some((
+        median(runs.iter().map(|r| r.0).collect()),
+        median(runs.iter().map(|r| r.1).collect()),
+    ))
+}
+
+#[cfg(not(feature = "iceoryx2-peer"))]
+fn peer_throughput(_: u64, _: u64, _: u32, _: &dyn Fn(&str)) -> Option<(f64, f64)> {
+    None
+}
+
+#[cfg(feature = "iceoryx2-peer")]
+fn peer_latency(rounds: u64, say: &dyn Fn(&str)) -> Option<LatencyHistogram> {
+    say("peer: iceoryx2 ping-pong, spinning ...");
+    crate::peer_iceoryx2::pingpong(rounds)
+        .map_err(|e| eprintln!("warning: iceoryx2 peer latency failed: {e:#}"))
+        .ok()
+}
+
+#[cfg(not(feature = "iceoryx2-peer"))]
+fn peer_latency(_: u64, _: &dyn Fn(&str)) -> Option<LatencyHistogram> {
+    None
+}
+
 fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
     let repeats = if a.quick { 1 } else { a.repeats };
     let scale = if a.quick { 20 } else { 1 };
@@ -287,6 +332,11 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
                 mps.push(res.iter().map(|r| r.packets_per_s).sum());
             }
             let gb = median(gbs);
+            let peer = if pairs == 1 {
+                peer_throughput(packets, bytes, repeats, &say)
+            } else {
+                None
+            };
             rows.push(ThroughputRow {
                 payload_bytes: bytes,
                 capacity,
@@ -297,6 +347,8 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
                 memcpy_gb_per_s: memcpy,
                 ratio_to_memcpy: gb / memcpy,
                 errors,
+                iceoryx2_gb_per_s: peer.map(|p| p.1),
+                iceoryx2_msgs_per_s: peer.map(|p| p.0),
             });
         }
     }
@@ -311,6 +363,7 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
     )?;
     say("latency: stream ping-pong, blocking (futex, no spin) ...");
     let block = stream_pingpong(if a.quick { 300 } else { 5_000 }, Duration::ZERO)?;
+    let peer_lat = peer_latency(if a.quick { 5_000 } else { 100_000 }, &say);
     let _ = sys::allow_all_cpus();
     let reference = bare.summary();
     let lat = |name: &str, h: &LatencyHistogram, method| {
@@ -339,7 +392,16 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
             &block,
             "two streams A->B echo, reader sleeps on the futex at once; one-way = RTT/2",
         ),
-    ];
+    ]
+    .into_iter()
+    .chain(peer_lat.as_ref().map(|h| {
+        lat(
+            "iceoryx2, spin (peer)",
+            h,
+            "two services A->B echo, both sides poll receive(); one-way = RTT/2",
+        )
+    }))
+    .collect::<Vec<_>>();
     let results = serde_json::json!({
         "machine": { "cpus": sys::online_cpus(), "pm_qos": a.pm_qos },
         "repeats": repeats,
@@ -393,6 +455,8 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
         "GB/s",
         "memcpy GB/s",
         "ratio",
+        "iceoryx2 GB/s",
+        "vs iceoryx2",
         "errors",
     ]);
     for r in &rows {
@@ -403,6 +467,10 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
             format!("{:.2}", r.gb_per_s),
             format!("{:.2}", r.memcpy_gb_per_s),
             format!("{:.2}x", r.ratio_to_memcpy),
+            r.iceoryx2_gb_per_s
+                .map_or_else(|| "-".into(), |p| format!("{p:.2}")),
+            r.iceoryx2_gb_per_s
+                .map_or_else(|| "-".into(), |p| format!("{:.2}x", r.gb_per_s / p)),
             r.errors.to_string(),
         ]);
     }

@@ -13,6 +13,8 @@ pub mod cmd_demo;
 pub mod cmd_stream;
 pub mod cmd_sysinfo;
 pub mod cmd_verify;
+#[cfg(feature = "iceoryx2-peer")]
+pub mod peer_iceoryx2;
 pub mod roles;
 
 /// rtloop: realtime data streaming and closed-loop platform.

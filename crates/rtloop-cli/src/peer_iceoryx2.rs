@@ -1,0 +1,275 @@
+//! iceoryx2 publish/subscribe (zero-copy shared memory, from crates.io) on the same payloads
+//! as the stream benchmarks, in the same run: the peer column of `rtloop bench stream`.
+//! Delivery blocks rather than drops (`UnableToDeliverStrategy::Block`, no safe overflow),
+//! which matches a lossless stream; the subscriber checks every message's sequence word.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use iceoryx2::port::unable_to_deliver_strategy::UnableToDeliverStrategy;
+use iceoryx2::prelude::*;
+use rtloop_metrics::LatencyHistogram;
+use rtloop_stream::sys;
+
+const BUFFER: usize = 128;
+
+fn node() -> anyhow::Result<Node<ipc::Service>> {
+    // its default-config notice is noise here; errors still show
+    set_log_level(LogLevel::Error);
+    NodeBuilder::new()
+        .create::<ipc::Service>()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 node: {e:?}"))
+}
+
+fn service(
+    node: &Node<ipc::Service>,
+    name: &str,
+) -> anyhow::Result<
+    iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>,
+> {
+    let sn: ServiceName = name
+        .try_into()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 service name: {e:?}"))?;
+    node.service_builder(&sn)
+        .publish_subscribe::<[u8]>()
+        .max_publishers(1)
+        .max_subscribers(1)
+        .history_size(0)
+        .subscriber_max_buffer_size(BUFFER)
+        .enable_safe_overflow(false)
+        .open_or_create()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 service {name}: {e:?}"))
+}
+
+fn spawn(
+    role: &str,
+    args: &[String],
+) -> anyhow::Result<(std::process::Child, BufReader<std::process::ChildStdout>)> {
+    let mut c = crate::self_command()
+        .args(["child", role])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {role}"))?;
+    let mut out = BufReader::new(c.stdout.take().context("child stdout")?);
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    if line.trim() != "ready" {
+        let _ = c.kill();
+        let _ = c.wait();
+        bail!("{role} did not start: {line:?}");
+    }
+    Ok((c, out))
+}
+
+/// Messages per second and GB/s of `n` messages of `bytes` from a publisher process to a
+/// subscriber process.
+pub fn throughput(n: u64, bytes: usize) -> anyhow::Result<(f64, f64)> {
+    let name = format!("rtloop-bench-{}-{bytes}", sys::pid());
+    let (mut sub, mut sub_out) = spawn(
+        "ix2-sub",
+        &[name.clone(), n.to_string(), bytes.to_string(), "1".into()],
+    )?;
+    let (mut pubp, mut pub_out) = spawn(
+        "ix2-pub",
+        &[name, n.to_string(), bytes.to_string(), "0".into()],
+    )?;
+    let mut start = String::new();
+    pub_out.read_line(&mut start)?;
+    anyhow::ensure!(pubp.wait()?.success(), "iceoryx2 publisher failed");
+    let start: u64 = start
+        .trim()
+        .parse()
+        .with_context(|| format!("publisher said {start:?}"))?;
+    let mut line = String::new();
+    sub_out.read_line(&mut line)?;
+    anyhow::ensure!(sub.wait()?.success(), "iceoryx2 subscriber failed");
+    let end: u64 = line
+        .trim()
+        .parse()
+        .with_context(|| format!("subscriber said {line:?}"))?;
+    let secs = end.saturating_sub(start) as f64 / 1e9;
+    Ok((n as f64 / secs, n as f64 * bytes as f64 / secs / 1e9))
+}
+
+/// `ix2-pub NAME N BYTES CPU`: prints its start time (ns), sends N messages.
+pub fn pub_role(args: &[String]) -> anyhow::Result<()> {
+    let [name, n, bytes, cpu] = args else {
+        bail!("usage: ix2-pub NAME N BYTES CPU")
+    };
+    let (n, bytes): (u64, usize) = (n.parse()?, bytes.parse()?);
+    let _ = cpu.parse().map(sys::pin_to_cpu);
+    let node = node()?;
+    let svc = service(&node, name)?;
+    let publisher = svc
+        .publisher_builder()
+        .initial_max_slice_len(bytes)
+        .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
+        .create()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 publisher: {e:?}"))?;
+    println!("ready");
+    let mut hot = vec![0x5au8; bytes];
+    let start = sys::monotonic_ns();
+    for seq in 0..n {
+        hot[..8].copy_from_slice(&seq.to_ne_bytes());
+        let s = publisher
+            .loan_slice_uninit(bytes)
+            .map_err(|e| anyhow::anyhow!("loan: {e:?}"))?;
+        s.write_from_slice(&hot)
+            .send()
+            .map_err(|e| anyhow::anyhow!("send: {e:?}"))?;
+    }
+    println!("{start}");
+    Ok(())
+}
+
+/// `ix2-sub NAME N BYTES CPU`: receives N messages in order, prints the end time (ns).
+pub fn sub_role(args: &[String]) -> anyhow::Result<()> {
+    let [name, n, _bytes, cpu] = args else {
+        bail!("usage: ix2-sub NAME N BYTES CPU")
+    };
+    let n: u64 = n.parse()?;
+    let _ = cpu.parse().map(sys::pin_to_cpu);
+    let node = node()?;
+    let svc = service(&node, name)?;
+    let sub = svc
+        .subscriber_builder()
+        .create()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
+    println!("ready");
+    let mut next = 0u64;
+    while next < n {
+        match sub
+            .receive()
+            .map_err(|e| anyhow::anyhow!("receive: {e:?}"))?
+        {
+            Some(s) => {
+                let p = s.payload();
+                let seq = u64::from_ne_bytes(p[..8].try_into().expect("8 bytes"));
+                anyhow::ensure!(seq == next, "iceoryx2 delivered {seq}, expected {next}");
+                next += 1;
+            }
+            None => std::hint::spin_loop(),
+        }
+    }
+    println!("{}", sys::monotonic_ns());
+    Ok(())
+}
+
+/// One-way latency (RTT/2) of an 8-byte message through two services, both sides spinning
+/// on `receive`.
+pub fn pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
+    let (a, b) = (
+        format!("rtloop-pp-a-{}", sys::pid()),
+        format!("rtloop-pp-b-{}", sys::pid()),
+    );
+    let node = node()?;
+    let sa = service(&node, &a)?;
+    let sb = service(&node, &b)?;
+    let publisher = sa
+        .publisher_builder()
+        .initial_max_slice_len(8)
+        .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
+        .create()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 publisher: {e:?}"))?;
+    let sub = sb
+        .subscriber_builder()
+        .create()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
+    let (mut child, _out) = spawn("ix2-echo", &[a, b, "1".into()])?;
+    let mut h = LatencyHistogram::new();
+    let warm = (rounds / 10).max(10);
+    for i in 1..=rounds + warm + 1 {
+        let last = i == rounds + warm + 1;
+        let v = if last { u64::MAX } else { i };
+        let t0 = sys::monotonic_ns();
+        let s = publisher
+            .loan_slice_uninit(8)
+            .map_err(|e| anyhow::anyhow!("loan: {e:?}"))?;
+        s.write_from_slice(&v.to_ne_bytes())
+            .send()
+            .map_err(|e| anyhow::anyhow!("send: {e:?}"))?;
+        if last {
+            break;
+        }
+        let got = loop {
+            if let Some(s) = sub
+                .receive()
+                .map_err(|e| anyhow::anyhow!("receive: {e:?}"))?
+            {
+                break u64::from_ne_bytes(s.payload()[..8].try_into().expect("8 bytes"));
+            }
+            std::hint::spin_loop();
+        };
+        let t1 = sys::monotonic_ns();
+        anyhow::ensure!(got == i, "iceoryx2 echo returned {got} for {i}");
+        if i > warm {
+            h.record((t1 - t0) / 2);
+        }
+    }
+    let _ = child.wait_timeout_or_kill(Duration::from_secs(5));
+    Ok(h)
+}
+
+trait WaitOrKill {
+    fn wait_timeout_or_kill(&mut self, t: Duration) -> std::io::Result<()>;
+}
+
+impl WaitOrKill for std::process::Child {
+    fn wait_timeout_or_kill(&mut self, t: Duration) -> std::io::Result<()> {
+        let end = std::time::Instant::now() + t;
+        while std::time::Instant::now() < end {
+            if self.try_wait()?.is_some() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.kill()?;
+        self.wait().map(drop)
+    }
+}
+
+/// `ix2-echo A B CPU`: echo every message of service A to service B until u64::MAX.
+pub fn echo_role(args: &[String]) -> anyhow::Result<()> {
+    let [a, b, cpu] = args else {
+        bail!("usage: ix2-echo A B CPU")
+    };
+    let _ = cpu.parse().map(sys::pin_to_cpu);
+    let node = node()?;
+    let sa = service(&node, a)?;
+    let sb = service(&node, b)?;
+    let sub = sa
+        .subscriber_builder()
+        .create()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
+    let publisher = sb
+        .publisher_builder()
+        .initial_max_slice_len(8)
+        .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
+        .create()
+        .map_err(|e| anyhow::anyhow!("iceoryx2 publisher: {e:?}"))?;
+    println!("ready");
+    loop {
+        let Some(s) = sub
+            .receive()
+            .map_err(|e| anyhow::anyhow!("receive: {e:?}"))?
+        else {
+            std::hint::spin_loop();
+            continue;
+        };
+        let v: [u8; 8] = s.payload()[..8].try_into().expect("8 bytes");
+        drop(s);
+        if u64::from_ne_bytes(v) == u64::MAX {
+            return Ok(());
+        }
+        let out = publisher
+            .loan_slice_uninit(8)
+            .map_err(|e| anyhow::anyhow!("loan: {e:?}"))?;
+        out.write_from_slice(&v)
+            .send()
+            .map_err(|e| anyhow::anyhow!("send: {e:?}"))?;
+    }
+}
