@@ -124,7 +124,10 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
         assert_eq!(r["memcpy_gb_per_s"], v["memcpy_gb_per_s"]);
     }
     let lat = v["latency"].as_array().unwrap();
-    assert!(lat.len() >= 3, "reference, spin, blocking (and the iceoryx2 peer when built with it)");
+    assert!(
+        lat.len() >= 3,
+        "reference, spin, blocking (and the iceoryx2 peer when built with it)"
+    );
     for l in lat {
         assert!(l["summary"]["count"].as_u64().unwrap() > 0);
         assert!(l["reference_p50_ns"].as_u64().unwrap() > 0);
