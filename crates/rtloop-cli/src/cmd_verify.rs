@@ -186,6 +186,14 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
                     a.packets.to_string(),
                     a.batch.to_string(),
                     gen_cpu.into(),
+                    // with only the first word checked, copy a ready packet (as HMF's
+                    // generator and the iceoryx2 peer do) instead of computing every word
+                    if a.check == "first" {
+                        "copy"
+                    } else {
+                        "pattern"
+                    }
+                    .into(),
                 ],
             )?);
         }
@@ -350,18 +358,21 @@ fn pin(cpu: &str) {
     }
 }
 
-/// `verify-gen STREAM PACKETS BATCH CPU|-`: commit packets 0..PACKETS in batches.
+/// `verify-gen STREAM PACKETS BATCH CPU|- pattern|copy`: commit packets 0..PACKETS in
+/// batches, every word computed (pattern) or a ready packet copied with its sequence word.
 pub fn gen_role(args: &[String]) -> anyhow::Result<()> {
-    let [name, packets, batch, cpu] = args else {
-        bail!("usage: verify-gen STREAM PACKETS BATCH CPU")
+    let [name, packets, batch, cpu, fill] = args else {
+        bail!("usage: verify-gen STREAM PACKETS BATCH CPU pattern|copy")
     };
     let (packets, batch): (u64, u64) = (packets.parse()?, batch.parse()?);
+    let copy = fill == "copy";
     pin(cpu);
     let stream = Stream::open(name)?;
     let mut w = stream.writer()?;
     w.set_lossless_timeout(Duration::from_secs(60));
     w.set_spin(Duration::from_micros(50));
     let words = stream.info().n_channels;
+    let hot: Vec<u64> = (0..words).map(|k| word(0, k)).collect();
     let start_ns = sys::monotonic_ns();
     let mut seq = 0u64;
     while seq < packets {
@@ -370,8 +381,13 @@ pub fn gen_role(args: &[String]) -> anyhow::Result<()> {
         let vals = g.as_mut_slice::<u64>()?;
         for (i, pkt) in vals.chunks_exact_mut(words).enumerate() {
             let s = seq + i as u64;
-            for (k, v) in pkt.iter_mut().enumerate() {
-                *v = word(s, k);
+            if copy {
+                pkt.copy_from_slice(&hot);
+                pkt[0] = word(s, 0);
+            } else {
+                for (k, v) in pkt.iter_mut().enumerate() {
+                    *v = word(s, k);
+                }
             }
         }
         g.commit();
