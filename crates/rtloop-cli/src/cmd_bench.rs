@@ -416,14 +416,15 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
             serde_json::to_string_pretty(&results)?,
         )?;
         let mut bars = vec![("memcpy (reference)".to_owned(), memcpy)];
-        bars.extend(
-            rows.iter()
-                .filter(|r| r.pairs == 1)
-                .map(|r| (format!("stream {} B", r.payload_bytes), r.gb_per_s)),
-        );
+        for r in rows.iter().filter(|r| r.pairs == 1) {
+            bars.push((format!("stream {} B", r.payload_bytes), r.gb_per_s));
+            if let Some(p) = r.iceoryx2_gb_per_s {
+                bars.push((format!("iceoryx2 {} B", r.payload_bytes), p));
+            }
+        }
         rtloop_metrics::charts::bar_chart_png(
             &dir.join("throughput.png"),
-            "stream throughput, 1 pair, vs memcpy (same run)",
+            "throughput, 1 pair: stream and iceoryx2 vs memcpy (same run)",
             "GB/s",
             &bars,
         )?;

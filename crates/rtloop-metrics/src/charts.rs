@@ -212,7 +212,7 @@ pub fn bar_chart_png(
         .margin(15)
         .x_label_area_size(80)
         .y_label_area_size(70)
-        .build_cartesian_2d((0..n).into_segmented(), 0f64..top)
+        .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..top)
         .map_err(err)?;
     let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
     chart
