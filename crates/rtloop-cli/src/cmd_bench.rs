@@ -2,9 +2,7 @@
 //! measured in the same run — single-thread memcpy bandwidth for throughput, a bare
 //! cache-line ping-pong between two processes for latency — and the ratio (DESIGN §7).
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -97,33 +95,11 @@ struct LatencyRow {
     ratio_p50_to_reference: f64,
 }
 
-fn spawn_child(
-    role: &str,
-    args: &[String],
-) -> anyhow::Result<(std::process::Child, BufReader<std::process::ChildStdout>)> {
-    let mut c = crate::self_command()
-        .args(["child", role])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {role}"))?;
-    let mut out = BufReader::new(c.stdout.take().context("child stdout")?);
-    let mut line = String::new();
-    out.read_line(&mut line)?;
-    if line.trim() != "ready" {
-        let _ = c.kill();
-        let _ = c.wait();
-        bail!("{role} did not start: {line:?}");
-    }
-    Ok((c, out))
-}
-
 /// The bare reference: one-way = RTT/2 of a cache-line ping-pong between two processes.
 fn bare_pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
     let name = format!("bench-pp-{}", sys::pid());
     let lines = SharedLines::create(&name)?;
-    let (mut child, _out) = spawn_child("pp-bare-echo", &[name.clone(), "1".into()])?;
+    let (mut child, _out) = crate::roles::spawn_ready("pp-bare-echo", &[name.clone(), "1".into()])?;
     let (ping, pong) = (lines.line(0), lines.line(1));
     let mut h = LatencyHistogram::new();
     for i in 1..=rounds + 1000 {
@@ -181,7 +157,7 @@ fn stream_pingpong(rounds: u64, spin: Duration) -> anyhow::Result<LatencyHistogr
         let mut w = sa.writer()?;
         let mut r = sb.reader(ReaderMode::Latest)?;
         r.set_spin(spin);
-        let (mut child, _out) = spawn_child(
+        let (mut child, _out) = crate::roles::spawn_ready(
             "pp-stream-echo",
             &[
                 a.clone(),

@@ -3,8 +3,7 @@
 //! Delivery blocks rather than drops (`UnableToDeliverStrategy::Block`, no safe overflow),
 //! which matches a lossless stream; the subscriber checks every message's sequence word.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::io::BufRead;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -43,37 +42,15 @@ fn service(
         .map_err(|e| anyhow::anyhow!("iceoryx2 service {name}: {e:?}"))
 }
 
-fn spawn(
-    role: &str,
-    args: &[String],
-) -> anyhow::Result<(std::process::Child, BufReader<std::process::ChildStdout>)> {
-    let mut c = crate::self_command()
-        .args(["child", role])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {role}"))?;
-    let mut out = BufReader::new(c.stdout.take().context("child stdout")?);
-    let mut line = String::new();
-    out.read_line(&mut line)?;
-    if line.trim() != "ready" {
-        let _ = c.kill();
-        let _ = c.wait();
-        bail!("{role} did not start: {line:?}");
-    }
-    Ok((c, out))
-}
-
 /// Messages per second and GB/s of `n` messages of `bytes` from a publisher process to a
 /// subscriber process.
 pub fn throughput(n: u64, bytes: usize) -> anyhow::Result<(f64, f64)> {
     let name = format!("rtloop-bench-{}-{bytes}", sys::pid());
-    let (mut sub, mut sub_out) = spawn(
+    let (mut sub, mut sub_out) = crate::roles::spawn_ready(
         "ix2-sub",
         &[name.clone(), n.to_string(), bytes.to_string(), "1".into()],
     )?;
-    let (mut pubp, mut pub_out) = spawn(
+    let (mut pubp, mut pub_out) = crate::roles::spawn_ready(
         "ix2-pub",
         &[name, n.to_string(), bytes.to_string(), "0".into()],
     )?;
@@ -179,7 +156,7 @@ pub fn pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
         .subscriber_builder()
         .create()
         .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
-    let (mut child, _out) = spawn("ix2-echo", &[a, b, "1".into()])?;
+    let (mut child, _out) = crate::roles::spawn_ready("ix2-echo", &[a, b, "1".into()])?;
     let mut h = LatencyHistogram::new();
     let warm = (rounds / 10).max(10);
     for i in 1..=rounds + warm + 1 {

@@ -1,4 +1,9 @@
 //! Child roles started by other rtloop processes (`rtloop child <role> ...`).
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use anyhow::{bail, Context};
+
 use crate::Global;
 
 /// A child role and its arguments (internal).
@@ -27,4 +32,28 @@ pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
         "ix2-echo" => crate::peer_iceoryx2::echo_role(&a.args),
         other => anyhow::bail!("unknown child role {other:?}"),
     }
+}
+
+/// Start `rtloop child ROLE ARGS...` and wait for it to print `ready` (its stdout stays
+/// piped for the results it prints later).
+pub fn spawn_ready(
+    role: &str,
+    args: &[String],
+) -> anyhow::Result<(std::process::Child, BufReader<std::process::ChildStdout>)> {
+    let mut c = crate::self_command()
+        .args(["child", role])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start {role}"))?;
+    let mut out = BufReader::new(c.stdout.take().context("child stdout")?);
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    if line.trim() != "ready" {
+        let _ = c.kill();
+        let _ = c.wait();
+        bail!("{role} did not start: {line:?}");
+    }
+    Ok((c, out))
 }
