@@ -1,5 +1,6 @@
 //! Micro-benchmarks of the stream core, each group with its reference measured in the same
-//! run (conventions §4.6): commit + read of 8 KiB packets against memcpy of the same bytes,
+//! run (conventions §4.6): commit + read of 8 KiB packets against memcpy of the same bytes
+//! (hot, and in and out of a buffer the size of the ring),
 //! small messages, and the cross-thread hand-off against a bare cache-line ping-pong.
 //! Every benchmark checks its data before timing. `cargo test --benches` runs each once.
 
@@ -25,6 +26,9 @@ impl Drop for Removed {
     }
 }
 
+/// Messages a commit/read ring keeps (32 MiB at 8 KiB).
+const CAPACITY: usize = 4096;
+
 /// Same-thread commit then read back of `bytes`-sized messages, against memcpy.
 fn commit_and_read(c: &mut Criterion) {
     let mut g = c.benchmark_group("commit_read");
@@ -42,9 +46,31 @@ fn commit_and_read(c: &mut Criterion) {
                 });
             },
         );
+        // the stream's own data movement without its protocol: copy into slot i of a
+        // ring-sized buffer, then out of it (the same footprint, so the same cache level)
+        let mut ring = vec![0u8; bytes * CAPACITY];
+        let mut slot = 0usize;
+        g.bench_with_input(
+            BenchmarkId::new("memcpy in+out of a ring-sized buffer (reference)", bytes),
+            &bytes,
+            |b, _| {
+                b.iter(|| {
+                    let cell = &mut ring[slot * bytes..(slot + 1) * bytes];
+                    cell.copy_from_slice(black_box(&src));
+                    dst.copy_from_slice(cell);
+                    black_box(&mut dst);
+                    slot = (slot + 1) % CAPACITY;
+                });
+            },
+        );
+        assert_eq!(dst, src);
         let n = name(&format!("cr{bytes}"));
         let _guard = Removed(n.clone());
-        let s = Stream::create(&n, &StreamConfig::new(DType::U8, bytes, 0.0, 4096)).unwrap();
+        let s = Stream::create(
+            &n,
+            &StreamConfig::new(DType::U8, bytes, 0.0, CAPACITY as u64),
+        )
+        .unwrap();
         let mut w = s.writer().unwrap();
         let mut r = s.reader(ReaderMode::Latest).unwrap();
         let mut out = vec![0u8; bytes];
