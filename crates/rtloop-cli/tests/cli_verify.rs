@@ -117,7 +117,11 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["memcpy_gb_per_s"].as_f64().unwrap() > 0.0);
     let rows = v["throughput"].as_array().unwrap();
-    assert_eq!(rows.len(), 4, "8 KiB (195 MiB and 1 MiB rings), 1 KiB, 64 B");
+    assert_eq!(
+        rows.len(),
+        4,
+        "8 KiB (195 MiB and 1 MiB rings), 1 KiB, 64 B"
+    );
     for r in rows {
         assert_eq!(r["errors"], 0);
         assert!(r["ratio_to_memcpy"].as_f64().unwrap() > 0.0);
