@@ -140,7 +140,10 @@ pub struct PairResult {
 
 /// Run `pairs` generator/receiver pairs and collect their results (used by `bench` too).
 pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResult>> {
-    let pin = a.pairs == 1 && sys::online_cpus() >= 2;
+    // one CPU per process when there are enough (pair p: generator on 2p, receiver on
+    // 2p + 1); otherwise the scheduler places the processes
+    let pin = sys::online_cpus() as u64 >= 2 * a.pairs;
+    let cpu = |k: u64| if pin { k.to_string() } else { "-".to_owned() };
     let mut pairs: Vec<Pair> = Vec::new();
     let result = (|| {
         for p in 0..a.pairs {
@@ -154,7 +157,6 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
                     stream.info().capacity
                 );
             }
-            let recv_cpu = if pin { "1" } else { "-" };
             let mut recv = spawn(
                 "verify-recv",
                 &[
@@ -162,7 +164,7 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
                     a.packets.to_string(),
                     a.mode.clone(),
                     a.check.clone(),
-                    recv_cpu.into(),
+                    cpu(2 * p + 1),
                 ],
             )?;
             let mut recv_out = BufReader::new(recv.stdout.take().context("receiver stdout")?);
@@ -177,15 +179,14 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
                 gen: None,
             });
         }
-        for pair in &mut pairs {
-            let gen_cpu = if pin { "0" } else { "-" };
+        for (p, pair) in (0u64..).zip(&mut pairs) {
             pair.gen = Some(spawn(
                 "verify-gen",
                 &[
                     pair.name.clone(),
                     a.packets.to_string(),
                     a.batch.to_string(),
-                    gen_cpu.into(),
+                    cpu(2 * p),
                     // with only the first word checked, copy a ready packet (as HMF's
                     // generator and the iceoryx2 peer do) instead of computing every word
                     if a.check == "first" {
