@@ -268,6 +268,15 @@ fn ring_size(bytes: u64) -> String {
     }
 }
 
+/// `8K`, `1K`, `64B`: a payload size for chart labels.
+fn payload_short(bytes: u64) -> String {
+    if bytes >= 1024 && bytes % 1024 == 0 {
+        format!("{}K", bytes / 1024)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
 fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
     let repeats = if a.quick { 1 } else { a.repeats };
     let scale = if a.quick { 20 } else { 1 };
@@ -405,23 +414,21 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
             dir.join("results.json"),
             serde_json::to_string_pretty(&results)?,
         )?;
-        let mut bars = vec![("memcpy (reference)".to_owned(), memcpy)];
+        // short labels: ten bars share the x axis
+        let mut bars = vec![("memcpy (ref)".to_owned(), memcpy)];
         for r in rows.iter().filter(|r| r.pairs == 1) {
+            let payload = payload_short(r.payload_bytes);
             bars.push((
-                format!(
-                    "stream {} B, {} ring",
-                    r.payload_bytes,
-                    ring_size(r.capacity * r.payload_bytes)
-                ),
+                format!("{payload} {}", ring_size(r.capacity * r.payload_bytes)),
                 r.gb_per_s,
             ));
             if let Some(p) = r.iceoryx2_gb_per_s {
-                bars.push((format!("iceoryx2 {} B", r.payload_bytes), p));
+                bars.push((format!("iceoryx2 {payload}"), p));
             }
         }
         rtloop_metrics::charts::bar_chart_png(
             &dir.join("throughput.png"),
-            "throughput, 1 pair: stream and iceoryx2 vs memcpy (same run)",
+            "1 pair: stream (payload, ring size), iceoryx2, memcpy; same run",
             "GB/s",
             &bars,
         )?;
@@ -438,7 +445,15 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
                 &block,
             ),
         ] {
-            rtloop_metrics::charts::latency_histogram_png(&dir.join(file), title, h, 100, 100_000)?;
+            // x axis to twice the p99.9 in 200 bins, so the body of each histogram is visible
+            let top = (h.summary().p999_ns * 2).max(200);
+            rtloop_metrics::charts::latency_histogram_png(
+                &dir.join(file),
+                title,
+                h,
+                (top / 200).max(1),
+                top,
+            )?;
         }
     }
     if g.json {
