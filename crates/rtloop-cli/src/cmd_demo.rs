@@ -47,7 +47,7 @@ pub struct DemoArgs {
     pub keep: bool,
 }
 
-fn positive_f64(s: &str) -> Result<f64, String> {
+pub(crate) fn positive_f64(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!("expected a number > 0, got {s:?}")),

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 pub mod cmd_bench;
 pub mod cmd_demo;
+pub mod cmd_serve;
 pub mod cmd_stream;
 pub mod cmd_sysinfo;
 pub mod cmd_verify;
@@ -67,6 +68,23 @@ pub enum Command {
     /// Benchmarks (throughput and latency against references measured in the same run).
     #[command(subcommand)]
     Bench(cmd_bench::BenchCommand),
+    /// Serve a stream to FieldTrip buffer clients over TCP and a UNIX socket.
+    ///
+    /// Any FieldTrip client works unchanged (MATLAB ft_read_data/ft_write_data/ft_read_event,
+    /// FieldTrip.py, the C and Java clients, acquisition tools writing to
+    /// buffer://host:1972). The buffer is the rtloop stream --stream in shared memory: a
+    /// PUT_HDR (re)creates it, data and events PUT over the network land in it (local readers
+    /// see them zero-copy), and a stream written by a local process is served as it is.
+    ///
+    /// What is kept: the reference server keeps 600000 samples (512 MiB of them when there are
+    /// more than 256 channels) and 100 events. rtloop keeps --capacity samples, fewer if they
+    /// would take more than --max-bytes, and --events events; GET_DAT and GET_EVT without a
+    /// selection return everything kept. WAIT_DAT wakes as soon as samples or events arrive.
+    ///
+    /// On start it prints one line, `listening tcp=HOST:PORT unix=PATH stream=NAME` (a JSON
+    /// object with --json), then serves until Ctrl-C, SIGTERM or --duration. The stream a
+    /// PUT_HDR created is removed on exit unless --keep.
+    Serve(cmd_serve::ServeArgs),
     /// Versions, kernel, CPUs, shared memory and realtime permissions of this machine.
     SysInfo(cmd_sysinfo::SysInfoArgs),
     /// Internal: a child role started by another rtloop process (verify, bench, demo).
@@ -115,6 +133,7 @@ where
         Command::Stream(c) => cmd_stream::run(c, &g),
         Command::Verify(a) => cmd_verify::run(&a, &g),
         Command::Bench(c) => cmd_bench::run(c, &g),
+        Command::Serve(a) => cmd_serve::run(&a, &g),
         Command::SysInfo(a) => cmd_sysinfo::run(&a, &g),
         Command::Child(a) => roles::run(&a, &g),
     };

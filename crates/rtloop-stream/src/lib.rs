@@ -70,6 +70,8 @@ pub use error::{
 #[cfg(not(loom))]
 pub use events::{Event, EventValue, CHAR_CODE};
 #[cfg(not(loom))]
+pub use layout::EVENT_PAYLOAD_MAX;
+#[cfg(not(loom))]
 pub use reader::{Liveness, Pulled, Reader, ReaderMode, TypedWindow, Window};
 #[cfg(not(loom))]
 pub use shm::{stream_path, Stream, StreamConfig, StreamInfo};

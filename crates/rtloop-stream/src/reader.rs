@@ -649,3 +649,75 @@ impl Drop for Reader {
         }
     }
 }
+
+/// Reads that need no reader slot: the stream handle itself can copy any retained window
+/// and wait for samples or events (the FieldTrip server serves many clients this way
+/// without registering one reader each, so they do not count as slow readers).
+impl Stream {
+    /// Copy samples `[first, end)` (and their stamps) into `out`, validated like
+    /// [`Reader::read_into`].
+    pub fn read_into(
+        &self,
+        first: u64,
+        end: u64,
+        out: &mut [u8],
+        stamps: Option<&mut [u64]>,
+    ) -> Result<(), ReadError> {
+        let sb = self.info().sample_bytes;
+        let needed = (end.saturating_sub(first)) as usize * sb;
+        if out.len() != needed {
+            return Err(ReadError::BufferSize {
+                needed,
+                got: out.len(),
+            });
+        }
+        (ReaderView { map: &self.map }).copy_out(first, end, out, stamps)
+    }
+
+    /// Events `[first, end)` by index, validated.
+    pub fn read_events(&self, first: u64, end: u64) -> Result<Vec<Event>, ReadError> {
+        read_events(self, first, end)
+    }
+
+    /// Block until `written >= samples` or `events_written >= events`, or until `timeout`
+    /// passes, or `keep_waiting()` turns false (checked every 100 ms). Sleeps on the
+    /// samples' futex; the writer wakes it for samples and for events alike. Returns
+    /// `(written, events_written)` when it ends, whatever the reason. A dead writer does
+    /// not end the wait (a new writer may take over).
+    pub fn wait_for(
+        &self,
+        samples: u64,
+        events: u64,
+        timeout: Duration,
+        keep_waiting: &dyn Fn() -> bool,
+    ) -> (u64, u64) {
+        let c = self.map.control();
+        let counts = || (c.samples.written(), c.events.written());
+        let done = |(s, e): (u64, u64)| s >= samples || e >= events;
+        let now = counts();
+        if done(now) || timeout.is_zero() {
+            return now;
+        }
+        let deadline = Instant::now() + timeout;
+        let mut seq = c.samples.announce_data_waiter();
+        let result = loop {
+            // read after the announcement: see `Writer::push_event` for the handshake
+            let now = counts();
+            if done(now) {
+                break now;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !keep_waiting() {
+                break now;
+            }
+            sys::futex_wait(
+                &c.samples.data_wake.seq,
+                seq,
+                left.min(Duration::from_millis(100)),
+            );
+            seq = c.samples.data_seq();
+        };
+        c.samples.withdraw_data_waiter();
+        result
+    }
+}

@@ -1,0 +1,114 @@
+//! `rtloop serve`: a FieldTrip buffer server on an rtloop stream.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rtloop_fieldtrip::{Buffer, BufferConfig, Server, ServerConfig};
+
+use crate::Global;
+
+/// Options of `rtloop serve` (its help text is on `Command::Serve`).
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// TCP address to listen on. Loopback only by default; --bind 0.0.0.0:1972 opens it to
+    /// the network (the protocol has no authentication). Port 0 picks a free port.
+    #[arg(
+        long,
+        visible_alias = "tcp",
+        default_value = "127.0.0.1:1972",
+        value_name = "HOST:PORT"
+    )]
+    pub bind: String,
+    /// Do not listen on TCP (only on --unix).
+    #[arg(long)]
+    pub no_tcp: bool,
+    /// Also listen on this UNIX-domain socket path.
+    #[arg(long, value_name = "PATH")]
+    pub unix: Option<PathBuf>,
+    /// The stream to serve (shared memory /dev/shm/rtloop-NAME).
+    #[arg(long, default_value = "fieldtrip", value_name = "NAME")]
+    pub stream: String,
+    /// Samples kept (the reference keeps 600000).
+    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub capacity: u64,
+    /// Most bytes of samples kept; the capacity shrinks to fit (the reference: 512 MiB).
+    #[arg(long, default_value_t = 512 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_bytes: u64,
+    /// Events kept (the reference keeps 100).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub events: u64,
+    /// Largest request accepted, in bytes; a larger one gets the error reply of its kind
+    /// and the connection is closed, before anything is allocated for it.
+    #[arg(long, default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(64..=(u32::MAX as u64)))]
+    pub max_message: u64,
+    /// Most clients connected at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub max_clients: u64,
+    /// Seconds a client may pause in the middle of a message before it is disconnected
+    /// (between messages a client may stay idle as long as it likes).
+    #[arg(long, default_value_t = 10.0, value_parser = crate::cmd_demo::positive_f64)]
+    pub message_timeout: f64,
+    /// Stop after this many seconds.
+    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    pub duration: Option<f64>,
+    /// Keep the stream a PUT_HDR created when the server exits (it is removed by default).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// Run the server.
+pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
+    rtloop_stream::layout::validate_name(&a.stream)
+        .with_context(|| format!("--stream {:?}", a.stream))?;
+    if a.no_tcp && a.unix.is_none() {
+        anyhow::bail!("--no-tcp needs --unix PATH: the server must listen somewhere");
+    }
+    let mut bcfg = BufferConfig::new(&a.stream);
+    bcfg.capacity = a.capacity;
+    bcfg.max_bytes = a.max_bytes;
+    bcfg.events = a.events;
+    bcfg.remove_on_drop = !a.keep;
+    let buffer = Arc::new(Buffer::new(bcfg));
+    let scfg = ServerConfig {
+        tcp: (!a.no_tcp).then(|| a.bind.clone()),
+        unix: a.unix.clone(),
+        max_message: a.max_message as usize,
+        max_clients: a.max_clients as usize,
+        message_timeout: Duration::from_secs_f64(a.message_timeout),
+    };
+    let server = Server::start(buffer.clone(), scfg)?;
+    let tcp = server
+        .tcp_addr()
+        .map_or_else(|| "-".to_owned(), |s| s.to_string());
+    let unix = server
+        .unix_path()
+        .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+    if g.json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "listening", "tcp": tcp, "unix": unix, "stream": a.stream})
+        );
+    } else {
+        println!("listening tcp={tcp} unix={unix} stream={}", a.stream);
+    }
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // Ordering: a flag with nothing published through it: Relaxed.
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let started = Instant::now();
+    let limit = a.duration.map(Duration::from_secs_f64);
+    while !stop.load(Ordering::Relaxed) && limit.is_none_or(|l| started.elapsed() < l) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!("stopping: {} clients connected", server.clients());
+    server.shutdown();
+    buffer.close();
+    Ok(())
+}

@@ -1,0 +1,735 @@
+//! The FieldTrip buffer's semantics over one rtloop stream.
+//!
+//! The reference server keeps one header, one sample ring and one event ring per process.
+//! Here the rings are an rtloop stream: PUT_HDR (re)creates the stream, PUT_DAT writes into
+//! it (so local readers see the samples zero-copy), and a stream written locally by another
+//! process is served as it is. FieldTrip's sample and event indices count from the last
+//! PUT_HDR / FLUSH_DAT / FLUSH_EVT; the stream's count from its creation, so a flush moves a
+//! base instead of touching shared memory.
+//!
+//! [`Buffer::handle`] takes one parsed message and appends the reply. It does no socket
+//! I/O, so the in-process client (the FieldTrip FAQ's "dma") calls it directly.
+
+use std::borrow::Cow;
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rtloop_stream::{
+    stream_path, sys, DType, Event, EventValue, Liveness, Stream, StreamConfig, Writer, CHAR_CODE,
+};
+
+use crate::codec::{
+    self, cmd, put_chunks, put_datadef, put_event, put_headerdef, put_prefix, put_status,
+    put_wait_ok, wordsize, ByteOrder, DataDef, HeaderDef, Parsed, Prefix, Request, Selection,
+    WaitDef, WireEvent,
+};
+
+/// What a buffer keeps. The reference keeps 600000 samples (or 512 MiB when there are more
+/// than 256 channels) and 100 events.
+#[derive(Clone, Debug)]
+pub struct BufferConfig {
+    /// The stream's name (`/dev/shm/rtloop-<name>`).
+    pub stream: String,
+    /// Samples kept at most.
+    pub capacity: u64,
+    /// Bytes of sample data kept at most (the capacity shrinks to fit).
+    pub max_bytes: u64,
+    /// Events kept.
+    pub events: u64,
+    /// Remove the streams this buffer created when it is dropped.
+    pub remove_on_drop: bool,
+}
+
+impl BufferConfig {
+    /// The reference's sizes (600000 samples, 512 MiB) and 1024 events, for `stream`.
+    #[must_use]
+    pub fn new(stream: &str) -> Self {
+        BufferConfig {
+            stream: stream.to_owned(),
+            capacity: 600_000,
+            max_bytes: 512 << 20,
+            events: 1024,
+            remove_on_drop: false,
+        }
+    }
+}
+
+/// What the connection does after a reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum After {
+    /// Keep reading requests.
+    Continue,
+    /// Send the reply (if any), then close the connection.
+    Close,
+}
+
+/// One served stream and the FieldTrip view of it.
+struct Served {
+    stream: Stream,
+    nchans: u32,
+    fsample: f32,
+    data_type: u32,
+    chunks: Vec<u8>,
+    /// Our writer; `None` while a local process writes the stream.
+    writer: Mutex<Option<Writer>>,
+    /// Created by a PUT_HDR of this buffer (so FLUSH_HDR may remove it).
+    owned: bool,
+    /// The stream file's inode, to notice a local re-creation.
+    inode: u64,
+    // Ordering: the bases and the PUT time are plain values read and written under no other
+    // lock; Relaxed suffices because no other memory is published through them.
+    sample_base: AtomicU64,
+    event_base: AtomicU64,
+    last_put_ns: AtomicU64,
+    /// Replaced by PUT_HDR or removed by FLUSH_HDR; ends waits on it. Release/Acquire so a
+    /// waiter that sees it also sees the new state's publication under the state lock.
+    retired: AtomicBool,
+}
+
+impl Served {
+    fn counts(&self) -> (u64, u64) {
+        (
+            self.stream
+                .written()
+                .saturating_sub(self.sample_base.load(Ordering::Relaxed)),
+            self.stream
+                .events_written()
+                .saturating_sub(self.event_base.load(Ordering::Relaxed)),
+        )
+    }
+
+    fn writer(&self) -> Result<MutexGuard<'_, Option<Writer>>, String> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if w.is_none() {
+            // a locally written stream: write to it once its writer is gone
+            match self.stream.writer() {
+                Ok(new) => *w = Some(new),
+                Err(e) => return Err(format!("{e}; FieldTrip clients may only read it")),
+            }
+        }
+        Ok(w)
+    }
+}
+
+/// A FieldTrip buffer backed by one rtloop stream. Shared by every connection.
+pub struct Buffer {
+    cfg: BufferConfig,
+    state: Mutex<Option<Arc<Served>>>,
+    created: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer").field("cfg", &self.cfg).finish()
+    }
+}
+
+type Refused = String;
+
+fn inode(name: &str) -> Option<u64> {
+    std::fs::metadata(stream_path(name)).ok().map(|m| m.ino())
+}
+
+impl Buffer {
+    /// A buffer serving `cfg.stream`. If the stream exists it is served as it is.
+    #[must_use]
+    pub fn new(cfg: BufferConfig) -> Buffer {
+        Buffer {
+            cfg,
+            state: Mutex::new(None),
+            created: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &BufferConfig {
+        &self.cfg
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Arc<Served>>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The served stream: ours, or a local one found by name. `recheck` notices a local
+    /// stream that was removed or re-created since (one `stat`).
+    fn current(&self, recheck: bool) -> Option<Arc<Served>> {
+        let mut st = self.lock();
+        if let Some(s) = st.as_ref() {
+            if !recheck || s.owned || inode(&self.cfg.stream) == Some(s.inode) {
+                return Some(s.clone());
+            }
+            s.retired.store(true, Ordering::Release);
+            *st = None;
+        }
+        let stream = Stream::open(&self.cfg.stream).ok()?;
+        let info = stream.info().clone();
+        let mut chunks = Vec::new();
+        if !info.ch_names.is_empty() {
+            codec::push_chunk(
+                &mut chunks,
+                codec::chunk::CHANNEL_NAMES,
+                &codec::channel_names_chunk(&info.ch_names),
+            );
+        }
+        let served = Arc::new(Served {
+            nchans: info.n_channels as u32,
+            fsample: info.nominal_rate as f32,
+            data_type: info.dtype.code(),
+            chunks,
+            writer: Mutex::new(None),
+            owned: false,
+            inode: inode(&self.cfg.stream).unwrap_or(0),
+            sample_base: AtomicU64::new(0),
+            event_base: AtomicU64::new(0),
+            last_put_ns: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
+            stream,
+        });
+        tracing::info!(stream = %self.cfg.stream, "serving the local stream {}", self.cfg.stream);
+        *st = Some(served.clone());
+        Some(served)
+    }
+
+    /// Handle one request message and append the reply (nothing for the NORESPONSE puts).
+    /// `peer` names the client in log lines.
+    pub fn handle(&self, prefix: &Prefix, payload: &[u8], out: &mut Vec<u8>, peer: &str) -> After {
+        let order = prefix.order;
+        let parsed = match codec::parse_request(prefix, payload) {
+            Ok(p) => p,
+            Err(e) => {
+                let quiet = prefix.command >> 8 == 0x05;
+                return match cmd::error_reply(prefix.command) {
+                    Some(reply) => {
+                        tracing::warn!(%peer, "{e}; answering {}", cmd::name(reply));
+                        if !quiet {
+                            put_status(order, reply, out);
+                        }
+                        After::Continue
+                    }
+                    None => {
+                        tracing::warn!(%peer, "{e}; closing the connection");
+                        After::Close
+                    }
+                };
+            }
+        };
+        self.handle_request(order, &parsed, out, peer);
+        After::Continue
+    }
+
+    /// Handle a request that is already parsed (the in-process client's path: no encoding,
+    /// no socket) and append the reply in `order`.
+    pub fn handle_request(
+        &self,
+        order: ByteOrder,
+        parsed: &Parsed<'_>,
+        out: &mut Vec<u8>,
+        peer: &str,
+    ) {
+        let start = out.len();
+        let result = match &parsed.request {
+            Request::PutHdr { def, chunks } => self.put_header(def, chunks).map(|()| {
+                put_status(order, cmd::PUT_OK, out);
+            }),
+            Request::PutDat { def, data } => self.put_data(def, data).map(|()| {
+                put_status(order, cmd::PUT_OK, out);
+            }),
+            Request::PutEvt(evs) => self.put_events(evs).map(|()| {
+                put_status(order, cmd::PUT_OK, out);
+            }),
+            Request::GetHdr => self.get_header(order, out),
+            Request::GetDat(sel) => self.get_data(order, *sel, out),
+            Request::GetEvt(sel) => self.get_events(order, *sel, out),
+            Request::FlushHdr => self.flush_header().map(|()| {
+                put_status(order, cmd::FLUSH_OK, out);
+            }),
+            Request::FlushDat => self.flush(true).map(|()| {
+                put_status(order, cmd::FLUSH_OK, out);
+            }),
+            Request::FlushEvt => self.flush(false).map(|()| {
+                put_status(order, cmd::FLUSH_OK, out);
+            }),
+            Request::WaitDat(w) => self.wait(order, w, out),
+        };
+        if let Err(reason) = result {
+            out.truncate(start);
+            let (name, reply) = request_names(&parsed.request);
+            tracing::warn!(%peer, "{name} refused ({}): {reason}", cmd::name(reply));
+            put_status(order, reply, out);
+        }
+        if !parsed.respond {
+            out.truncate(start);
+        }
+    }
+
+    fn no_header(&self) -> Refused {
+        format!(
+            "no header yet: stream {:?} does not exist; send PUT_HDR first",
+            self.cfg.stream
+        )
+    }
+
+    fn put_header(&self, def: &HeaderDef, chunks: &[u8]) -> Result<(), Refused> {
+        let dtype = DType::from_code(def.data_type).ok_or_else(|| {
+            format!(
+                "data type {} cannot hold samples; allowed: 1 uint8, 2 uint16, 3 uint32, 4 uint64, 5 int8, 6 int16, 7 int32, 8 int64, 9 float32, 10 float64",
+                def.data_type
+            )
+        })?;
+        if def.nchans == 0 {
+            return Err("a header needs at least 1 channel, got 0".into());
+        }
+        if !(def.fsample.is_finite() && def.fsample >= 0.0) {
+            return Err(format!(
+                "fsample must be a finite number >= 0, got {}",
+                def.fsample
+            ));
+        }
+        let sample_bytes = u64::from(def.nchans) * dtype.itemsize() as u64;
+        let capacity = self.cfg.capacity.min(self.cfg.max_bytes / sample_bytes);
+        if capacity == 0 {
+            return Err(format!(
+                "one sample of {} channels x {} bytes is larger than the {} bytes the server keeps (--max-bytes)",
+                def.nchans,
+                dtype.itemsize(),
+                self.cfg.max_bytes
+            ));
+        }
+        let mut st = self.lock();
+        if let Some(old) = st.as_ref() {
+            let ours = old
+                .writer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some();
+            if !old.owned && !ours {
+                if let Liveness::Active { pid, .. } = old.stream.writer_liveness() {
+                    {
+                        return Err(format!(
+                            "stream {:?} is being written by local process {pid}; a PUT_HDR would replace it under that writer",
+                            self.cfg.stream
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(old) = st.take() {
+            old.retired.store(true, Ordering::Release);
+            *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        let _ = Stream::remove(&self.cfg.stream);
+        let mut scfg =
+            StreamConfig::new(dtype, def.nchans as usize, f64::from(def.fsample), capacity);
+        scfg.event_capacity = self.cfg.events;
+        if let Some(names) = codec::channel_names(chunks, def.nchans as usize) {
+            scfg.ch_names = names;
+        }
+        let stream = match Stream::create(&self.cfg.stream, &scfg) {
+            Ok(s) => s,
+            Err(_) if !scfg.ch_names.is_empty() => {
+                // names that do not fit the stream header stay in the chunk only
+                scfg.ch_names.clear();
+                Stream::create(&self.cfg.stream, &scfg).map_err(|e| e.to_string())?
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let writer = stream.writer().map_err(|e| e.to_string())?;
+        tracing::info!(
+            stream = %self.cfg.stream,
+            "PUT_HDR: {} channels {} at {} Hz; keeping {} samples and {} events",
+            def.nchans, dtype, def.fsample, stream.info().capacity, stream.info().event_capacity
+        );
+        {
+            let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
+            if !created.contains(&self.cfg.stream) {
+                created.push(self.cfg.stream.clone());
+            }
+        }
+        *st = Some(Arc::new(Served {
+            nchans: def.nchans,
+            fsample: def.fsample,
+            data_type: def.data_type,
+            chunks: chunks.to_vec(),
+            writer: Mutex::new(Some(writer)),
+            owned: true,
+            inode: inode(&self.cfg.stream).unwrap_or(0),
+            sample_base: AtomicU64::new(0),
+            event_base: AtomicU64::new(0),
+            last_put_ns: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
+            stream,
+        }));
+        Ok(())
+    }
+
+    fn put_data(&self, def: &DataDef, data: &[u8]) -> Result<(), Refused> {
+        let s = self.current(false).ok_or_else(|| self.no_header())?;
+        if def.nchans != s.nchans {
+            return Err(format!(
+                "the block has {} channels, the header {}",
+                def.nchans, s.nchans
+            ));
+        }
+        if def.data_type != s.data_type {
+            return Err(format!(
+                "the block's data type is {}, the header's {}",
+                def.data_type, s.data_type
+            ));
+        }
+        let cap = s.stream.info().capacity;
+        if u64::from(def.nsamples) > cap {
+            return Err(format!(
+                "{} samples in one PUT_DAT is more than the {cap} the buffer keeps",
+                def.nsamples
+            ));
+        }
+        if def.nsamples == 0 {
+            return Ok(());
+        }
+        let mut w = s.writer()?;
+        let w = w.as_mut().expect("claimed above");
+        w.write_bytes(data, None).map_err(|e| e.to_string())?;
+        s.last_put_ns.store(sys::monotonic_ns(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn put_events(&self, evs: &[WireEvent<'_>]) -> Result<(), Refused> {
+        let s = self.current(false).ok_or_else(|| self.no_header())?;
+        let (nsamples, _) = s.counts();
+        let base = s.sample_base.load(Ordering::Relaxed);
+        // convert every event first: a bad one stores none of them
+        let mut events = Vec::with_capacity(evs.len());
+        for (i, e) in evs.iter().enumerate() {
+            let kind = event_value(e.type_type, &e.type_bytes)
+                .map_err(|why| format!("event {i}: type {why}"))?;
+            let value = event_value(e.value_type, &e.value_bytes)
+                .map_err(|why| format!("event {i}: value {why}"))?;
+            let sample: i64 = if e.sample == -1 {
+                // the reference: nsamples + fsample x (now - last PUT_DAT)
+                let last = s.last_put_ns.load(Ordering::Relaxed);
+                let extra = if last == 0 {
+                    0
+                } else {
+                    let dt = sys::monotonic_ns().saturating_sub(last) as f64 * 1e-9;
+                    (f64::from(s.fsample) * dt) as i64
+                };
+                nsamples as i64 + extra
+            } else {
+                i64::from(e.sample)
+            };
+            let ev = Event {
+                kind,
+                value,
+                sample: (base as i64).wrapping_add(sample) as u64,
+                offset: i64::from(e.offset),
+                duration: i64::from(e.duration) as u64,
+                stamp_ns: 0,
+            };
+            let max = rtloop_stream::EVENT_PAYLOAD_MAX;
+            if ev.payload_bytes() > max {
+                return Err(format!(
+                    "event {i}: type and value take {} bytes, at most {max} fit in an event of this server",
+                    ev.payload_bytes()
+                ));
+            }
+            events.push(ev);
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut w = s.writer()?;
+        let w = w.as_mut().expect("claimed above");
+        for ev in &events {
+            w.push_event(ev).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn get_header(&self, order: ByteOrder, out: &mut Vec<u8>) -> Result<(), Refused> {
+        let s = self.current(true).ok_or_else(|| self.no_header())?;
+        let (ns, ne) = s.counts();
+        let def = HeaderDef {
+            nchans: s.nchans,
+            nsamples: ns as u32,
+            nevents: ne as u32,
+            fsample: s.fsample,
+            data_type: s.data_type,
+            bufsize: s.chunks.len() as u32,
+        };
+        put_prefix(order, cmd::GET_OK, 0, out);
+        let body = out.len();
+        put_headerdef(order, &def, out);
+        put_chunks(order, &s.chunks, out);
+        let n = out.len() - body;
+        codec::set_bufsize(order, &mut out[body - 8..], n);
+        Ok(())
+    }
+
+    fn get_data(
+        &self,
+        order: ByteOrder,
+        sel: Option<Selection>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Refused> {
+        let s = self.current(false).ok_or_else(|| self.no_header())?;
+        let (n, _) = s.counts();
+        let cap = s.stream.info().capacity;
+        let oldest = n.saturating_sub(cap);
+        let (begin, end) = match sel {
+            None if n == 0 => return Err("the buffer holds no samples yet".into()),
+            None => (oldest, n),
+            Some(Selection { begin, end }) => {
+                let (b, e) = (u64::from(begin), u64::from(end));
+                let e = if end == u32::MAX {
+                    if n == 0 {
+                        return Err("the buffer holds no samples yet".into());
+                    }
+                    n - 1
+                } else {
+                    e
+                };
+                if b > e + 1 {
+                    return Err(format!(
+                        "selection [{begin}, {end}] has begin > end + 1 (indices are 0-based and inclusive)"
+                    ));
+                }
+                if b == e + 1 {
+                    (b, b)
+                } else if e >= n {
+                    return Err(format!(
+                        "samples [{b}, {e}] are not in the buffer yet: it holds [{oldest}, {}]",
+                        n as i64 - 1
+                    ));
+                } else if b < oldest {
+                    return Err(format!(
+                        "samples from {b} are no longer in the buffer: it keeps {cap} samples, now [{oldest}, {}]",
+                        n - 1
+                    ));
+                } else {
+                    (b, e + 1)
+                }
+            }
+        };
+        let count = end - begin;
+        let info = s.stream.info();
+        let bytes = count as usize * info.sample_bytes;
+        let def = DataDef {
+            nchans: s.nchans,
+            nsamples: count as u32,
+            data_type: s.data_type,
+            bufsize: bytes as u32,
+        };
+        put_prefix(
+            order,
+            cmd::GET_OK,
+            (codec::DATADEF_BYTES + bytes) as u32,
+            out,
+        );
+        put_datadef(order, &def, out);
+        let at = out.len();
+        out.resize(at + bytes, 0);
+        if count > 0 {
+            let base = s.sample_base.load(Ordering::Relaxed);
+            s.stream
+                .read_into(base + begin, base + end, &mut out[at..], None)
+                .map_err(|e| format!("samples [{begin}, {}]: {e}", end - 1))?;
+            if order.is_foreign() {
+                codec::swap_words(&mut out[at..], info.dtype.itemsize());
+            }
+        }
+        Ok(())
+    }
+
+    fn get_events(
+        &self,
+        order: ByteOrder,
+        sel: Option<Selection>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Refused> {
+        let s = self.current(false).ok_or_else(|| self.no_header())?;
+        let (_, n) = s.counts();
+        let cap = s.stream.info().event_capacity;
+        let oldest = n.saturating_sub(cap);
+        let (begin, end) = match sel {
+            None if n == 0 => return Err("the buffer holds no events".into()),
+            None => (oldest, n),
+            Some(Selection { begin, end }) => {
+                let (b, e) = (u64::from(begin), u64::from(end));
+                if b > e + 1 {
+                    return Err(format!(
+                        "event selection [{begin}, {end}] has begin > end + 1"
+                    ));
+                }
+                if b == e + 1 {
+                    (b, b)
+                } else if e >= n {
+                    return Err(format!(
+                        "events [{b}, {e}] do not exist: there are {n} (0-based indices)"
+                    ));
+                } else if b < oldest {
+                    return Err(format!(
+                        "events from {b} are no longer kept: the buffer keeps {cap}, now [{oldest}, {}]",
+                        n - 1
+                    ));
+                } else {
+                    (b, e + 1)
+                }
+            }
+        };
+        let ebase = s.event_base.load(Ordering::Relaxed);
+        let sbase = s.sample_base.load(Ordering::Relaxed) as i64;
+        let events = if begin == end {
+            Vec::new()
+        } else {
+            s.stream
+                .read_events(ebase + begin, ebase + end)
+                .map_err(|e| format!("events [{begin}, {}]: {e}", end - 1))?
+        };
+        put_prefix(order, cmd::GET_OK, 0, out);
+        let body = out.len();
+        for e in &events {
+            let (tt, tn, tb) = wire_value(&e.kind);
+            let (vt, vn, vb) = wire_value(&e.value);
+            put_event(
+                order,
+                &WireEvent {
+                    type_type: tt,
+                    type_numel: tn,
+                    value_type: vt,
+                    value_numel: vn,
+                    sample: (e.sample as i64).wrapping_sub(sbase) as i32,
+                    offset: e.offset as i32,
+                    duration: e.duration as i64 as i32,
+                    type_bytes: Cow::Borrowed(tb),
+                    value_bytes: Cow::Borrowed(vb),
+                },
+                out,
+            );
+        }
+        let n = out.len() - body;
+        codec::set_bufsize(order, &mut out[body - 8..], n);
+        Ok(())
+    }
+
+    fn flush_header(&self) -> Result<(), Refused> {
+        let s = self.current(false).ok_or_else(|| self.no_header())?;
+        if !s.owned {
+            return Err(format!(
+                "stream {:?} was created by a local process, not by a PUT_HDR; remove it with `rtloop stream remove {}`",
+                self.cfg.stream, self.cfg.stream
+            ));
+        }
+        let mut st = self.lock();
+        if let Some(old) = st.take() {
+            old.retired.store(true, Ordering::Release);
+            *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        let _ = Stream::remove(&self.cfg.stream);
+        Ok(())
+    }
+
+    fn flush(&self, samples: bool) -> Result<(), Refused> {
+        let s = self.current(false).ok_or_else(|| self.no_header())?;
+        if samples {
+            s.sample_base.store(s.stream.written(), Ordering::Relaxed);
+        } else {
+            s.event_base
+                .store(s.stream.events_written(), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn wait(&self, order: ByteOrder, w: &WaitDef, out: &mut Vec<u8>) -> Result<(), Refused> {
+        let s = self.current(true).ok_or_else(|| self.no_header())?;
+        let sb = s.sample_base.load(Ordering::Relaxed);
+        let eb = s.event_base.load(Ordering::Relaxed);
+        let retired = || !s.retired.load(Ordering::Acquire);
+        let _ = s.stream.wait_for(
+            sb + u64::from(w.nsamples) + 1,
+            eb + u64::from(w.nevents) + 1,
+            Duration::from_millis(u64::from(w.timeout_ms)),
+            &retired,
+        );
+        let (ns, ne) = s.counts();
+        put_wait_ok(order, ns as u32, ne as u32, out);
+        Ok(())
+    }
+
+    /// `(samples, events)` as FieldTrip counts them, if there is a header.
+    #[must_use]
+    pub fn counts(&self) -> Option<(u64, u64)> {
+        self.current(false).map(|s| s.counts())
+    }
+}
+
+impl Buffer {
+    /// Stop serving: end every wait, and remove the streams this buffer created (if
+    /// `remove_on_drop`). Also done on drop; call it when connection threads may still hold
+    /// the buffer at process exit.
+    pub fn close(&self) {
+        if let Some(s) = self.lock().take() {
+            s.retired.store(true, Ordering::Release);
+        }
+        if self.cfg.remove_on_drop {
+            for name in self
+                .created
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .drain(..)
+            {
+                let _ = Stream::remove(&name);
+            }
+        }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// A FieldTrip type/value as an event value of the stream.
+fn event_value(code: u32, bytes: &[u8]) -> Result<EventValue, String> {
+    if code == CHAR_CODE {
+        return String::from_utf8(bytes.to_vec())
+            .map(EventValue::Text)
+            .map_err(|_| "text is not UTF-8; send it as uint8 (type 1) instead".to_string());
+    }
+    let dtype = DType::from_code(code).ok_or_else(|| format!("type code {code} is unknown"))?;
+    debug_assert_eq!(bytes.len() % wordsize(code).unwrap_or(1), 0);
+    Ok(EventValue::Array {
+        dtype,
+        bytes: bytes.to_vec(),
+    })
+}
+
+fn wire_value(v: &EventValue) -> (u32, u32, &[u8]) {
+    match v {
+        EventValue::Text(s) => (CHAR_CODE, s.len() as u32, s.as_bytes()),
+        EventValue::Array { dtype, bytes } => (
+            dtype.code(),
+            (bytes.len() / dtype.itemsize()) as u32,
+            bytes.as_slice(),
+        ),
+    }
+}
+
+/// A request's name and its error reply.
+fn request_names(r: &Request<'_>) -> (&'static str, u16) {
+    match r {
+        Request::PutHdr { .. } => ("PUT_HDR", cmd::PUT_ERR),
+        Request::PutDat { .. } => ("PUT_DAT", cmd::PUT_ERR),
+        Request::PutEvt(_) => ("PUT_EVT", cmd::PUT_ERR),
+        Request::GetHdr => ("GET_HDR", cmd::GET_ERR),
+        Request::GetDat(_) => ("GET_DAT", cmd::GET_ERR),
+        Request::GetEvt(_) => ("GET_EVT", cmd::GET_ERR),
+        Request::FlushHdr => ("FLUSH_HDR", cmd::FLUSH_ERR),
+        Request::FlushDat => ("FLUSH_DAT", cmd::FLUSH_ERR),
+        Request::FlushEvt => ("FLUSH_EVT", cmd::FLUSH_ERR),
+        Request::WaitDat(_) => ("WAIT_DAT", cmd::WAIT_ERR),
+    }
+}
