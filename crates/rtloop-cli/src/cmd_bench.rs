@@ -22,6 +22,10 @@ pub enum BenchCommand {
     /// single-thread memcpy, and one-way latency (spin and blocking) against a cache-line
     /// ping-pong between the same two cores, all measured in this run.
     Stream(StreamBenchArgs),
+    /// The FieldTrip FAQ buffer benchmark against `rtloop serve`: values/s written and read
+    /// for chans x samples 32x16 ... 256x256, and the time per write over block sizes 1..1000,
+    /// over TCP, the UNIX socket and in-process (the FAQ's "dma").
+    Fieldtrip(crate::cmd_bench_fieldtrip::FieldTripBenchArgs),
 }
 
 /// Options of `rtloop bench stream`.
@@ -48,6 +52,7 @@ pub struct StreamBenchArgs {
 pub fn run(c: BenchCommand, g: &Global) -> anyhow::Result<()> {
     match c {
         BenchCommand::Stream(a) => stream_bench(&a, g),
+        BenchCommand::Fieldtrip(a) => crate::cmd_bench_fieldtrip::run(&a, g),
     }
 }
 

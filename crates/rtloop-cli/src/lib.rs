@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod cmd_bench;
+pub mod cmd_bench_fieldtrip;
 pub mod cmd_demo;
 pub mod cmd_serve;
 pub mod cmd_stream;

@@ -194,6 +194,76 @@ pub fn time_series_png(
     root.present().map_err(err)
 }
 
+/// Lines on log-log axes (throughput or latency against block size, as FieldTrip's FAQ plots
+/// them): each series is a name and its `(x, y)` points; points with x or y <= 0 are skipped.
+pub fn loglog_png(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(&str, &[(f64, f64)])],
+) -> Result<(), ChartError> {
+    fonts_available();
+    let pts = series
+        .iter()
+        .flat_map(|(_, p)| p.iter())
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0);
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (1.0, 10.0, 1.0, 10.0);
+    }
+    let (x0, x1) = (x0 / 1.5, x1 * 1.5);
+    let (y0, y1) = (y0 / 2.0, y1 * 2.0);
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .y_label_formatter(&|v| format!("{v:.0e}"))
+        .draw()
+        .map_err(err)?;
+    for (i, (name, points)) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = points
+            .iter()
+            .copied()
+            .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .map_err(err)?
+            .label(*name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 /// Bars: a label and a value each (for example a throughput beside its memcpy reference).
 pub fn bar_chart_png(
     path: &Path,
