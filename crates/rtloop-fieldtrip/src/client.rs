@@ -105,7 +105,9 @@ impl Client {
         };
         let t = if let Some(path) = addr.strip_prefix("unix:") {
             let path = path.strip_prefix("//").unwrap_or(path);
-            Transport::Unix(UnixStream::connect(path).map_err(io)?)
+            let s = UnixStream::connect(path).map_err(io)?;
+            crate::server::unix_buffers(&s);
+            Transport::Unix(s)
         } else {
             let hp = addr
                 .strip_prefix("tcp://")

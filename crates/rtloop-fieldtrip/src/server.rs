@@ -267,9 +267,17 @@ fn accept_unix(sh: &Arc<Shared>, l: &UnixListener) {
             continue;
         }
         let _ = s.set_read_timeout(Some(sh.cfg.message_timeout));
+        unix_buffers(&s);
         let sh2 = sh.clone();
         spawn_connection(sh, peer, move |peer| serve_connection(&sh2, s, peer));
     }
+}
+
+/// UNIX stream sockets charge a message to the sender's buffer (about 208 KiB by default),
+/// so a 256 KiB block would take several wake-ups each way; 4 MiB holds any FAQ block.
+pub(crate) fn unix_buffers(s: &UnixStream) {
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(s, 4 << 20);
+    let _ = rustix::net::sockopt::set_socket_recv_buffer_size(s, 4 << 20);
 }
 
 fn spawn_connection(sh: &Arc<Shared>, peer: String, f: impl FnOnce(&str) + Send + 'static) {
