@@ -662,8 +662,9 @@ pub fn parse_data_payload<'a>(
             ),
         });
     }
-    let need = u64::from(def.nchans) * u64::from(def.nsamples) * word as u64;
-    if need > u64::from(def.bufsize) {
+    // u128: nchans x nsamples x 8 overflows u64 (found by the fuzzer)
+    let need = u128::from(def.nchans) * u128::from(def.nsamples) * word as u128;
+    if need > u128::from(def.bufsize) {
         return Err(RequestError::Inconsistent {
             command,
             detail: format!(
@@ -1166,6 +1167,33 @@ mod tests {
         );
         assert!(matches!(
             parse_request(&p(cmd::PUT_HDR, 24), &b),
+            Err(RequestError::Inconsistent { .. })
+        ));
+    }
+
+    #[test]
+    fn huge_shapes_do_not_overflow() {
+        // the fuzzer's crash: nchans x nsamples x 8 overflowed u64
+        let b = [
+            0u8, 1, 5, 3, 0, 0x21, 0xdc, 0xdc, 0xdc, 0xdc, 0xdc, 0xff, 0xef, 0xff, 0xff, 0xff, 0,
+            0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0x98, 0x98, 0x98, 0x98, 0x98, 0x98,
+        ];
+        for order in [ByteOrder::Little, ByteOrder::Big] {
+            let _ = parse_data_payload(order, &b[8..], "GET_DAT");
+        }
+        let mut d = Vec::new();
+        put_datadef(
+            ByteOrder::Little,
+            &DataDef {
+                nchans: u32::MAX,
+                nsamples: u32::MAX,
+                data_type: 10,
+                bufsize: 0,
+            },
+            &mut d,
+        );
+        assert!(matches!(
+            parse_data_payload(ByteOrder::Little, &d, "PUT_DAT"),
             Err(RequestError::Inconsistent { .. })
         ));
     }
