@@ -320,6 +320,40 @@ fn loom_announced_waiter_is_never_left_asleep() {
     });
 }
 
+/// (c2) Waiting for samples *or* events on the samples' futex (`Stream::wait_for`): an event
+/// published on the other ring still wakes the waiter, through `data_waiters_after_fence`
+/// (a lost wake-up would leave it asleep: loom reports a deadlock).
+#[test]
+fn loom_event_wakes_a_waiter_on_the_sample_line() {
+    loom::model(|| {
+        let samples = Ring::new(2);
+        let events = Arc::new(RingSync::default());
+        let (s, e) = (Arc::clone(&samples), Arc::clone(&events));
+        let event_writer = thread::spawn(move || {
+            // `Writer::push_event`: publish the event count, then check the sample line
+            if e.publish(1) {
+                e.bump_data_seq();
+            }
+            if s.sync.data_waiters_after_fence() {
+                s.sync.bump_data_seq();
+                s.data_futex.wake_all();
+            }
+        });
+        // `Stream::wait_for(samples >= 1 or events >= 1)`
+        let mut seq = samples.sync.announce_data_waiter();
+        loop {
+            if samples.sync.written() >= 1 || events.written() >= 1 {
+                break;
+            }
+            samples.data_futex.wait(&samples.sync.data_wake.seq, seq);
+            seq = samples.sync.data_seq();
+        }
+        samples.sync.withdraw_data_waiter();
+        assert_eq!(events.written(), 1);
+        event_writer.join().expect("event writer");
+    });
+}
+
 /// (d) Lossless back-pressure: the writer waits (spin, then announce + sleep) until the
 /// lossless reader released the slots it is about to reuse, so the reader's every copy
 /// validates and holds the exact samples; the space-waiter announcement cannot lose the

@@ -162,6 +162,18 @@ impl RingSync {
         self.data_wake.seq.fetch_add(1, Ordering::Release);
     }
 
+    /// Another ring's writer, right after its `publish` (whose SeqCst fence orders that
+    /// ring's `written` store before this load): has a reader announced itself on *this*
+    /// ring's data line? `Stream::wait_for` sleeps on the samples' line waiting for samples
+    /// or events, so the event writer checks here and wakes it (Dekker across two rings:
+    /// either the waiter sees the new event count or the event writer sees the waiter).
+    #[inline]
+    #[must_use]
+    pub fn data_waiters_after_fence(&self) -> bool {
+        // SYNC: Relaxed: the caller's SeqCst fence (inside `publish`) carries the ordering.
+        self.data_wake.waiters.load(Ordering::Relaxed) != 0
+    }
+
     /// Samples committed so far.
     #[inline]
     #[must_use]

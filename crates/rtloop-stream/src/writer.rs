@@ -200,13 +200,11 @@ impl Writer {
             sync.bump_data_seq();
             sys::futex_wake_all(&sync.data_wake.seq);
         }
-        // `Stream::wait_for` sleeps on the samples' futex for samples *or* events.
-        // SYNC: the SeqCst fence inside `publish` above orders the events' `written` store
-        // before this Relaxed load of the samples' `waiters` (Dekker with the SeqCst fence
-        // in `announce_data_waiter`): either that waiter sees the new event count or we
-        // see it announced and wake it.
+        // `Stream::wait_for` sleeps on the samples' futex for samples *or* events; the
+        // SeqCst fence inside `publish` above pairs with its announcement (loom model
+        // `loom_event_wakes_a_waiter_on_the_sample_line`).
         let samples = &map.control().samples;
-        if samples.data_wake.waiters.load(Ordering::Relaxed) != 0 {
+        if samples.data_waiters_after_fence() {
             samples.bump_data_seq();
             sys::futex_wake_all(&samples.data_wake.seq);
         }
