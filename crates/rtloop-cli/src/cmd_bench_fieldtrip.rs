@@ -53,6 +53,10 @@ pub struct FieldTripBenchArgs {
     /// Writes timed per block size of the latency curve.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
     pub rounds: u32,
+    /// Server and clients poll this many microseconds before sleeping (`rtloop serve
+    /// --spin-us`); 0 measures the default, sleeping at once.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub spin_us: u64,
     /// Write results.json and PNG plots into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -60,14 +64,18 @@ pub struct FieldTripBenchArgs {
 
 /// One transport's way in: a client factory.
 enum Target {
-    Socket(String),
+    Socket(String, Duration),
     InProcess(Arc<Buffer>),
 }
 
 impl Target {
     fn client(&self) -> Result<Client> {
         Ok(match self {
-            Target::Socket(a) => Client::connect(a)?,
+            Target::Socket(a, spin) => {
+                let mut c = Client::connect(a)?;
+                c.set_spin(*spin);
+                c
+            }
             Target::InProcess(b) => Client::in_process(b.clone()),
         })
     }
@@ -82,14 +90,15 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn start(stream: &str) -> Result<ServerProcess> {
+    fn start(stream: &str, spin_us: u64) -> Result<ServerProcess> {
         let dir = std::env::temp_dir().join(format!("rtloop-ftbench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let sock = dir.join("ft.sock");
         let mut child = crate::self_command()
             .args(["serve", "--bind", "127.0.0.1:0", "--unix"])
             .arg(&sock)
-            .args(["--stream", stream, "--log-level", "error"])
+            .args(["--stream", stream, "--log-level", "error", "--spin-us"])
+            .arg(spin_us.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -160,6 +169,7 @@ struct LatencyPoint {
 #[derive(Debug, Serialize)]
 struct Report {
     seconds_per_cell: f64,
+    spin_us: u64,
     faq_best_dma_values_per_s: f64,
     faq: Vec<FaqRow>,
     latency: Vec<LatencyPoint>,
@@ -222,7 +232,7 @@ fn faq_cell(
         }
     };
     let stateless_rate = if stateless {
-        if let Target::Socket(_) = target {
+        if let Target::Socket(..) = target {
             let t = Instant::now();
             let mut n = 0u64;
             while t.elapsed().as_secs_f64() < secs {
@@ -284,17 +294,18 @@ pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
     let stream = format!("ftbench-{}", std::process::id());
     let wants = |t: &str| a.transports.iter().any(|x| x == t);
     let server = if wants("tcp") || wants("unix") {
-        Some(ServerProcess::start(&stream)?)
+        Some(ServerProcess::start(&stream, a.spin_us)?)
     } else {
         None
     };
+    let spin = Duration::from_micros(a.spin_us);
     let mut targets: Vec<(&str, Target)> = Vec::new();
     if let Some(s) = &server {
         if wants("tcp") {
-            targets.push(("tcp", Target::Socket(s.tcp.clone())));
+            targets.push(("tcp", Target::Socket(s.tcp.clone(), spin)));
         }
         if wants("unix") {
-            targets.push(("unix", Target::Socket(s.unix.clone())));
+            targets.push(("unix", Target::Socket(s.unix.clone(), spin)));
         }
     }
     let inproc_stream = format!("ftbench-inproc-{}", std::process::id());
@@ -330,6 +341,7 @@ pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
     drop(server);
     let report = Report {
         seconds_per_cell: secs,
+        spin_us: a.spin_us,
         faq_best_dma_values_per_s: FAQ_BEST_DMA,
         faq,
         latency,

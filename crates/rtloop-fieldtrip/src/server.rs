@@ -8,6 +8,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use crate::buffer::{After, Buffer};
 use crate::codec::{cmd, put_status};
-use crate::framing::{FrameError, MessageReader};
+use crate::framing::{FrameError, MessageReader, SpinRead};
 
 /// Where and how to listen.
 #[derive(Clone, Debug)]
@@ -33,6 +34,9 @@ pub struct ServerConfig {
     pub max_clients: usize,
     /// How long a client may pause in the middle of a message before it is dropped.
     pub message_timeout: Duration,
+    /// Poll a connection for its next request this long before sleeping (see
+    /// [`crate::framing::SpinRead`]); zero = sleep at once.
+    pub spin: Duration,
 }
 
 impl Default for ServerConfig {
@@ -43,6 +47,7 @@ impl Default for ServerConfig {
             max_message: 1 << 30,
             max_clients: 256,
             message_timeout: Duration::from_secs(10),
+            spin: Duration::ZERO,
         }
     }
 }
@@ -297,8 +302,41 @@ fn spawn_connection(sh: &Arc<Shared>, peer: String, f: impl FnOnce(&str) + Send 
 }
 
 /// Serve one connection until the client closes it or breaks the protocol.
-fn serve_connection<S: Read + Write>(sh: &Shared, mut sock: S, peer: &str) {
-    serve(&sh.buffer, &mut sock, peer, sh.cfg.max_message);
+fn serve_connection<S: Read + Write + AsFd>(sh: &Shared, mut sock: S, peer: &str) {
+    serve_spinning(&sh.buffer, &mut sock, peer, sh.cfg.max_message, sh.cfg.spin);
+}
+
+/// [`serve`] on a socket, polling for each request for up to `spin` before sleeping.
+pub fn serve_spinning<S: Read + Write + AsFd>(
+    buffer: &Buffer,
+    sock: &mut S,
+    peer: &str,
+    max_message: usize,
+    spin: Duration,
+) {
+    if spin.is_zero() {
+        return serve(buffer, sock, peer, max_message);
+    }
+    struct Both<'a, S>(SpinRead<'a, S>);
+    impl<S: Read + Write + AsFd> Read for Both<'_, S> {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            self.0.read(b)
+        }
+    }
+    impl<S: Read + Write + AsFd> Write for Both<'_, S> {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.inner().write(b)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            self.0.inner().flush()
+        }
+    }
+    serve(
+        buffer,
+        &mut Both(SpinRead::new(sock, spin)),
+        peer,
+        max_message,
+    );
 }
 
 /// The request loop over any byte stream (a socket, or bytes in a test).

@@ -27,6 +27,10 @@ impl Drop for TempDir {
 }
 
 fn start(max_message: usize) -> Fixture {
+    start_with(max_message, Duration::ZERO)
+}
+
+fn start_with(max_message: usize, spin: Duration) -> Fixture {
     let name = unique_name("ft");
     let dir = std::env::temp_dir().join(format!("rtloop-test-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -42,6 +46,7 @@ fn start(max_message: usize) -> Fixture {
             max_message,
             max_clients: 64,
             message_timeout: Duration::from_millis(500),
+            spin,
         },
     )
     .unwrap();
@@ -598,4 +603,22 @@ fn bad_input_gets_its_reply_and_loses_nothing() {
     // a stream that disappears from under the server: errors, no crash
     let mut u = f.unix_client();
     assert_eq!(u.poll().unwrap(), (2, 0));
+}
+
+#[test]
+fn spinning_server_and_client_answer_the_same() {
+    let _w = Watchdog::arm(60, "spin");
+    let f = start_with(1 << 20, Duration::from_micros(50));
+    for mut c in [f.client(), f.unix_client()] {
+        c.set_spin(Duration::from_micros(50));
+        c.put_header(2, 10.0, 6, &[]).unwrap();
+        for i in 0..100i16 {
+            c.put_data(2, &[i, -i]).unwrap();
+        }
+        assert_eq!(c.get_data::<i16>(99, 99).unwrap(), [99, -99]);
+        assert_eq!(c.wait(99, 0, 1000).unwrap(), (100, 0));
+        // a slow client (longer pause than the spin) is still served
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(c.poll().unwrap(), (100, 0));
+    }
 }
