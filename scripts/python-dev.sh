@@ -16,6 +16,9 @@ PY="$VENV/bin/python"
 "$PY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
 "$PY" -m pip install -q --disable-pip-version-check \
     "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
+# a real FieldTrip peer for the server's tests: FieldTrip.py ships in the eegsynth wheel (as
+# `lib.FieldTrip`); only it is used, so none of eegsynth's own dependencies are installed
+"$PY" -m pip install -q --disable-pip-version-check --no-deps "eegsynth==0.8.1"
 
 # maturin develop installs into the active virtual environment; its output (and pip's) is
 # shown only when the build fails
