@@ -101,13 +101,27 @@ struct LatencyRow {
 }
 
 /// The bare reference: one-way = RTT/2 of a cache-line ping-pong between two processes.
-fn bare_pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
+pub(crate) fn bare_pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
+    bare_pingpong_until(rounds, None)
+}
+
+/// The bare ping-pong for `rounds`, or until `span` has passed (a reference for tails must
+/// last as long as the run it is compared with: the host preempts vCPUs for milliseconds a
+/// few times a second, which a short run never sees).
+pub(crate) fn bare_pingpong_until(
+    rounds: u64,
+    span: Option<Duration>,
+) -> anyhow::Result<LatencyHistogram> {
     let name = format!("bench-pp-{}", sys::pid());
     let lines = SharedLines::create(&name)?;
     let (mut child, _out) = crate::roles::spawn_ready("pp-bare-echo", &[name.clone(), "1".into()])?;
     let (ping, pong) = (lines.line(0), lines.line(1));
     let mut h = LatencyHistogram::new();
+    let started = Instant::now();
     for i in 1..=rounds + 1000 {
+        if i % 4096 == 0 && span.is_some_and(|s| started.elapsed() >= s) {
+            break;
+        }
         let t0 = sys::monotonic_ns();
         // SYNC: Release/Acquire pairs with the echo's; the values are the only data.
         ping.store(i, Ordering::Release);

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 pub mod cmd_bench;
 pub mod cmd_bench_fieldtrip;
 pub mod cmd_demo;
+pub mod cmd_lab;
 pub mod cmd_serve;
 pub mod cmd_stream;
 pub mod cmd_sysinfo;
@@ -69,6 +70,11 @@ pub enum Command {
     /// Benchmarks (throughput and latency against references measured in the same run).
     #[command(subcommand)]
     Bench(cmd_bench::BenchCommand),
+    /// The latency lab: an emulated acquisition device with its own clock and hardware FIFO,
+    /// a host reading ReadSize blocks with a loopback, and a ReadSize tuner (ONIX's closed-loop
+    /// tuning workflow, on any transport).
+    #[command(subcommand)]
+    Lab(cmd_lab::LabCommand),
     /// Serve a stream to FieldTrip buffer clients over TCP and a UNIX socket.
     ///
     /// Any FieldTrip client works unchanged (MATLAB ft_read_data/ft_write_data/ft_read_event,
@@ -135,6 +141,7 @@ where
         Command::Verify(a) => cmd_verify::run(&a, &g),
         Command::Bench(c) => cmd_bench::run(c, &g),
         Command::Serve(a) => cmd_serve::run(&a, &g),
+        Command::Lab(c) => cmd_lab::run(c, &g),
         Command::SysInfo(a) => cmd_sysinfo::run(&a, &g),
         Command::Child(a) => roles::run(&a, &g),
     };

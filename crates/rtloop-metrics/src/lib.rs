@@ -18,6 +18,14 @@ pub struct LatencyHistogram {
     h: hdrhistogram::Histogram<u64>,
 }
 
+impl std::fmt::Debug for LatencyHistogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LatencyHistogram")
+            .field(&self.summary())
+            .finish()
+    }
+}
+
 impl Default for LatencyHistogram {
     fn default() -> Self {
         Self::new()

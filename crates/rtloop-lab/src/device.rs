@@ -1,0 +1,216 @@
+//! The emulated device: its own clock, frames produced on schedule, a bounded hardware FIFO,
+//! reads posted by the host, loopbacks answered with HubClockDelta = now − value.
+//!
+//! The device runs in its own process and is never driven by the host: it produces every
+//! frame at its scheduled time (CLOCK_MONOTONIC; the hub clock is the same time in 250 MHz
+//! ticks) whatever the host does. A frame goes straight into the read the host has posted if
+//! there is room there (ONIX: the DMA transfer is posted before the data is produced), else
+//! into the FIFO, which drains into the next posted read. A FIFO that passes its capacity ends
+//! the run, as ONIX ends acquisition.
+//!
+//! Frames carry the hub clock of the moment they are produced. Real hardware produces each
+//! frame exactly on schedule; this process may itself be late (the OS or the hypervisor
+//! preempted it). Stamping the production time keeps such a stall of the *emulator* out of
+//! the loop latency it measures for the host and the transport; how late the emulator was is
+//! counted separately ([`DeviceReport::lateness`]).
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Duration;
+
+use rtloop_metrics::{LatencyHistogram, Summary};
+use rtloop_stream::sys::monotonic_ns;
+use serde::Serialize;
+
+use crate::frame::{self, h2d, ticks, ConfigError, LoadTester, HEARTBEAT_HZ};
+use crate::link::DeviceLink;
+
+/// The device's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct DeviceConfig {
+    /// Load tester frames per second.
+    pub fps: u64,
+    /// 16-bit words per frame.
+    pub received_words: u64,
+    /// 32-bit words per loopback (the host sends them; the device discards them).
+    pub transmitted_words: u64,
+    /// Memory monitor frames per second (1..=1000; the tutorial uses 100).
+    pub monitor_hz: u64,
+    /// Hardware FIFO capacity in bytes.
+    pub fifo_bytes: u64,
+    /// Longest run (a safety stop if the host never says stop).
+    pub max_seconds: f64,
+}
+
+impl DeviceConfig {
+    /// The load tester part.
+    #[must_use]
+    pub fn load(&self) -> LoadTester {
+        LoadTester {
+            fps: self.fps,
+            received_words: self.received_words,
+            transmitted_words: self.transmitted_words,
+        }
+    }
+
+    /// Check every limit.
+    pub fn validate(&self) -> Result<u64, ConfigError> {
+        let clk_div = self.load().validate()?;
+        if self.fifo_bytes == 0 {
+            return Err(ConfigError::FifoZero);
+        }
+        if !(1..=1000).contains(&self.monitor_hz) {
+            return Err(ConfigError::MonitorRate(self.monitor_hz));
+        }
+        Ok(clk_div)
+    }
+}
+
+/// How a device run ended and what it saw.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct DeviceReport {
+    /// `"stopped"` (the host said stop), `"overflow"`, `"time limit"` or `"link closed"`.
+    pub ended: String,
+    /// Load tester frames produced.
+    pub frames: u64,
+    /// Bytes produced (all frames).
+    pub bytes: u64,
+    /// Seconds from the first frame to the end.
+    pub seconds: f64,
+    /// The rate actually produced, frames/s.
+    pub fps_achieved: f64,
+    /// The rate configured (250 MHz / CLK_DIV).
+    pub fps_configured: f64,
+    /// Largest FIFO fill in bytes, and in percent of its capacity.
+    pub fifo_high_water: u64,
+    /// `fifo_high_water` as PercentUsed.
+    pub fifo_high_water_percent: f64,
+    /// Loopbacks received.
+    pub loopbacks: u64,
+    /// How late this process produced frames against their schedule (not the host's doing).
+    pub lateness: Summary,
+}
+
+/// A run that cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// A setting out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The link failed.
+    #[error("device link: {0}")]
+    Link(#[from] io::Error),
+    /// The host sent something that is not a message.
+    #[error("host-to-device message: {0}")]
+    Protocol(String),
+}
+
+/// Run the device until the host says stop, the FIFO overflows or the time limit passes.
+pub fn run(cfg: &DeviceConfig, link: &mut dyn DeviceLink) -> Result<DeviceReport, DeviceError> {
+    let clk_div = cfg.validate()?;
+    let lt = cfg.load();
+    let period_ns = frame::ticks_to_ns(clk_div);
+    let monitor_ns = 1_000_000_000 / cfg.monitor_hz;
+    let heartbeat_ns = 1_000_000_000 / HEARTBEAT_HZ;
+    let start = monotonic_ns();
+    let deadline = start + Duration::from_secs_f64(cfg.max_seconds).as_nanos() as u64;
+    let (mut next_lt, mut next_mm, mut next_hb) = (start, start, start);
+    let mut fifo: VecDeque<u8> = VecDeque::new();
+    let mut fresh: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut inbox: Vec<u32> = Vec::new();
+    let mut credit: u64 = 0;
+    // the posted read being filled
+    let mut block: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut delta: u64 = 0;
+    let mut counter: u16 = 0;
+    let mut lateness = LatencyHistogram::new();
+    let (mut frames, mut bytes, mut loopbacks, mut high_water) = (0u64, 0u64, 0u64, 0u64);
+    let ended = loop {
+        let now = monotonic_ns();
+        // the host's messages: posted reads, loopbacks, stop
+        link.poll(&mut inbox)?;
+        let mut stop = false;
+        let used = h2d::parse(&inbox, |m| match m {
+            h2d::Msg::Credit(b) => credit += u64::from(b),
+            h2d::Msg::Loopback(v) => {
+                delta = ticks(now).saturating_sub(v);
+                loopbacks += 1;
+            }
+            h2d::Msg::Stop => stop = true,
+        })
+        .map_err(DeviceError::Protocol)?;
+        inbox.drain(..used);
+        if stop {
+            break "stopped";
+        }
+        if now >= deadline {
+            break "time limit";
+        }
+        // every frame whose time has come, stamped with that time
+        while next_lt <= now {
+            lateness.record(now - next_lt);
+            frame::put_load_tester(&mut fresh, &lt, ticks(now), delta, counter);
+            counter = counter.wrapping_add(lt.received_words as u16);
+            next_lt += period_ns;
+            frames += 1;
+        }
+        if next_mm <= now {
+            let used_words = (fifo.len() / 4) as u32;
+            frame::put_memory_monitor(&mut fresh, ticks(now), used_words);
+            while next_mm <= now {
+                next_mm += monitor_ns;
+            }
+        }
+        if next_hb <= now {
+            frame::put_heartbeat(&mut fresh, ticks(now));
+            while next_hb <= now {
+                next_hb += heartbeat_ns;
+            }
+        }
+        bytes += fresh.len() as u64;
+        // into the posted read if nothing is queued before them, else into the FIFO
+        if fifo.is_empty() && credit > 0 {
+            let n = (credit as usize).min(fresh.len());
+            block.extend_from_slice(&fresh[..n]);
+            credit -= n as u64;
+            fifo.extend(&fresh[n..]);
+        } else {
+            fifo.extend(&fresh);
+        }
+        fresh.clear();
+        while credit > 0 && !fifo.is_empty() {
+            let (a, _) = fifo.as_slices();
+            let n = (credit as usize).min(a.len());
+            block.extend_from_slice(&a[..n]);
+            fifo.drain(..n);
+            credit -= n as u64;
+        }
+        // a read completes when it is full (the DMA transfer's completion): hand it over
+        // whole, one transport write per block
+        if credit == 0 && !block.is_empty() {
+            link.send(&block)?;
+            block.clear();
+        }
+        high_water = high_water.max(fifo.len() as u64);
+        if fifo.len() as u64 > cfg.fifo_bytes {
+            break "overflow";
+        }
+        core::hint::spin_loop();
+    };
+    if ended == "stopped" || ended == "time limit" {
+        let _ = link.finish();
+    }
+    let seconds = (monotonic_ns() - start) as f64 * 1e-9;
+    Ok(DeviceReport {
+        ended: ended.to_owned(),
+        frames,
+        bytes,
+        seconds,
+        fps_achieved: frames as f64 / seconds.max(1e-9),
+        fps_configured: lt.actual_fps(),
+        fifo_high_water: high_water,
+        fifo_high_water_percent: 100.0 * high_water as f64 / cfg.fifo_bytes as f64,
+        loopbacks,
+        lateness: lateness.summary(),
+    })
+}

@@ -1,0 +1,255 @@
+//! The host: post a read of ReadSize bytes, wait for it to fill, deliver the whole frames in
+//! it, loop back the hub clock of every Nth load-tester frame, post the next read, do the
+//! work; collect HubClockDelta (distinct until changed, as the ONIX workflow does),
+//! PercentUsed over time and the host queue depth.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use rtloop_metrics::{LatencyHistogram, Summary};
+use serde::Serialize;
+
+use crate::frame::{self, h2d, Assembler, Frame, LoadTester};
+use crate::link::HostLink;
+use crate::work::Work;
+
+/// The host's settings.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// The load (to size frames and loopbacks).
+    pub load: LoadTester,
+    /// Bytes per read (validated, a multiple of 4).
+    pub read_size: u64,
+    /// Loop back every Nth load-tester frame.
+    pub every: u64,
+    /// Stop after this long.
+    pub seconds: f64,
+    /// Or once this many loopback results were collected.
+    pub loopbacks: Option<u64>,
+    /// Discard results from the first this-many seconds (warm-up).
+    pub warmup: f64,
+    /// The device FIFO's size in 32-bit words (its TOTAL_MEM register), for PercentUsed.
+    pub fifo_words: u64,
+}
+
+/// One live progress line.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// Seconds since the start.
+    pub t: f64,
+    /// Loopbacks so far.
+    pub loopbacks: u64,
+    /// Latency so far.
+    pub latency: Summary,
+    /// Latest PercentUsed.
+    pub percent_used: f64,
+    /// Largest PercentUsed so far.
+    pub percent_used_max: f64,
+    /// Largest host queue depth so far (frames).
+    pub queue_max: u64,
+}
+
+/// The host's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostReport {
+    /// ReadSize used.
+    pub read_size: u64,
+    /// Seconds measured (after warm-up).
+    pub seconds: f64,
+    /// Blocks read.
+    pub blocks: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Load tester frames delivered.
+    pub frames: u64,
+    /// Memory monitor frames delivered.
+    pub monitor_frames: u64,
+    /// Heartbeats delivered.
+    pub heartbeats: u64,
+    /// Loopbacks sent.
+    pub loopbacks_sent: u64,
+    /// Closed-loop latency (HubClockDelta), every distinct value after warm-up.
+    pub latency: Summary,
+    /// Counts of the 0–1000 µs histogram in 1 µs bins (ONIX's visualiser).
+    pub histogram_us: Vec<u64>,
+    /// Results beyond 1000 µs.
+    pub beyond_1ms: u64,
+    /// PercentUsed over time: (seconds, percent).
+    pub percent_used: Vec<(f64, f64)>,
+    /// Largest PercentUsed.
+    pub percent_used_max: f64,
+    /// Frames waiting in the host when a block completed: mean and max.
+    pub queue_mean: f64,
+    /// Largest host queue depth.
+    pub queue_max: u64,
+    /// Data rate actually read, bytes/s.
+    pub bytes_per_s: f64,
+    /// Time per block spent in the work step.
+    pub work: Option<Summary>,
+    /// Threshold crossings the work step found (if any).
+    pub work_events: u64,
+    /// The latency histogram itself (for plots).
+    #[serde(skip)]
+    pub hist: LatencyHistogram,
+}
+
+/// Why the host stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The link failed (for example the device ended: see its report).
+    #[error("host link: {0}")]
+    Link(#[from] io::Error),
+    /// A malformed frame.
+    #[error(transparent)]
+    Frame(#[from] frame::FrameError),
+    /// The device stopped (overflow, crash): the caller's check said so.
+    #[error("{0}")]
+    Device(String),
+}
+
+/// Run the host loop. `check` is called between waits (about every 100 ms) and ends the run
+/// with its error (the device process died); `progress` gets a snapshot about every second.
+pub fn run(
+    cfg: &HostConfig,
+    link: &mut dyn HostLink,
+    mut work: Option<&mut Work>,
+    check: &mut dyn FnMut() -> Result<(), String>,
+    progress: &mut dyn FnMut(&Snapshot),
+) -> Result<HostReport, HostError> {
+    let lt = cfg.load;
+    let mut asm = Assembler::new(lt.payload_bytes().max(frame::MEMORY_MONITOR_PAYLOAD));
+    let mut block = vec![0u8; cfg.read_size as usize];
+    let mut out: Vec<u32> = Vec::new();
+    let mut hist = LatencyHistogram::new();
+    let mut work_hist = LatencyHistogram::new();
+    let mut last_delta = 0u64;
+    let (mut blocks, mut frames, mut monitor, mut beats, mut sent) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut lt_index, mut queue_sum, mut queue_max, mut work_events) = (0u64, 0u64, 0u64, 0u64);
+    let mut pct: Vec<(f64, f64)> = Vec::new();
+    let (mut pct_now, mut pct_max) = (0.0f64, 0.0f64);
+    let mut samples: Vec<u8> = Vec::new();
+    let start = Instant::now();
+    let warm = Duration::from_secs_f64(cfg.warmup);
+    let end = Duration::from_secs_f64(cfg.warmup + cfg.seconds);
+    let mut next_progress = Duration::from_secs(1);
+    let mut measuring_since: Option<Instant> = None;
+    let mut bytes_measured = 0u64;
+    h2d::credit(&mut out, cfg.read_size as u32);
+    link.send(&out)?;
+    out.clear();
+    loop {
+        let elapsed = start.elapsed();
+        let measuring = elapsed >= warm;
+        if measuring && measuring_since.is_none() {
+            measuring_since = Some(Instant::now());
+        }
+        if elapsed >= end || cfg.loopbacks.is_some_and(|n| hist.len() >= n) {
+            break;
+        }
+        // one block, exactly ReadSize bytes
+        let mut filled = 0;
+        while filled < block.len() {
+            link.read(&mut block, &mut filled, Duration::from_millis(100))?;
+            if filled < block.len() {
+                check().map_err(HostError::Device)?;
+            }
+        }
+        blocks += 1;
+        if measuring {
+            bytes_measured += block.len() as u64;
+        }
+        // deliver whole frames; loop back every Nth hub clock at once
+        let mut queued = 0u64;
+        let t = start.elapsed().as_secs_f64();
+        let work_on = work.is_some();
+        asm.push(&block, |f| {
+            queued += 1;
+            match f {
+                Frame::LoadTester { hub, delta, words } => {
+                    frames += 1;
+                    if work_on {
+                        samples.extend_from_slice(&words[..2 * lt.received_words as usize]);
+                    }
+                    if lt_index % cfg.every == 0 {
+                        h2d::loopback(&mut out, hub, lt.transmitted_words as usize);
+                        sent += 1;
+                    }
+                    lt_index += 1;
+                    if delta != 0 && delta != last_delta {
+                        last_delta = delta;
+                        if measuring {
+                            hist.record(frame::ticks_to_ns(delta));
+                        }
+                    }
+                }
+                Frame::MemoryMonitor { used_words, .. } => {
+                    monitor += 1;
+                    pct_now = 100.0 * f64::from(used_words) / cfg.fifo_words.max(1) as f64;
+                    if measuring {
+                        pct.push((t, pct_now));
+                    }
+                }
+                Frame::Heartbeat { .. } => beats += 1,
+                Frame::Other { .. } => {}
+            }
+        })?;
+        if !out.is_empty() {
+            link.send(&out)?;
+            out.clear();
+        }
+        // the next read is posted before the work, as the read thread does
+        h2d::credit(&mut out, cfg.read_size as u32);
+        link.send(&out)?;
+        out.clear();
+        queue_sum += queued;
+        queue_max = queue_max.max(queued);
+        if let Some(w) = work.as_deref_mut() {
+            let t0 = Instant::now();
+            work_events += w.process(&samples);
+            samples.clear();
+            work_hist.record(t0.elapsed().as_nanos() as u64);
+        }
+        if measuring {
+            pct_max = pct_max.max(pct_now);
+        }
+        if start.elapsed() >= next_progress {
+            next_progress += Duration::from_secs(1);
+            progress(&Snapshot {
+                t: start.elapsed().as_secs_f64(),
+                loopbacks: hist.len(),
+                latency: hist.summary(),
+                percent_used: pct_now,
+                percent_used_max: pct_max,
+                queue_max,
+            });
+        }
+    }
+    let mut stop = Vec::new();
+    h2d::stop(&mut stop);
+    let _ = link.send(&stop);
+    let seconds = measuring_since.map_or(0.0, |s| s.elapsed().as_secs_f64());
+    // 1000 bins of 1 µs, and one more that collects everything from 1 ms up
+    let mut bins = hist.bins(1000, 1_001_000);
+    let beyond = bins.pop().unwrap_or(0);
+    Ok(HostReport {
+        read_size: cfg.read_size,
+        seconds,
+        blocks,
+        bytes: blocks * cfg.read_size,
+        frames,
+        monitor_frames: monitor,
+        heartbeats: beats,
+        loopbacks_sent: sent,
+        latency: hist.summary(),
+        beyond_1ms: beyond,
+        histogram_us: bins,
+        percent_used: pct,
+        percent_used_max: pct_max,
+        queue_mean: queue_sum as f64 / blocks.max(1) as f64,
+        queue_max,
+        bytes_per_s: bytes_measured as f64 / seconds.max(1e-9),
+        work: work.map(|_| work_hist.summary()),
+        work_events,
+        hist,
+    })
+}

@@ -1,0 +1,22 @@
+//! The latency lab: ONIX's closed-loop tuning workflow in software, on any transport.
+//!
+//! * [`frame`]: the device's frames (ONI header + load tester / memory monitor / heartbeat
+//!   payloads), the load tester's limits, ReadSize validation, and the host's frame assembler
+//!   (frames straddle read blocks, they are delivered whole).
+//! * [`device`]: the emulated device — its own 250 MHz clock derived from CLOCK_MONOTONIC,
+//!   frames produced on schedule into a bounded FIFO (the "hardware buffer") or straight into
+//!   a read the host has posted, loopbacks answered with HubClockDelta = now − value.
+//! * [`host`]: reads exactly ReadSize bytes per block, loops back every Nth hub clock, collects
+//!   the deltas into a 0–1000 µs histogram, PercentUsed over time and the host queue depth.
+//! * [`link`]: the device↔host transports: an rtloop stream, a UNIX socket, TCP, or the
+//!   FieldTrip buffer server.
+//! * [`tune`]: the ReadSize sweep with step classification and a recommendation, and the rate
+//!   sweep of liboni's `onix-loadtest`.
+//! * [`work`]: processing per block (band-pass + threshold) so tuning includes real load.
+
+pub mod device;
+pub mod frame;
+pub mod host;
+pub mod link;
+pub mod tune;
+pub mod work;
