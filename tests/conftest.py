@@ -122,3 +122,52 @@ def shm_file() -> Iterator[Callable[[str, bytes], Path]]:
     yield place
     for p in paths:
         p.unlink(missing_ok=True)
+
+
+class FieldTripServer:
+    """`rtloop serve` in its own process on a free TCP port and a UNIX socket."""
+
+    def __init__(self, tmp: Path, name: str, *args: str) -> None:
+        beside = Path(sys.executable).parent / "rtloop"
+        exe = str(beside) if beside.exists() else "rtloop"
+        self.stream = name
+        self.unix = str(tmp / "ft.sock")
+        self.proc = subprocess.Popen(
+            [exe, "serve", "--bind", "127.0.0.1:0", "--unix", self.unix, "--stream", name, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening "):
+            err = self.stop()
+            raise AssertionError(f"rtloop serve did not start: {line!r}; it said: {err}")
+        fields = dict(w.split("=", 1) for w in line.split()[1:])
+        host, port = fields["tcp"].rsplit(":", 1)
+        self.host, self.port = host, int(port)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def stop(self) -> str:
+        """SIGTERM, wait, return what it logged."""
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return err or ""
+
+
+@pytest.fixture
+def ft_server(tmp_path: Path, make_name: Callable[[], str]) -> Iterator[FieldTripServer]:
+    """A running `rtloop serve` (stopped afterwards; its stream removed)."""
+    s = FieldTripServer(tmp_path, make_name())
+    yield s
+    s.stop()

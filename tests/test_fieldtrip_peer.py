@@ -11,14 +11,8 @@ FieldTrip.py reads them.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
-from pathlib import Path
 from typing import Any, Iterator, Tuple
 
 import numpy as np
@@ -42,37 +36,10 @@ def _old(a: np.ndarray) -> Any:
     return np.ascontiguousarray(a).view(_OldNumpy)
 
 
-def _rtloop_exe() -> str:
-    beside = Path(sys.executable).parent / "rtloop"
-    return str(beside) if beside.exists() else "rtloop"
-
-
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Tuple[str, int, str]]:
-    """`rtloop serve` on a free port and a UNIX socket; yields (host, port, stream)."""
-    name = f"pytest-ft-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    proc = subprocess.Popen(
-        [_rtloop_exe(), "serve", "--bind", "127.0.0.1:0", "--unix", str(tmp_path / "ft.sock"), "--stream", name],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("listening "), line
-        fields = dict(w.split("=", 1) for w in line.split()[1:])
-        host, port = fields["tcp"].rsplit(":", 1)
-        yield host, int(port), name
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-        if name in rtloop.Stream.list():
-            rtloop.Stream.remove(name)
+def server(ft_server: Any) -> Iterator[Tuple[str, int, str]]:
+    """(host, port, stream) of a running `rtloop serve`."""
+    yield ft_server.host, ft_server.port, ft_server.stream
 
 
 def _connect(host: str, port: int) -> Any:
