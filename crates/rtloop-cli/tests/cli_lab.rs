@@ -1,0 +1,122 @@
+//! `rtloop lab` as a user runs it: a short loadtest with the device in its own process, the
+//! tuner on a short sweep, and every bad setting refused before anything starts.
+
+use std::process::{Command, Output};
+
+fn rtloop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .args(args)
+        .output()
+        .expect("rtloop runs")
+}
+
+#[test]
+fn loadtest_runs_end_to_end() {
+    let out = std::env::temp_dir().join(format!("cli-lab-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .args([
+            "--json",
+            "lab",
+            "loadtest",
+            "--profile",
+            "intan64",
+            "--read-size",
+            "885",
+            "--seconds",
+            "1",
+            "--warmup",
+            "0.3",
+            "--every",
+            "10",
+            "--work",
+            "bandpass",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["read_size"], 888, "rounded up to a multiple of 4");
+    assert_eq!(v["device"]["ended"], "stopped");
+    let h = &v["host"];
+    assert!(h["latency"]["count"].as_u64().unwrap() > 100, "{h}");
+    assert_eq!(h["histogram_us"].as_array().unwrap().len(), 1000);
+    assert!(h["work"]["count"].as_u64().unwrap() > 0);
+    assert!(v["reference_pingpong"]["p50_ns"].as_u64().unwrap() > 0);
+    for f in ["results.json", "latency.png", "percent_used.png"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn tune_sweeps_down_to_the_minimum_and_recommends() {
+    let o = rtloop(&[
+        "--json",
+        "lab",
+        "tune",
+        "--profile",
+        "intan64",
+        "--quick",
+        "--start",
+        "1024",
+        "--every",
+        "10",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sizes: Vec<u64> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["read_size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(&sizes[..2], [1024, 512], "{sizes:?}");
+    assert_eq!(v["min_read_size"], 160);
+    assert!(v["recommended_read_size"].as_u64().is_some(), "{v}");
+    for s in v["steps"].as_array().unwrap() {
+        let class = s["class"].as_str().unwrap();
+        assert!(
+            ["stable at 0 %", "stable near 0 %", "unstable", "error"].contains(&class),
+            "{class}"
+        );
+    }
+}
+
+#[test]
+fn bad_settings_are_refused_before_anything_starts() {
+    for (args, want) in [
+        (
+            vec!["--fps", "0"],
+            "FramesPerSecond 0 is out of range: allowed 1..=27777777",
+        ),
+        (vec!["--fps", "30000000"], "allowed 1..=27777777"),
+        (
+            vec!["--fps", "1000000", "--received-words", "300"],
+            "more than the 241",
+        ),
+        (vec!["--read-size", "512"], "requires at least 816 bytes"),
+        (vec!["--read-size", "lots"], "is not a number of bytes"),
+        (
+            vec!["--fifo-bytes", "0"],
+            "FIFO capacity must be at least 1 byte",
+        ),
+        (vec!["--profile", "np9"], "allowed: 2xnp2, intan64"),
+        (
+            vec!["--transport", "pigeon"],
+            "allowed: stream, unix, tcp, fieldtrip",
+        ),
+        (vec!["--every", "0"], "at least 1"),
+        (vec!["--monitor-hz", "5000"], "1..=1000"),
+    ] {
+        let mut a = vec!["lab", "loadtest", "--seconds", "1", "--no-reference"];
+        a.extend(args.iter());
+        let o = rtloop(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        // refused before anything started: no device, no measurement
+        assert!(o.stdout.is_empty(), "{args:?} printed results");
+    }
+}

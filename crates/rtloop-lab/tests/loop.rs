@@ -1,0 +1,116 @@
+//! The device and the host over every real transport (the device in a thread here; the CLI
+//! tests run it as its own process), device timing, overflow, and the histogram arithmetic.
+
+use std::time::Duration;
+
+use rtloop_lab::device::{self, DeviceConfig};
+use rtloop_lab::frame::{self, LoadTester};
+use rtloop_lab::host::{self, HostConfig};
+use rtloop_lab::link::{self, HostSide};
+use rtloop_lab::work::Work;
+use rtloop_testkit::{unique_name, Watchdog};
+
+const LOAD: LoadTester = LoadTester {
+    fps: 30_000,
+    received_words: 63,
+    transmitted_words: 100,
+};
+
+fn device_cfg(fifo: u64) -> DeviceConfig {
+    DeviceConfig {
+        fps: LOAD.fps,
+        received_words: LOAD.received_words,
+        transmitted_words: LOAD.transmitted_words,
+        monitor_hz: 100,
+        fifo_bytes: fifo,
+        max_seconds: 30.0,
+    }
+}
+
+fn run_loop(transport: &str, read_size: u64, work: bool) -> (host::HostReport, device::DeviceReport) {
+    let id = unique_name(transport);
+    let mut side = HostSide::prepare(transport, &id, Duration::from_micros(100)).unwrap();
+    let spec = side.spec().clone();
+    let dev = std::thread::spawn(move || {
+        let mut l = link::connect_device(&spec).unwrap();
+        device::run(&device_cfg(64 << 20), l.as_mut()).unwrap()
+    });
+    let mut l = side.connect().unwrap();
+    let cfg = HostConfig {
+        load: LOAD,
+        read_size,
+        every: 30,
+        seconds: 1.5,
+        loopbacks: None,
+        warmup: 0.3,
+        fifo_words: (64 << 20) / 4,
+    };
+    let mut w = work.then(|| Work::bandpass(63, 30_000.0, 300.0, 3000.0, -2000.0));
+    let mut snapshots = 0;
+    let h = host::run(&cfg, l.as_mut(), w.as_mut(), &mut || Ok(()), &mut |_| snapshots += 1)
+        .unwrap();
+    drop(l);
+    let d = dev.join().unwrap();
+    assert!(snapshots >= 1, "live progress was reported");
+    (h, d)
+}
+
+#[test]
+fn the_loop_closes_over_every_transport() {
+    let _w = Watchdog::arm(120, "the_loop_closes_over_every_transport");
+    for t in link::TRANSPORTS {
+        let read_size = if t == "fieldtrip" { 4096 } else { 1024 };
+        let (h, d) = run_loop(t, read_size, t == "stream");
+        assert_eq!(d.ended, "stopped", "{t}");
+        // the device keeps its own schedule
+        let rel = (d.fps_achieved - d.fps_configured).abs() / d.fps_configured;
+        assert!(rel < 0.05, "{t}: {} frames/s against {}", d.fps_achieved, d.fps_configured);
+        // every block was whole frames in order; loopbacks came back as deltas
+        assert!(h.frames > 20_000, "{t}: {} frames", h.frames);
+        assert!(h.latency.count > 100, "{t}: {} loopbacks measured", h.latency.count);
+        assert!(h.latency.p50_ns > 0 && h.latency.p50_ns < 100_000_000, "{t}: {:?}", h.latency);
+        assert_eq!(h.bytes, h.blocks * read_size);
+        assert!(h.monitor_frames >= 100 && h.heartbeats >= 100, "{t}: {h:?}");
+        // the histogram holds every result: 1000 bins of 1 us plus what lies beyond
+        assert_eq!(h.histogram_us.len(), 1000);
+        assert_eq!(h.histogram_us.iter().sum::<u64>() + h.beyond_1ms, h.latency.count);
+        assert!(!h.percent_used.is_empty());
+        if t == "stream" {
+            assert!(h.work.is_some(), "the work step ran");
+        }
+    }
+}
+
+#[test]
+fn a_host_that_never_reads_overflows_the_fifo() {
+    let _w = Watchdog::arm(60, "overflow");
+    let id = unique_name("overflow");
+    let mut side = HostSide::prepare("stream", &id, Duration::ZERO).unwrap();
+    let spec = side.spec().clone();
+    let dev = std::thread::spawn(move || {
+        let mut l = link::connect_device(&spec).unwrap();
+        // 64 KiB fills in ~14 ms at this rate
+        device::run(&device_cfg(64 << 10), l.as_mut()).unwrap()
+    });
+    let _host = side.connect().unwrap(); // never posts a read
+    let d = dev.join().unwrap();
+    assert_eq!(d.ended, "overflow");
+    assert!(d.fifo_high_water_percent >= 99.0, "{}", d.fifo_high_water_percent);
+}
+
+#[test]
+fn bad_settings_are_refused_with_the_allowed_range() {
+    let mut cfg = device_cfg(0);
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("at least 1 byte"), "{e}");
+    cfg.fifo_bytes = 1;
+    cfg.monitor_hz = 0;
+    assert!(cfg.validate().unwrap_err().to_string().contains("1..=1000"));
+    cfg.monitor_hz = 100;
+    cfg.fps = 0;
+    assert!(cfg.validate().unwrap_err().to_string().contains("1..=27777777"));
+    let e = frame::read_size("100", &LOAD).unwrap_err().to_string();
+    assert!(e.contains("requires at least 160 bytes"), "{e}");
+    let e = link::HostSide::prepare("carrier-pigeon", "x", Duration::ZERO).unwrap_err();
+    assert!(e.to_string().contains("allowed: stream, unix, tcp, fieldtrip"), "{e}");
+}
