@@ -5,7 +5,7 @@ Arrays are ``(n_samples, n_channels)``; timestamps float64 seconds of CLOCK_MONO
 
 import os
 import pathlib
-from typing import Any, Final, List, Optional, Tuple, final
+from typing import Callable, Any, Final, List, Optional, Tuple, final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,6 +23,7 @@ __all__ = [
     "monotonic_ns",
     "stream_path",
     "cli_main",
+    "lab_loadtest",
     "_init_logging",
     "_reset_logging",
     "RtloopError",
@@ -48,6 +49,7 @@ def local_clock() -> float: ...
 def monotonic_ns() -> int: ...
 def stream_path(name: str) -> pathlib.Path: ...
 def cli_main(argv: List[str]) -> int: ...
+def lab_loadtest(argv: List[str], channels: int, work: Callable[[NDArray[Any]], Any]) -> str: ...
 def _init_logging() -> bool: ...
 def _reset_logging() -> None: ...
 

@@ -11,7 +11,7 @@ use rtloop_lab::frame::{self, LoadTester};
 use rtloop_lab::host::{self, HostConfig, HostReport};
 use rtloop_lab::link::{self, HostSide, LinkSpec};
 use rtloop_lab::tune::{self, Step};
-use rtloop_lab::work::Work;
+use rtloop_lab::work::{BlockWork, Work};
 use rtloop_metrics::{fmt_ns, Summary, Table};
 use rtloop_stream::sys;
 use serde::Serialize;
@@ -267,7 +267,8 @@ pub fn device_role(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// One measured run at `read_size`.
+/// One measured run at `read_size`; `custom` replaces `--work` (the Python API's function).
+#[allow(clippy::too_many_arguments)] // one run's settings, each used once
 fn one_run(
     load: &LoadArgs,
     lt: &LoadTester,
@@ -276,6 +277,7 @@ fn one_run(
     warmup: f64,
     loopbacks: Option<u64>,
     progress: &mut dyn FnMut(&host::Snapshot),
+    custom: Option<&mut dyn BlockWork>,
 ) -> Result<RunResult> {
     let id = format!("{}-{}", sys::pid(), read_size);
     let spin = Duration::from_micros(load.spin_us);
@@ -307,7 +309,11 @@ fn one_run(
                 Ok(())
             }
         };
-        host::run(&hcfg, link.as_mut(), work.as_mut(), &mut check, progress)
+        let w: Option<&mut dyn BlockWork> = match custom {
+            Some(c) => Some(c),
+            None => work.as_mut().map(|w| w as &mut dyn BlockWork),
+        };
+        host::run(&hcfg, link.as_mut(), w, &mut check, progress)
     };
     drop(link);
     let _ = sys::allow_all_cpus();
@@ -352,9 +358,39 @@ fn us(ns: u64) -> String {
 }
 
 fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
+    loadtest_with(a, g, None).map(|_| ())
+}
+
+/// `rtloop lab loadtest ARGS...` with a work step of the caller's (the Python API passes a
+/// Python function); returns the results as JSON. Every setting is validated as on the
+/// command line.
+pub fn loadtest_json(args: &[String], work: &mut dyn BlockWork) -> Result<String> {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    #[command(name = "loadtest")]
+    struct P {
+        #[command(flatten)]
+        a: LoadtestArgs,
+    }
+    let p = P::try_parse_from(std::iter::once("loadtest".to_string()).chain(args.iter().cloned()))
+        .map_err(|e| anyhow::anyhow!("{}", e.render()))?;
+    let g = Global {
+        json: true,
+        verbose: 0,
+        log_level: None,
+    };
+    loadtest_with(&p.a, &g, Some(work))
+}
+
+fn loadtest_with(
+    a: &LoadtestArgs,
+    g: &Global,
+    custom: Option<&mut dyn BlockWork>,
+) -> Result<String> {
     let lt = a.load.load()?;
     a.load.check(&lt)?;
     let read_size = frame::read_size(&a.read_size, &lt)?;
+    let custom_is_api = custom.is_some();
     let reference = if a.no_reference {
         None
     } else {
@@ -402,6 +438,7 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
         a.warmup,
         a.loopbacks,
         &mut progress,
+        custom,
     )?;
     let json = LoadtestJson {
         load: lt,
@@ -423,15 +460,18 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
             plots(dir, h, read_size, &a.load.transport)?;
         }
     }
-    if g.json {
-        println!("{}", serde_json::to_string_pretty(&json)?);
+    let text = serde_json::to_string_pretty(&json)?;
+    if custom_is_api {
+        // the Python API gets the JSON back instead of printed
+    } else if g.json {
+        println!("{text}");
     } else {
         print_loadtest(&json);
     }
     if let Some(e) = &r.error {
         bail!("{e}");
     }
-    Ok(())
+    Ok(text)
 }
 
 fn plots(dir: &Path, h: &HostReport, read_size: u64, transport: &str) -> Result<()> {
@@ -560,6 +600,7 @@ fn tune_cmd(a: &TuneArgs, g: &Global) -> Result<()> {
             0.5,
             Some(loopbacks),
             &mut |_| {},
+            None,
         )?;
         Ok(tune::classify(
             read_size,

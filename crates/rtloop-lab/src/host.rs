@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::frame::{self, h2d, Assembler, Frame, LoadTester};
 use crate::link::HostLink;
-use crate::work::Work;
+use crate::work::BlockWork;
 
 /// The host's settings.
 #[derive(Debug, Clone)]
@@ -112,7 +112,7 @@ pub enum HostError {
 pub fn run(
     cfg: &HostConfig,
     link: &mut dyn HostLink,
-    mut work: Option<&mut Work>,
+    mut work: Option<&mut dyn BlockWork>,
     check: &mut dyn FnMut() -> Result<(), String>,
     progress: &mut dyn FnMut(&Snapshot),
 ) -> Result<HostReport, HostError> {
@@ -203,11 +203,14 @@ pub fn run(
         out.clear();
         queue_sum += queued;
         queue_max = queue_max.max(queued);
-        if let Some(w) = work.as_deref_mut() {
+        if let Some(w) = work.as_mut() {
             let t0 = Instant::now();
             work_events += w.process(&samples);
             samples.clear();
             work_hist.record(t0.elapsed().as_nanos() as u64);
+            if w.failed() {
+                break;
+            }
         }
         if measuring {
             pct_max = pct_max.max(pct_now);

@@ -2,6 +2,23 @@
 //! detector over the load tester's words, as a spike detector would run on every block, so
 //! tuning includes computational load (the ONIX tutorial's advice).
 
+/// Work done on every block: gets the load tester's words of the block's frames,
+/// sample-major (`channels` u16 values per frame), returns how many events it found.
+pub trait BlockWork {
+    /// Process one block's samples.
+    fn process(&mut self, samples: &[u8]) -> u64;
+    /// The work failed (for example a Python function raised): end the run.
+    fn failed(&self) -> bool {
+        false
+    }
+}
+
+impl BlockWork for Work {
+    fn process(&mut self, samples: &[u8]) -> u64 {
+        Work::process(self, samples)
+    }
+}
+
 /// A band-pass + threshold detector over `channels` u16 channels.
 #[derive(Debug, Clone)]
 pub struct Work {

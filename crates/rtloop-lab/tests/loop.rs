@@ -27,7 +27,11 @@ fn device_cfg(fifo: u64) -> DeviceConfig {
     }
 }
 
-fn run_loop(transport: &str, read_size: u64, work: bool) -> (host::HostReport, device::DeviceReport) {
+fn run_loop(
+    transport: &str,
+    read_size: u64,
+    work: bool,
+) -> (host::HostReport, device::DeviceReport) {
     let id = unique_name(transport);
     let mut side = HostSide::prepare(transport, &id, Duration::from_micros(100)).unwrap();
     let spec = side.spec().clone();
@@ -47,8 +51,10 @@ fn run_loop(transport: &str, read_size: u64, work: bool) -> (host::HostReport, d
     };
     let mut w = work.then(|| Work::bandpass(63, 30_000.0, 300.0, 3000.0, -2000.0));
     let mut snapshots = 0;
-    let h = host::run(&cfg, l.as_mut(), w.as_mut(), &mut || Ok(()), &mut |_| snapshots += 1)
-        .unwrap();
+    let w = w
+        .as_mut()
+        .map(|w| w as &mut dyn rtloop_lab::work::BlockWork);
+    let h = host::run(&cfg, l.as_mut(), w, &mut || Ok(()), &mut |_| snapshots += 1).unwrap();
     drop(l);
     let d = dev.join().unwrap();
     assert!(snapshots >= 1, "live progress was reported");
@@ -64,16 +70,32 @@ fn the_loop_closes_over_every_transport() {
         assert_eq!(d.ended, "stopped", "{t}");
         // the device keeps its own schedule
         let rel = (d.fps_achieved - d.fps_configured).abs() / d.fps_configured;
-        assert!(rel < 0.05, "{t}: {} frames/s against {}", d.fps_achieved, d.fps_configured);
+        assert!(
+            rel < 0.05,
+            "{t}: {} frames/s against {}",
+            d.fps_achieved,
+            d.fps_configured
+        );
         // every block was whole frames in order; loopbacks came back as deltas
         assert!(h.frames > 20_000, "{t}: {} frames", h.frames);
-        assert!(h.latency.count > 100, "{t}: {} loopbacks measured", h.latency.count);
-        assert!(h.latency.p50_ns > 0 && h.latency.p50_ns < 100_000_000, "{t}: {:?}", h.latency);
+        assert!(
+            h.latency.count > 100,
+            "{t}: {} loopbacks measured",
+            h.latency.count
+        );
+        assert!(
+            h.latency.p50_ns > 0 && h.latency.p50_ns < 100_000_000,
+            "{t}: {:?}",
+            h.latency
+        );
         assert_eq!(h.bytes, h.blocks * read_size);
         assert!(h.monitor_frames >= 100 && h.heartbeats >= 100, "{t}: {h:?}");
         // the histogram holds every result: 1000 bins of 1 us plus what lies beyond
         assert_eq!(h.histogram_us.len(), 1000);
-        assert_eq!(h.histogram_us.iter().sum::<u64>() + h.beyond_1ms, h.latency.count);
+        assert_eq!(
+            h.histogram_us.iter().sum::<u64>() + h.beyond_1ms,
+            h.latency.count
+        );
         assert!(!h.percent_used.is_empty());
         if t == "stream" {
             assert!(h.work.is_some(), "the work step ran");
@@ -95,7 +117,11 @@ fn a_host_that_never_reads_overflows_the_fifo() {
     let _host = side.connect().unwrap(); // never posts a read
     let d = dev.join().unwrap();
     assert_eq!(d.ended, "overflow");
-    assert!(d.fifo_high_water_percent >= 99.0, "{}", d.fifo_high_water_percent);
+    assert!(
+        d.fifo_high_water_percent >= 99.0,
+        "{}",
+        d.fifo_high_water_percent
+    );
 }
 
 #[test]
@@ -108,9 +134,17 @@ fn bad_settings_are_refused_with_the_allowed_range() {
     assert!(cfg.validate().unwrap_err().to_string().contains("1..=1000"));
     cfg.monitor_hz = 100;
     cfg.fps = 0;
-    assert!(cfg.validate().unwrap_err().to_string().contains("1..=27777777"));
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("1..=27777777"));
     let e = frame::read_size("100", &LOAD).unwrap_err().to_string();
     assert!(e.contains("requires at least 160 bytes"), "{e}");
     let e = link::HostSide::prepare("carrier-pigeon", "x", Duration::ZERO).unwrap_err();
-    assert!(e.to_string().contains("allowed: stream, unix, tcp, fieldtrip"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("allowed: stream, unix, tcp, fieldtrip"),
+        "{e}"
+    );
 }

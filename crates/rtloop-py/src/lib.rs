@@ -50,6 +50,67 @@ fn cli_main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
     Ok(exit_code_number(code))
 }
 
+/// A Python function as the latency lab's work step: called with each block's samples as a
+/// `(frames, channels)` uint16 array; an int it returns counts as events found.
+struct PyWork {
+    f: Py<PyAny>,
+    channels: usize,
+    error: Option<PyErr>,
+}
+
+impl rtloop_lab::work::BlockWork for PyWork {
+    fn process(&mut self, samples: &[u8]) -> u64 {
+        if self.error.is_some() || samples.is_empty() {
+            return 0;
+        }
+        Python::attach(|py| {
+            let values: Vec<u16> = samples
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            let rows = values.len() / self.channels.max(1);
+            use numpy::PyArrayMethods as _;
+            let arr = numpy::PyArray1::from_vec(py, values);
+            let result = arr
+                .reshape([rows, self.channels.max(1)])
+                .and_then(|a| self.f.call1(py, (a,)));
+            match result {
+                Ok(r) => r.extract::<u64>(py).unwrap_or(0),
+                Err(e) => {
+                    self.error = Some(e);
+                    0
+                }
+            }
+        })
+    }
+
+    fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
+/// `rtloop lab loadtest` with a Python function as the work step; `argv` are the command's
+/// options. Returns the results as JSON text. The run releases the GIL; the function is
+/// called with it held, once per block.
+#[pyfunction]
+fn lab_loadtest(
+    py: Python<'_>,
+    argv: Vec<String>,
+    channels: usize,
+    work: Py<PyAny>,
+) -> PyResult<String> {
+    let mut w = PyWork {
+        f: work,
+        channels,
+        error: None,
+    };
+    let result = py.detach(|| rtloop_cli::cmd_lab::loadtest_json(&argv, &mut w));
+    if let Some(e) = w.error.take() {
+        return Err(e);
+    }
+    result.map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("{e:#}")))
+}
+
 /// The number of an `ExitCode` (std has no getter; it has equality).
 fn exit_code_number(code: ExitCode) -> i32 {
     (0..=u8::MAX)
@@ -107,6 +168,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(monotonic_ns, m)?)?;
     m.add_function(wrap_pyfunction!(stream_path, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(lab_loadtest, m)?)?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
     errors::register(m)?;

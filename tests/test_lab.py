@@ -1,0 +1,46 @@
+"""`rtloop.lab.loadtest` with a Python function as the work step (the device is a real process)."""
+
+from __future__ import annotations
+
+from typing import Any, List
+
+import numpy as np
+import pytest
+
+import rtloop.lab
+
+
+def test_a_python_function_is_the_work_step() -> None:
+    shapes: List[Any] = []
+
+    def detect(block: np.ndarray) -> int:
+        shapes.append((block.shape, block.dtype))
+        x = block.astype(np.float32) - 32768.0
+        return int((x < 0).sum() > 0)
+
+    r = rtloop.lab.loadtest("intan64", read_size=1024, seconds=1.0, warmup=0.2, every=10, work=detect)
+    h = r["host"]
+    assert r["device"]["ended"] == "stopped"
+    assert h["latency"]["count"] > 50
+    assert h["work"]["count"] > 100, "the function ran once per block"
+    assert h["work_events"] > 0
+    # each block holds whole frames of 63 channels of uint16
+    assert all(s[1] == np.uint16 and s[0][1] == 63 for s in shapes)
+    assert sum(s[0][0] for s in shapes) > 10_000
+
+
+def test_an_exception_in_the_work_ends_the_run_and_is_raised() -> None:
+    def broken(block: np.ndarray) -> int:
+        raise ZeroDivisionError("the detector divided by zero")
+
+    with pytest.raises(ZeroDivisionError, match="divided by zero"):
+        rtloop.lab.loadtest("intan64", read_size=1024, seconds=1.0, warmup=0.1, work=broken)
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="allowed: 2xnp2, intan64"):
+        rtloop.lab.loadtest("np9", work=lambda b: 0)
+    with pytest.raises(RuntimeError, match="requires at least 816 bytes"):
+        rtloop.lab.loadtest("2xnp2", read_size=100, work=lambda b: 0)
+    with pytest.raises(TypeError, match="function of one block"):
+        rtloop.lab.loadtest("2xnp2", work=42)  # type: ignore[arg-type]
