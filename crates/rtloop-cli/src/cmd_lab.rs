@@ -348,9 +348,23 @@ struct LoadtestJson<'a> {
     read_size: u64,
     bytes_per_s_configured: f64,
     reference_pingpong: Option<Summary>,
+    /// vCPU time the hypervisor reports it took during the run (/proc/stat steal), ms, both
+    /// CPUs together, and as a share of the run's CPU time. Not every stall is counted there.
+    stolen_ms: Option<f64>,
+    stolen_percent: Option<f64>,
     host: Option<&'a HostReport>,
     device: Option<&'a DeviceReport>,
     error: Option<&'a str>,
+}
+
+/// Time the hypervisor took from this machine's vCPUs so far, in ms (the `steal` column of
+/// /proc/stat, summed over CPUs); `None` where it cannot be read.
+fn steal_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let steal: f64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // USER_HZ is 100 on Linux
+    Some(steal * 10.0)
 }
 
 fn us(ns: u64) -> String {
@@ -430,6 +444,8 @@ fn loadtest_with(
             );
         }
     };
+    let steal0 = steal_ms();
+    let t0 = std::time::Instant::now();
     let r = one_run(
         &a.load,
         &lt,
@@ -440,7 +456,11 @@ fn loadtest_with(
         &mut progress,
         custom,
     )?;
+    let stolen = steal_ms().zip(steal0).map(|(b, a)| b - a);
+    let cpu_ms = t0.elapsed().as_secs_f64() * 1e3 * sys::online_cpus().min(2) as f64;
     let json = LoadtestJson {
+        stolen_ms: stolen,
+        stolen_percent: stolen.map(|s| 100.0 * s / cpu_ms.max(1.0)),
         load: lt,
         transport: &a.load.transport,
         read_size,
@@ -567,6 +587,12 @@ fn print_loadtest(j: &LoadtestJson<'_>) {
         t.row(&[
             "reference: bare cache-line ping-pong p50 / p99.9 / max".to_string(),
             format!("{} / {} / {}", us(r.p50_ns), us(r.p999_ns), us(r.max_ns)),
+        ]);
+    }
+    if let (Some(ms), Some(pct)) = (j.stolen_ms, j.stolen_percent) {
+        t.row(&[
+            "vCPU time stolen by the hypervisor during the run".to_string(),
+            format!("{ms:.0} ms ({pct:.2} % of both CPUs)"),
         ]);
     }
     if let Some(e) = j.error {
