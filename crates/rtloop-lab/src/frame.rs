@@ -507,7 +507,7 @@ pub const PROFILES: [Profile; 2] = [
             received_words: 63,
             transmitted_words: 100,
         },
-        about: "one 64-channel Intan chip (headstage-64): 30 kHz x 63 words (~4.7 MB/s), 100 words back",
+        about: "one 64-channel Intan chip (headstage-64): 30 kHz x 63 words (~4.8 MB/s), 100 words back",
     },
 ];
 
