@@ -367,6 +367,30 @@ fn steal_ms() -> Option<f64> {
     Some(steal * 10.0)
 }
 
+/// The live 0–1000 µs histogram as one line: 50 columns of 20 µs, height by count (log
+/// scale), then the count beyond 1 ms.
+fn text_histogram(bins_us: &[u64]) -> String {
+    const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let (body, beyond) = bins_us.split_at(bins_us.len().saturating_sub(1));
+    let cols: Vec<u64> = body.chunks(20).map(|c| c.iter().sum()).collect();
+    let top = cols.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let line: String = cols
+        .iter()
+        .map(|&c| {
+            if c == 0 {
+                '·'
+            } else {
+                let h = ((c as f64).ln_1p() / top.ln_1p() * 8.0).ceil() as usize;
+                BARS[h.clamp(1, 8)]
+            }
+        })
+        .collect();
+    format!(
+        "0 µs |{line}| 1 ms   beyond: {}",
+        beyond.first().copied().unwrap_or(0)
+    )
+}
+
 fn us(ns: u64) -> String {
     fmt_ns(ns)
 }
@@ -442,6 +466,7 @@ fn loadtest_with(
                 s.percent_used_max,
                 s.queue_max
             );
+            eprintln!("        {}", text_histogram(&s.histogram_us));
         }
     };
     let steal0 = steal_ms();

@@ -47,6 +47,8 @@ pub struct Snapshot {
     pub percent_used_max: f64,
     /// Largest host queue depth so far (frames).
     pub queue_max: u64,
+    /// The 0–1000 µs histogram so far in 1 µs bins, and the count beyond 1 ms last.
+    pub histogram_us: Vec<u64>,
 }
 
 /// The host's results.
@@ -224,6 +226,7 @@ pub fn run(
                 percent_used: pct_now,
                 percent_used_max: pct_max,
                 queue_max,
+                histogram_us: hist.bins(1000, 1_001_000),
             });
         }
     }
