@@ -40,6 +40,8 @@ pub struct BufferConfig {
     pub events: u64,
     /// Remove the streams this buffer created when it is dropped.
     pub remove_on_drop: bool,
+    /// Longest a WAIT_DAT may block, whatever its timeout asks (the protocol allows 49 days).
+    pub max_wait: Duration,
 }
 
 impl BufferConfig {
@@ -52,6 +54,7 @@ impl BufferConfig {
             max_bytes: 512 << 20,
             events: 1024,
             remove_on_drop: false,
+            max_wait: Duration::from_millis(u64::from(u32::MAX)),
         }
     }
 }
@@ -650,7 +653,7 @@ impl Buffer {
         let _ = s.stream.wait_for(
             sb + u64::from(w.nsamples) + 1,
             eb + u64::from(w.nevents) + 1,
-            Duration::from_millis(u64::from(w.timeout_ms)),
+            Duration::from_millis(u64::from(w.timeout_ms)).min(self.cfg.max_wait),
             &retired,
         );
         let (ns, ne) = s.counts();
