@@ -248,7 +248,7 @@ fn accept_tcp(sh: &Arc<Shared>, l: &TcpListener) {
         let _ = s.set_nodelay(true);
         let _ = s.set_read_timeout(Some(sh.cfg.message_timeout));
         let sh2 = sh.clone();
-        spawn_connection(sh, peer, move |peer| serve_connection(&sh2, s, peer));
+        spawn_connection(sh, peer, move |peer| serve_connection(&sh2, QuickAck(s), peer));
     }
 }
 
@@ -298,6 +298,37 @@ fn spawn_connection(sh: &Arc<Shared>, peer: String, f: impl FnOnce(&str) + Send 
     if let Err(e) = r {
         sh.clients.fetch_sub(1, Ordering::Relaxed);
         tracing::error!("cannot start a connection thread: {e}");
+    }
+}
+
+/// A TCP connection that acknowledges every segment at once (TCP_QUICKACK before each read).
+///
+/// FieldTrip's C client library (also inside the MATLAB mex) leaves Nagle on and sends a
+/// request of more than 1460 bytes as two writes, prefix then payload: Nagle holds the payload
+/// until the prefix is acknowledged, and a server that delays its ACK (Linux: up to 40 ms) stalls
+/// every such request — the FAQ's "dramatic dip". Acknowledging at once removes the stall for
+/// unchanged clients; the kernel clears the flag by itself, hence before every read.
+struct QuickAck(TcpStream);
+
+impl Read for QuickAck {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let _ = rustix::net::sockopt::set_tcp_quickack(&self.0, true);
+        self.0.read(buf)
+    }
+}
+
+impl Write for QuickAck {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl AsFd for QuickAck {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
     }
 }
 
