@@ -248,7 +248,9 @@ fn accept_tcp(sh: &Arc<Shared>, l: &TcpListener) {
         let _ = s.set_nodelay(true);
         let _ = s.set_read_timeout(Some(sh.cfg.message_timeout));
         let sh2 = sh.clone();
-        spawn_connection(sh, peer, move |peer| serve_connection(&sh2, QuickAck(s), peer));
+        spawn_connection(sh, peer, move |peer| {
+            serve_connection(&sh2, QuickAck(s), peer)
+        });
     }
 }
 
