@@ -34,6 +34,8 @@ _LAZY = {
     "local_clock": "rtloop.stream",
     "DTYPES": "rtloop.stream",
     "set_log_level": "rtloop._logging",
+    "load": "rtloop.recording",
+    "Recording": "rtloop.recording",
     "RtloopError": "rtloop._rtloop",
     "StreamNotFoundError": "rtloop._rtloop",
     "StreamExistsError": "rtloop._rtloop",
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
         WriterDeadError,
         WriteTimeoutError,
     )
+    from .recording import Recording, load
     from .stream import DTYPES, Event, Reader, Stream, Writer, local_clock
 
 

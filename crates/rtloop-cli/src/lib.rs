@@ -12,6 +12,7 @@ pub mod cmd_bench;
 pub mod cmd_bench_fieldtrip;
 pub mod cmd_demo;
 pub mod cmd_lab;
+pub mod cmd_record;
 pub mod cmd_serve;
 pub mod cmd_stream;
 pub mod cmd_sysinfo;
@@ -75,6 +76,10 @@ pub enum Command {
     /// tuning workflow, on any transport).
     #[command(subcommand)]
     Lab(cmd_lab::LabCommand),
+    /// Record streams to disk at full rate: per stream a flat little-endian data.bin
+    /// (numpy.memmap-able), timestamps.bin, events.jsonl and a header.json kept up to date, so
+    /// a recording cut by kill -9 is readable up to its last flush.
+    Record(cmd_record::RecordArgs),
     /// Serve a stream to FieldTrip buffer clients over TCP and a UNIX socket.
     ///
     /// Any FieldTrip client works unchanged (MATLAB ft_read_data/ft_write_data/ft_read_event,
@@ -142,6 +147,7 @@ where
         Command::Bench(c) => cmd_bench::run(c, &g),
         Command::Serve(a) => cmd_serve::run(&a, &g),
         Command::Lab(c) => cmd_lab::run(c, &g),
+        Command::Record(a) => cmd_record::run(&a, &g),
         Command::SysInfo(a) => cmd_sysinfo::run(&a, &g),
         Command::Child(a) => roles::run(&a, &g),
     };

@@ -1,0 +1,101 @@
+//! `rtloop record`: streams to disk.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use rtloop_metrics::Table;
+use rtloop_record::{RecordConfig, RecordReport};
+
+use crate::Global;
+
+/// Options of `rtloop record`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecordArgs {
+    /// The streams to record (each into OUT/NAME/).
+    #[arg(required = true, value_name = "STREAM")]
+    pub streams: Vec<String>,
+    /// The directory to record into.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Stop after this many seconds (else at Ctrl-C, SIGTERM, or when every writer is gone).
+    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    pub seconds: Option<f64>,
+    /// Milliseconds between flushes to the OS (what a kill -9 can lose at most).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub flush_ms: u64,
+    /// Milliseconds between fsyncs and header updates (what a power loss can lose at most).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub fsync_ms: u64,
+}
+
+/// Record until done; one thread per stream.
+pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
+    for s in &a.streams {
+        if rtloop_stream::Stream::open(s).is_err() {
+            bail!("no stream named {s:?} to record (see `rtloop stream list`)");
+        }
+    }
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let probe = a.out.join(".rtloop-write-test");
+    std::fs::write(&probe, b"").with_context(|| format!("{} is not writable", a.out.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // Ordering: a flag with nothing published through it: Relaxed.
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let cfg = RecordConfig {
+        flush_every: Duration::from_millis(a.flush_ms),
+        fsync_every: Duration::from_millis(a.fsync_ms),
+        duration: a.seconds.map(Duration::from_secs_f64),
+    };
+    if !g.json {
+        eprintln!(
+            "recording {} into {} (Ctrl-C stops)",
+            a.streams.join(", "),
+            a.out.display()
+        );
+    }
+    let handles: Vec<_> = a
+        .streams
+        .iter()
+        .map(|s| {
+            let (s, out, cfg, stop) = (s.clone(), a.out.clone(), cfg.clone(), stop.clone());
+            std::thread::spawn(move || rtloop_record::record(&s, &out, &cfg, &stop))
+        })
+        .collect();
+    let mut reports: Vec<RecordReport> = Vec::new();
+    let mut errors = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(Ok(r)) => reports.push(r),
+            Ok(Err(e)) => errors.push(e.to_string()),
+            Err(_) => errors.push("a recorder thread panicked".into()),
+        }
+    }
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        let mut t = Table::new(&["recording", "samples", "events", "lost", "MB/s", "ended"]);
+        for r in &reports {
+            t.row(&[
+                r.dir.display().to_string(),
+                r.samples.to_string(),
+                r.events.to_string(),
+                r.lost_samples.to_string(),
+                format!("{:.1}", r.bytes as f64 / r.seconds.max(1e-9) / 1e6),
+                r.ended.clone(),
+            ]);
+        }
+        println!("{}", t.render());
+    }
+    if !errors.is_empty() {
+        bail!("{}", errors.join("; "));
+    }
+    Ok(())
+}

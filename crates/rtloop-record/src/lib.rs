@@ -1,0 +1,370 @@
+//! The recorder: a stream to disk at full rate, readable at any moment.
+//!
+//! A recording of stream `S` is a directory `DIR/S/`:
+//!
+//! | file | contents |
+//! |---|---|
+//! | `data.bin` | the samples, flat, little-endian, sample-major: `numpy.memmap(..., dtype, shape=(n, channels))` |
+//! | `timestamps.bin` | one u64 per sample: CLOCK_MONOTONIC ns of the commit that carried it |
+//! | `events.jsonl` | one JSON object per event (type, value, sample, offset, duration, stamp_ns) |
+//! | `header.json` | dtype, channels, names, units, rate, first sample index and time, rtloop version; rewritten (write + rename) as the recording goes, with the sample count, lost samples and gaps |
+//!
+//! Samples are appended with plain writes, flushed every `flush_every` (so a `kill -9` loses
+//! at most that much) and fsynced every `fsync_every` (power loss). A reader of the recording
+//! takes the sample count from the file sizes, so a recording cut anywhere is readable up to
+//! its last whole sample; `header.json` says whether it ended cleanly (`complete`).
+//!
+//! The recorder reads in latest-wins mode: it never holds the writer back. If it is lapped
+//! anyway (the disk is slower than the stream) it records the gap and counts the lost samples.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rtloop_stream::{sys, EventValue, Liveness, ReadError, ReaderMode, Stream};
+use serde::{Deserialize, Serialize};
+
+/// The format name written in every header.
+pub const FORMAT: &str = "rtloop-recording";
+
+/// What `header.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Format version (1).
+    pub version: u32,
+    /// The stream's name.
+    pub stream: String,
+    /// numpy dtype name (`"int16"`, ...), little-endian.
+    pub dtype: String,
+    /// Channels per sample.
+    pub n_channels: usize,
+    /// Channel names.
+    pub ch_names: Vec<String>,
+    /// Channel units.
+    pub ch_units: Vec<String>,
+    /// Nominal rate, Hz (0 = irregular).
+    pub sfreq: f64,
+    /// The stream's absolute index of the first recorded sample.
+    pub first_sample: u64,
+    /// CLOCK_MONOTONIC ns when recording started.
+    pub start_monotonic_ns: u64,
+    /// Wall-clock ns since the Unix epoch when recording started.
+    pub start_unix_ns: u64,
+    /// Samples in `data.bin` at the last header update.
+    pub samples: u64,
+    /// Events in `events.jsonl` at the last header update.
+    pub events: u64,
+    /// Samples the recorder lost because the stream lapped it.
+    pub lost_samples: u64,
+    /// Where samples were lost: (recorded sample index where the gap is, samples lost).
+    pub gaps: Vec<(u64, u64)>,
+    /// The recording ended cleanly (false while it runs or if it was cut).
+    pub complete: bool,
+    /// Why it ended (`"stopped"`, `"writer closed"`, `"writer died"`, an error).
+    pub ended: Option<String>,
+    /// The rtloop version that wrote it.
+    pub rtloop_version: String,
+}
+
+/// Errors of recording.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The stream could not be opened or read.
+    #[error("stream {stream:?}: {detail}")]
+    Stream {
+        /// The stream.
+        stream: String,
+        /// What failed.
+        detail: String,
+    },
+    /// A file could not be written (not writable, disk full, ...). What was written so far
+    /// stays readable.
+    #[error("{path}: {source} (what was recorded before stays readable)")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// Recording settings.
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    /// Hand written data to the OS this often (bounds what a `kill -9` loses).
+    pub flush_every: Duration,
+    /// fsync this often (bounds what a power loss loses).
+    pub fsync_every: Duration,
+    /// Stop after this long (`None`: until stopped).
+    pub duration: Option<Duration>,
+}
+
+impl Default for RecordConfig {
+    fn default() -> Self {
+        RecordConfig {
+            flush_every: Duration::from_millis(100),
+            fsync_every: Duration::from_secs(1),
+            duration: None,
+        }
+    }
+}
+
+/// How a recording went.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordReport {
+    /// The recording's directory.
+    pub dir: PathBuf,
+    /// Samples recorded.
+    pub samples: u64,
+    /// Events recorded.
+    pub events: u64,
+    /// Samples lost (the recorder was lapped).
+    pub lost_samples: u64,
+    /// Bytes of sample data written.
+    pub bytes: u64,
+    /// Seconds recorded.
+    pub seconds: f64,
+    /// Why it ended.
+    pub ended: String,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn write_header(dir: &Path, h: &Header) -> Result<(), RecordError> {
+    let tmp = dir.join("header.json.tmp");
+    let path = dir.join("header.json");
+    let text = serde_json::to_vec_pretty(h).expect("a header serialises");
+    std::fs::write(&tmp, text).map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))
+}
+
+fn event_json(e: &rtloop_stream::Event) -> serde_json::Value {
+    let v = |x: &EventValue| match x {
+        EventValue::Text(s) => serde_json::json!(s),
+        EventValue::Array { .. } => serde_json::json!(x.to_f64s().unwrap_or_default()),
+    };
+    serde_json::json!({
+        "type": v(&e.kind), "value": v(&e.value), "sample": e.sample,
+        "offset": e.offset, "duration": e.duration as i64, "stamp_ns": e.stamp_ns,
+    })
+}
+
+/// Record stream `name` into `out/<name>/` until `stop` is set, the duration passes or the
+/// stream's writer goes away.
+pub fn record(
+    name: &str,
+    out: &Path,
+    cfg: &RecordConfig,
+    stop: &AtomicBool,
+) -> Result<RecordReport, RecordError> {
+    let serr = |detail: String| RecordError::Stream {
+        stream: name.to_owned(),
+        detail,
+    };
+    let stream = Stream::open(name).map_err(|e| serr(e.to_string()))?;
+    let info = stream.info().clone();
+    let dir = out.join(name);
+    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    let open = |f: &str| -> Result<(BufWriter<File>, PathBuf), RecordError> {
+        let p = dir.join(f);
+        let file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&p)
+            .map_err(io_err(&p))?;
+        Ok((BufWriter::with_capacity(1 << 20, file), p))
+    };
+    let (mut data, data_path) = open("data.bin")?;
+    let (mut stamps, stamps_path) = open("timestamps.bin")?;
+    let (mut events, events_path) = open("events.jsonl")?;
+    let mut reader = stream
+        .reader(ReaderMode::Latest)
+        .map_err(|e| serr(e.to_string()))?;
+    let mut header = Header {
+        format: FORMAT.into(),
+        version: 1,
+        stream: name.into(),
+        dtype: info.dtype.name().into(),
+        n_channels: info.n_channels,
+        ch_names: info.ch_names.clone(),
+        ch_units: info.ch_units.clone(),
+        sfreq: info.nominal_rate,
+        first_sample: reader.cursor(),
+        start_monotonic_ns: sys::monotonic_ns(),
+        start_unix_ns: sys::realtime_ns(),
+        samples: 0,
+        events: 0,
+        lost_samples: 0,
+        gaps: Vec::new(),
+        complete: false,
+        ended: None,
+        rtloop_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    write_header(&dir, &header)?;
+    let sb = info.sample_bytes;
+    let chunk = ((4 << 20) / sb).clamp(1, info.capacity as usize);
+    let mut buf = vec![0u8; chunk * sb];
+    let mut st = vec![0u64; chunk];
+    let mut st_bytes = Vec::with_capacity(chunk * 8);
+    let started = Instant::now();
+    let (mut last_flush, mut last_sync) = (Instant::now(), Instant::now());
+    let ended = loop {
+        if stop.load(Ordering::Relaxed) {
+            break "stopped".to_string();
+        }
+        if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
+            break "stopped".to_string();
+        }
+        match reader.pull_into(&mut buf, Some(&mut st), chunk) {
+            Ok(p) if p.n > 0 => {
+                data.write_all(&buf[..p.n * sb])
+                    .map_err(io_err(&data_path))?;
+                st_bytes.clear();
+                for s in &st[..p.n] {
+                    st_bytes.extend_from_slice(&s.to_le_bytes());
+                }
+                stamps.write_all(&st_bytes).map_err(io_err(&stamps_path))?;
+                header.samples += p.n as u64;
+            }
+            Ok(_) => {
+                // nothing waiting: the writer may be gone, else wait for more
+                match reader.writer_liveness() {
+                    Liveness::Closed => break "writer closed".to_string(),
+                    Liveness::Dead { pid } => break format!("writer died (pid {pid})"),
+                    _ => {}
+                }
+                let _ = reader.wait_available(1, Some(Duration::from_millis(50)));
+            }
+            Err(ReadError::Overrun { lost, .. }) => {
+                tracing::warn!(stream = name, lost, "the recorder was lapped");
+                header.lost_samples += lost;
+                header.gaps.push((header.samples, lost));
+            }
+            Err(e) => break format!("read error: {e}"),
+        }
+        if let Ok(evs) = reader.pull_events() {
+            for e in evs {
+                let mut line = serde_json::to_vec(&event_json(&e)).expect("json");
+                line.push(b'\n');
+                events.write_all(&line).map_err(io_err(&events_path))?;
+                header.events += 1;
+            }
+        }
+        if last_flush.elapsed() >= cfg.flush_every {
+            last_flush = Instant::now();
+            data.flush().map_err(io_err(&data_path))?;
+            stamps.flush().map_err(io_err(&stamps_path))?;
+            events.flush().map_err(io_err(&events_path))?;
+            if last_sync.elapsed() >= cfg.fsync_every {
+                last_sync = Instant::now();
+                data.get_ref().sync_data().map_err(io_err(&data_path))?;
+                stamps.get_ref().sync_data().map_err(io_err(&stamps_path))?;
+                write_header(&dir, &header)?;
+            }
+        }
+    };
+    for (w, p) in [
+        (&mut data, &data_path),
+        (&mut stamps, &stamps_path),
+        (&mut events, &events_path),
+    ] {
+        w.flush().map_err(io_err(p))?;
+        w.get_ref().sync_data().map_err(io_err(p))?;
+    }
+    header.complete = true;
+    header.ended = Some(ended.clone());
+    write_header(&dir, &header)?;
+    Ok(RecordReport {
+        dir,
+        samples: header.samples,
+        events: header.events,
+        lost_samples: header.lost_samples,
+        bytes: header.samples * sb as u64,
+        seconds: started.elapsed().as_secs_f64(),
+        ended,
+    })
+}
+
+/// A recording opened for reading (the sample count comes from the file sizes).
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// The header as last written.
+    pub header: Header,
+    /// Whole samples in `data.bin` (and stamps in `timestamps.bin`).
+    pub samples: u64,
+    /// The directory.
+    pub dir: PathBuf,
+}
+
+/// Why a directory is not a readable recording.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A file is missing or unreadable.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The header is not an rtloop recording's.
+    #[error("{path}: not an rtloop recording header: {detail}")]
+    Foreign {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl Recording {
+    /// Open `dir` (a directory with `header.json`).
+    pub fn open(dir: &Path) -> Result<Recording, LoadError> {
+        let hp = dir.join("header.json");
+        let text = std::fs::read(&hp).map_err(|source| LoadError::Io {
+            path: hp.clone(),
+            source,
+        })?;
+        let header: Header = serde_json::from_slice(&text).map_err(|e| LoadError::Foreign {
+            path: hp.clone(),
+            detail: e.to_string(),
+        })?;
+        if header.format != FORMAT {
+            return Err(LoadError::Foreign {
+                path: hp,
+                detail: format!("format {:?}, expected {FORMAT:?}", header.format),
+            });
+        }
+        let dtype: rtloop_stream::DType =
+            header
+                .dtype
+                .parse()
+                .map_err(|e: rtloop_stream::UnknownDType| LoadError::Foreign {
+                    path: hp.clone(),
+                    detail: e.to_string(),
+                })?;
+        let sb = (dtype.itemsize() * header.n_channels.max(1)) as u64;
+        let len = |f: &str| -> Result<u64, LoadError> {
+            let p = dir.join(f);
+            std::fs::metadata(&p)
+                .map(|m| m.len())
+                .map_err(|source| LoadError::Io { path: p, source })
+        };
+        let samples = (len("data.bin")? / sb).min(len("timestamps.bin")? / 8);
+        Ok(Recording {
+            header,
+            samples,
+            dir: dir.to_owned(),
+        })
+    }
+}

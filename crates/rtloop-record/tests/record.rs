@@ -1,0 +1,115 @@
+//! Record while a writer writes: the recording equals what was written, the header says so,
+//! events are there, and the loader takes its count from the files.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use rtloop_record::{record, RecordConfig, Recording};
+use rtloop_stream::{DType, Event, Stream, StreamConfig};
+use rtloop_testkit::{unique_name, StreamGuard, Watchdog};
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rtloop-rec-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn round_trip_record_then_load_is_identical() {
+    let _w = Watchdog::arm(60, "round_trip");
+    let name = unique_name("rec");
+    let _g = StreamGuard::new(&name);
+    let mut cfg = StreamConfig::new(DType::I16, 4, 1000.0, 4096);
+    cfg.ch_names = vec!["a".into(), "b".into(), "c".into(), "d".into()];
+    let s = Stream::create(&name, &cfg).unwrap();
+    let out = tmpdir("rt");
+    let stop = AtomicBool::new(false);
+    let (report, written) = std::thread::scope(|sc| {
+        let rec = sc.spawn(|| {
+            record(
+                &name,
+                &out,
+                &RecordConfig {
+                    flush_every: Duration::from_millis(10),
+                    fsync_every: Duration::from_millis(50),
+                    duration: None,
+                },
+                &stop,
+            )
+            .unwrap()
+        });
+        // let the recorder register before writing
+        std::thread::sleep(Duration::from_millis(200));
+        let mut w = s.writer().unwrap();
+        let mut all = Vec::new();
+        for k in 0..200i16 {
+            let block: Vec<i16> = (0..40)
+                .map(|i| k.wrapping_mul(40).wrapping_add(i))
+                .collect();
+            w.write(&block).unwrap();
+            all.extend_from_slice(&block);
+            if k == 50 {
+                w.push_event(&Event::new("stim", "on", 500)).unwrap();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        drop(w); // the writer closes: the recording ends by itself
+        (rec.join().unwrap(), all)
+    });
+    assert_eq!(report.ended, "writer closed");
+    assert_eq!(report.samples, 2000);
+    assert_eq!(report.lost_samples, 0);
+    let rec = Recording::open(&out.join(&name)).unwrap();
+    assert_eq!(rec.samples, 2000);
+    assert!(rec.header.complete);
+    assert_eq!(rec.header.ch_names, ["a", "b", "c", "d"]);
+    assert_eq!(
+        (
+            rec.header.dtype.as_str(),
+            rec.header.n_channels,
+            rec.header.sfreq
+        ),
+        ("int16", 4, 1000.0)
+    );
+    let bytes = std::fs::read(out.join(&name).join("data.bin")).unwrap();
+    let got: Vec<i16> = bytes
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    assert_eq!(got, written);
+    let stamps = std::fs::read(out.join(&name).join("timestamps.bin")).unwrap();
+    assert_eq!(stamps.len(), 2000 * 8);
+    let t: Vec<u64> = stamps
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "stamps are monotonic");
+    let ev = std::fs::read_to_string(out.join(&name).join("events.jsonl")).unwrap();
+    assert!(
+        ev.contains("\"stim\"") && ev.contains("\"sample\":500"),
+        "{ev}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_input_names_the_problem() {
+    let stop = AtomicBool::new(false);
+    let e = record(
+        "no-such-stream-xyz",
+        &tmpdir("bad"),
+        &RecordConfig::default(),
+        &stop,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no-such-stream-xyz"), "{e}");
+    let d = tmpdir("foreign");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("header.json"), b"{\"format\": \"something-else\"}").unwrap();
+    let e = Recording::open(&d).unwrap_err();
+    assert!(e.to_string().contains("not an rtloop recording"), "{e}");
+    let e = Recording::open(&tmpdir("missing")).unwrap_err();
+    assert!(e.to_string().contains("header.json"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}

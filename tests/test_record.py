@@ -1,0 +1,104 @@
+"""`rtloop record` as a process: record while writing, load with rtloop.load and numpy.memmap,
+kill -9 in the middle and load what was flushed, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, List
+
+import numpy as np
+import pytest
+
+import rtloop
+
+
+def rtloop_exe() -> List[str]:
+    beside = Path(sys.executable).parent / "rtloop"
+    return [str(beside) if beside.exists() else "rtloop"]
+
+
+def start_recorder(name: str, out: Path, *args: str) -> subprocess.Popen[str]:
+    p = subprocess.Popen([*rtloop_exe(), "record", name, "--out", str(out), "--flush-ms", "20", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # wait until it has registered its reader (the header exists)
+    t = time.monotonic()
+    while not (out / name / "header.json").exists():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() - t < 20
+        time.sleep(0.02)
+    time.sleep(0.2)
+    return p
+
+
+def test_record_and_load_round_trip(make_name: Callable[[], str], tmp_path: Path) -> None:
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=3, dtype="float32", sfreq=500.0, capacity=4096, ch_names=["x", "y", "z"])
+    rec = start_recorder(name, tmp_path)
+    w = s.writer()
+    x = np.arange(3000, dtype=np.float32).reshape(1000, 3)
+    for k in range(10):
+        w.push_chunk(x[k * 100:(k + 1) * 100])
+        time.sleep(0.01)
+    w.push_event("stim", "on", 42)
+    time.sleep(0.2)
+    w.close()  # the writer closes: the recorder finishes by itself
+    out, err = rec.communicate(timeout=30)
+    assert rec.returncode == 0, err
+    r = rtloop.load(tmp_path)
+    assert r.complete and r.ch_names == ["x", "y", "z"] and r.sfreq == 500.0
+    np.testing.assert_array_equal(r.data, x)
+    assert np.all(np.diff(r.timestamps) >= 0) and len(r.timestamps) == 1000
+    assert r.events[0]["type"] == "stim" and r.events[0]["sample"] == 42
+    # without rtloop: numpy.memmap in one line
+    h = json.loads((tmp_path / name / "header.json").read_text())
+    m = np.memmap(tmp_path / name / "data.bin", dtype=h["dtype"]).reshape(-1, h["n_channels"])
+    np.testing.assert_array_equal(m, x)
+
+
+def test_kill_9_leaves_a_readable_recording(make_name: Callable[[], str], tmp_path: Path) -> None:
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=8, dtype="int16", sfreq=30000.0, capacity=1 << 16)
+    rec = start_recorder(name, tmp_path)
+    w = s.writer()
+    written = 0
+    t = time.monotonic()
+    while time.monotonic() - t < 1.0:
+        block = (np.arange(300 * 8) + written * 8).astype(np.int16).reshape(300, 8)
+        w.push_chunk(block)
+        written += 300
+        time.sleep(0.005)
+    rec.send_signal(signal.SIGKILL)
+    rec.communicate()
+    r = rtloop.load(tmp_path / name)
+    assert not r.complete
+    n = r.data.shape[0]
+    assert 0 < n <= written
+    expect = (np.arange(n * 8) + int(r.header["first_sample"]) * 8).astype(np.int16).reshape(n, 8)
+    np.testing.assert_array_equal(r.data, expect)  # every whole sample up to the cut is intact
+    w.close()
+
+
+def test_bad_input(tmp_path: Path, make_name: Callable[[], str]) -> None:
+    o = subprocess.run([*rtloop_exe(), "record", "no-such-stream", "--out", str(tmp_path)], capture_output=True, text=True)
+    assert o.returncode == 1 and "no stream named" in o.stderr
+    name = make_name()
+    rtloop.Stream.create(name, n_channels=1, dtype="float32", sfreq=1.0, capacity=16)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if os.geteuid() != 0:  # root writes anywhere
+        o = subprocess.run([*rtloop_exe(), "record", name, "--out", str(ro)], capture_output=True, text=True)
+        assert o.returncode == 1 and "not writable" in o.stderr
+    with pytest.raises(FileNotFoundError, match="not an rtloop recording"):
+        rtloop.load(tmp_path)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "header.json").write_text('{"format": "xdf"}')
+    with pytest.raises(ValueError, match="not an rtloop recording header"):
+        rtloop.load(bad)
