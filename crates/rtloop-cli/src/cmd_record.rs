@@ -99,3 +99,57 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
     }
     Ok(())
 }
+
+/// Options of `rtloop replay`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// A recording directory (OUT/STREAM as `rtloop record` wrote it).
+    pub dir: PathBuf,
+    /// The stream to create and write (default: the recorded stream's name).
+    #[arg(long)]
+    pub stream: Option<String>,
+    /// Play at this multiple of the original pace (2 = twice as fast).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::cmd_demo::positive_f64)]
+    pub speed: f64,
+    /// As fast as possible (ignores --speed).
+    #[arg(long)]
+    pub fast: bool,
+}
+
+/// Replay a recording into a stream.
+pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
+    let rec = rtloop_record::Recording::open(&a.dir)?;
+    let name = a
+        .stream
+        .clone()
+        .unwrap_or_else(|| rec.header.stream.clone());
+    rtloop_stream::layout::validate_name(&name).with_context(|| format!("--stream {name:?}"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // Ordering: a flag with nothing published through it: Relaxed.
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    if !g.json {
+        eprintln!(
+            "replaying {} ({} samples) into stream {name:?} {}",
+            a.dir.display(),
+            rec.samples,
+            if a.fast {
+                "as fast as possible".to_string()
+            } else {
+                format!("at {}x", a.speed)
+            }
+        );
+    }
+    let r = rtloop_record::replay(&a.dir, &name, (!a.fast).then_some(a.speed), &stop)?;
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "{} samples and {} events in {:.3} s (recorded span {:.3} s) into stream {:?}",
+            r.samples, r.events, r.seconds, r.recorded_seconds, r.stream
+        );
+    }
+    Ok(())
+}

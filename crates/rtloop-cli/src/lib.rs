@@ -80,6 +80,9 @@ pub enum Command {
     /// (numpy.memmap-able), timestamps.bin, events.jsonl and a header.json kept up to date, so
     /// a recording cut by kill -9 is readable up to its last flush.
     Record(cmd_record::RecordArgs),
+    /// Play a recording into a stream at the original pace, a multiple of it, or as fast as
+    /// possible.
+    Replay(cmd_record::ReplayArgs),
     /// Serve a stream to FieldTrip buffer clients over TCP and a UNIX socket.
     ///
     /// Any FieldTrip client works unchanged (MATLAB ft_read_data/ft_write_data/ft_read_event,
@@ -148,6 +151,7 @@ where
         Command::Serve(a) => cmd_serve::run(&a, &g),
         Command::Lab(c) => cmd_lab::run(c, &g),
         Command::Record(a) => cmd_record::run(&a, &g),
+        Command::Replay(a) => cmd_record::replay(&a, &g),
         Command::SysInfo(a) => cmd_sysinfo::run(&a, &g),
         Command::Child(a) => roles::run(&a, &g),
     };

@@ -368,3 +368,175 @@ impl Recording {
         })
     }
 }
+
+/// How a replay went.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    /// The stream written.
+    pub stream: String,
+    /// Samples written.
+    pub samples: u64,
+    /// Events written.
+    pub events: u64,
+    /// Seconds it took.
+    pub seconds: f64,
+    /// Seconds the recording spans (its first to last timestamp).
+    pub recorded_seconds: f64,
+}
+
+/// Errors of replaying.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The recording cannot be read.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The stream cannot be created or written.
+    #[error("stream {stream:?}: {detail}")]
+    Stream {
+        /// The stream.
+        stream: String,
+        /// What failed.
+        detail: String,
+    },
+}
+
+/// Play recording `dir` into a new stream `name` (replacing one of that name): at the
+/// original pace times `speed`, or as fast as possible with `speed = None`. Samples go out in
+/// the blocks they were committed in (same timestamp), each no earlier than its recorded
+/// offset from the first divided by `speed`; events go out when their sample does.
+pub fn replay(
+    dir: &Path,
+    name: &str,
+    speed: Option<f64>,
+    stop: &AtomicBool,
+) -> Result<ReplayReport, ReplayError> {
+    use std::io::Read;
+    let rec = Recording::open(dir)?;
+    let h = &rec.header;
+    let serr = |detail: String| ReplayError::Stream {
+        stream: name.to_owned(),
+        detail,
+    };
+    let dtype: rtloop_stream::DType = h
+        .dtype
+        .parse()
+        .map_err(|e: rtloop_stream::UnknownDType| serr(e.to_string()))?;
+    let sb = dtype.itemsize() * h.n_channels;
+    let mut cfg = rtloop_stream::StreamConfig::new(
+        dtype,
+        h.n_channels,
+        h.sfreq,
+        ((h.sfreq * 10.0) as u64).max(65_536),
+    );
+    cfg.ch_names = h.ch_names.clone();
+    cfg.ch_units = h.ch_units.clone();
+    let _ = Stream::remove(name);
+    let stream = Stream::create(name, &cfg).map_err(|e| serr(e.to_string()))?;
+    let mut writer = stream.writer().map_err(|e| serr(e.to_string()))?;
+    let open = |f: &str| {
+        let p = dir.join(f);
+        File::open(&p).map_err(|source| LoadError::Io { path: p, source })
+    };
+    let mut data = io::BufReader::with_capacity(1 << 20, open("data.bin")?);
+    let mut stamps = io::BufReader::with_capacity(1 << 16, open("timestamps.bin")?);
+    let mut events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map_while(|l| serde_json::from_str(l).ok())
+        .collect();
+    events.reverse();
+    let started = Instant::now();
+    let mut first_stamp = None;
+    let mut last_stamp = 0u64;
+    let (mut done, mut n_events) = (0u64, 0u64);
+    let mut sample = vec![0u8; sb];
+    let mut block: Vec<u8> = Vec::new();
+    let mut block_stamp = None;
+    let emit = |block: &mut Vec<u8>,
+                stamp: Option<u64>,
+                first: u64,
+                writer: &mut rtloop_stream::Writer|
+     -> Result<(), ReplayError> {
+        if block.is_empty() {
+            return Ok(());
+        }
+        if let (Some(s), Some(speed)) = (stamp, speed) {
+            let due = Duration::from_secs_f64((s - first) as f64 * 1e-9 / speed);
+            while started.elapsed() < due {
+                let left = due.saturating_sub(started.elapsed());
+                if left > Duration::from_millis(2) {
+                    std::thread::sleep(left - Duration::from_millis(1));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        writer
+            .write_bytes(block, None)
+            .map_err(|e| ReplayError::Stream {
+                stream: writer.info().name.clone(),
+                detail: e.to_string(),
+            })?;
+        block.clear();
+        Ok(())
+    };
+    for _ in 0..rec.samples {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut st = [0u8; 8];
+        if data.read_exact(&mut sample).is_err() || stamps.read_exact(&mut st).is_err() {
+            break;
+        }
+        let s = u64::from_le_bytes(st);
+        let first = *first_stamp.get_or_insert(s);
+        last_stamp = s;
+        if block_stamp != Some(s) || block.len() >= 1 << 20 {
+            emit(&mut block, block_stamp, first, &mut writer)?;
+            block_stamp = Some(s);
+        }
+        block.extend_from_slice(&sample);
+        done += 1;
+        // events at this sample (recorded with absolute stream indices)
+        while let Some(e) = events.last() {
+            let at = e["sample"]
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(h.first_sample);
+            if at >= done {
+                break;
+            }
+            emit(&mut block, block_stamp, first, &mut writer)?;
+            let e = events.pop().expect("checked");
+            let val = |v: &serde_json::Value| match v {
+                serde_json::Value::String(s) => EventValue::Text(s.clone()),
+                serde_json::Value::Array(a) => EventValue::Array {
+                    dtype: rtloop_stream::DType::F64,
+                    bytes: a
+                        .iter()
+                        .flat_map(|x| x.as_f64().unwrap_or(0.0).to_ne_bytes())
+                        .collect(),
+                },
+                other => EventValue::Text(other.to_string()),
+            };
+            let mut ev = rtloop_stream::Event::new(val(&e["type"]), val(&e["value"]), at);
+            ev.offset = e["offset"].as_i64().unwrap_or(0);
+            ev.duration = e["duration"].as_u64().unwrap_or(0);
+            writer.push_event(&ev).map_err(|er| serr(er.to_string()))?;
+            n_events += 1;
+        }
+    }
+    emit(
+        &mut block,
+        block_stamp,
+        first_stamp.unwrap_or(0),
+        &mut writer,
+    )?;
+    Ok(ReplayReport {
+        stream: name.to_owned(),
+        samples: done,
+        events: n_events,
+        seconds: started.elapsed().as_secs_f64(),
+        recorded_seconds: last_stamp.saturating_sub(first_stamp.unwrap_or(0)) as f64 * 1e-9,
+    })
+}

@@ -90,6 +90,26 @@ fn round_trip_record_then_load_is_identical() {
         ev.contains("\"stim\"") && ev.contains("\"sample\":500"),
         "{ev}"
     );
+    // replay at the original pace into a new stream: the same samples and event, and never
+    // ahead of the recorded schedule
+    let again = unique_name("replayed");
+    let _g2 = StreamGuard::new(&again);
+    let rep = rtloop_record::replay(&out.join(&name), &again, Some(1.0), &stop).unwrap();
+    assert_eq!((rep.samples, rep.events), (2000, 1));
+    assert!(rep.seconds >= rep.recorded_seconds * 0.99, "{rep:?}");
+    let s2 = Stream::open(&again).unwrap();
+    assert_eq!(s2.info().ch_names, ["a", "b", "c", "d"]);
+    let r2 = s2.reader(rtloop_stream::ReaderMode::Latest).unwrap();
+    let w = r2.window_as::<i16>(0, 2000).unwrap();
+    assert_eq!(w.values(), &written[..]);
+    let ev = r2.read_events(0, 1).unwrap();
+    assert_eq!(
+        (ev[0].sample, ev[0].kind.as_text()),
+        (500 - rec.header.first_sample, Some("stim"))
+    );
+    // as fast as possible
+    let rep = rtloop_record::replay(&out.join(&name), &again, None, &stop).unwrap();
+    assert_eq!(rep.samples, 2000);
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -108,6 +128,8 @@ fn bad_input_names_the_problem() {
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("header.json"), b"{\"format\": \"something-else\"}").unwrap();
     let e = Recording::open(&d).unwrap_err();
+    assert!(e.to_string().contains("not an rtloop recording"), "{e}");
+    let e = rtloop_record::replay(&d, "x", None, &stop).unwrap_err();
     assert!(e.to_string().contains("not an rtloop recording"), "{e}");
     let e = Recording::open(&tmpdir("missing")).unwrap_err();
     assert!(e.to_string().contains("header.json"), "{e}");
