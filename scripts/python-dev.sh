@@ -19,6 +19,8 @@ PY="$VENV/bin/python"
 # a real FieldTrip peer for the server's tests: FieldTrip.py ships in the eegsynth wheel (as
 # `lib.FieldTrip`); only it is used, so none of eegsynth's own dependencies are installed
 "$PY" -m pip install -q --disable-pip-version-check --no-deps "eegsynth==0.8.1"
+# the readers that recording exports are tested with
+"$PY" -m pip install -q --disable-pip-version-check pyxdf "pynwb>=3"
 
 # maturin develop installs into the active virtual environment; its output (and pip's) is
 # shown only when the build fails

@@ -102,3 +102,42 @@ def test_bad_input(tmp_path: Path, make_name: Callable[[], str]) -> None:
     (bad / "header.json").write_text('{"format": "xdf"}')
     with pytest.raises(ValueError, match="not an rtloop recording header"):
         rtloop.load(bad)
+
+
+def test_export_loads_in_pyxdf_and_pynwb(make_name: Callable[[], str], tmp_path: Path) -> None:
+    pyxdf = pytest.importorskip("pyxdf", reason="installed by scripts/python-dev.sh")
+    pynwb = pytest.importorskip("pynwb", reason="installed by scripts/python-dev.sh")
+    from rtloop.export import to_nwb, to_xdf
+
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=2, dtype="int16", sfreq=1000.0, capacity=4096, ch_names=["a", "b"])
+    rec = start_recorder(name, tmp_path)
+    w = s.writer()
+    x = np.arange(400, dtype=np.int16).reshape(200, 2)
+    w.push_chunk(x[:100])
+    w.push_event("stim", "on", 150)
+    w.push_chunk(x[100:])
+    time.sleep(0.3)
+    w.close()
+    rec.communicate(timeout=30)
+    r = rtloop.load(tmp_path / name)
+    first = int(r.header["first_sample"])
+
+    to_xdf(r, tmp_path / "r.xdf")
+    streams, _ = pyxdf.load_xdf(str(tmp_path / "r.xdf"), dejitter_timestamps=False)
+    by_name = {st["info"]["name"][0]: st for st in streams}
+    data = by_name[name]
+    np.testing.assert_array_equal(data["time_series"], x)
+    np.testing.assert_allclose(data["time_stamps"], r.timestamps)
+    labels = [c["label"][0] for c in data["info"]["desc"][0]["channels"][0]["channel"]]
+    assert labels == ["a", "b"]
+    assert by_name[name + "-events"]["time_series"][0][0] == "stim=on"
+    assert first == 0
+
+    to_nwb(r, tmp_path / "r.nwb")
+    with pynwb.NWBHDF5IO(str(tmp_path / "r.nwb"), "r") as io:
+        nwb = io.read()
+        ts = nwb.acquisition[name]
+        np.testing.assert_array_equal(ts.data[:], x)
+        assert len(ts.timestamps[:]) == 200
+        assert list(nwb.get_events_table("events")["annotation"][:]) == ["stim=on"]
