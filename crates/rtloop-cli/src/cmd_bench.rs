@@ -26,6 +26,11 @@ pub enum BenchCommand {
     /// for chans x samples 32x16 ... 256x256, and the time per write over block sizes 1..1000,
     /// over TCP, the UNIX socket and in-process (the FAQ's "dma").
     Fieldtrip(crate::cmd_bench_fieldtrip::FieldTripBenchArgs),
+    /// Where an acquisition pipeline's ceiling is: each stage alone (generation, stream write,
+    /// stream read with 1..R readers, processing, recorder to disk with fsync, network out over
+    /// a UNIX socket, TCP and the FieldTrip server) and all together, against a profile's data
+    /// rate, with raw disk bandwidth measured in the same run.
+    Pipeline(crate::cmd_bench_pipeline::PipelineArgs),
 }
 
 /// Options of `rtloop bench stream`.
@@ -53,6 +58,7 @@ pub fn run(c: BenchCommand, g: &Global) -> anyhow::Result<()> {
     match c {
         BenchCommand::Stream(a) => stream_bench(&a, g),
         BenchCommand::Fieldtrip(a) => crate::cmd_bench_fieldtrip::run(&a, g),
+        BenchCommand::Pipeline(a) => crate::cmd_bench_pipeline::run(&a, g),
     }
 }
 

@@ -53,6 +53,7 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         flush_every: Duration::from_millis(a.flush_ms),
         fsync_every: Duration::from_millis(a.fsync_ms),
         duration: a.seconds.map(Duration::from_secs_f64),
+        lossless: false,
     };
     if !g.json {
         eprintln!(

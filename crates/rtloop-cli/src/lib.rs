@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 pub mod cmd_bench;
 pub mod cmd_bench_fieldtrip;
+pub mod cmd_bench_pipeline;
 pub mod cmd_demo;
 pub mod cmd_lab;
 pub mod cmd_record;

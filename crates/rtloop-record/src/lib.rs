@@ -101,6 +101,9 @@ pub struct RecordConfig {
     pub fsync_every: Duration,
     /// Stop after this long (`None`: until stopped).
     pub duration: Option<Duration>,
+    /// Read losslessly, holding the writer back (for measuring the recorder's ceiling; a
+    /// recording of a live source uses latest-wins so it never slows the source).
+    pub lossless: bool,
 }
 
 impl Default for RecordConfig {
@@ -109,6 +112,7 @@ impl Default for RecordConfig {
             flush_every: Duration::from_millis(100),
             fsync_every: Duration::from_secs(1),
             duration: None,
+            lossless: false,
         }
     }
 }
@@ -187,9 +191,12 @@ pub fn record(
     let (mut data, data_path) = open("data.bin")?;
     let (mut stamps, stamps_path) = open("timestamps.bin")?;
     let (mut events, events_path) = open("events.jsonl")?;
-    let mut reader = stream
-        .reader(ReaderMode::Latest)
-        .map_err(|e| serr(e.to_string()))?;
+    let mode = if cfg.lossless {
+        ReaderMode::Lossless
+    } else {
+        ReaderMode::Latest
+    };
+    let mut reader = stream.reader(mode).map_err(|e| serr(e.to_string()))?;
     let mut header = Header {
         format: FORMAT.into(),
         version: 1,

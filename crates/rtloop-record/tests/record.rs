@@ -34,6 +34,7 @@ fn round_trip_record_then_load_is_identical() {
                     flush_every: Duration::from_millis(10),
                     fsync_every: Duration::from_millis(50),
                     duration: None,
+                    lossless: false,
                 },
                 &stop,
             )

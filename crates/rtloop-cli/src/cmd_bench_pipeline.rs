@@ -1,0 +1,508 @@
+//! `rtloop bench pipeline`: where an acquisition pipeline's ceiling is, stage by stage (the
+//! prudaq performance page's method): each stage alone, then all together, against the data
+//! rate of a profile, with raw disk bandwidth measured in the same run as the reference.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rtloop_lab::work::Work;
+use rtloop_metrics::Table;
+use rtloop_stream::{sys, DType, ReaderMode, Stream, StreamConfig};
+use serde::Serialize;
+
+use crate::Global;
+
+/// Options of `rtloop bench pipeline`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PipelineArgs {
+    /// neuropixels (384 ch x 30 kHz int16 per probe), intan64 (64 ch x 30 kHz int16), or
+    /// custom (--channels, --rate, --dtype).
+    #[arg(long, default_value = "neuropixels")]
+    pub profile: String,
+    /// Probes (neuropixels profile).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub probes: u64,
+    /// Channels (custom profile).
+    #[arg(long)]
+    pub channels: Option<usize>,
+    /// Sample rate, Hz (custom profile).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Value type (custom profile).
+    #[arg(long, default_value = "int16")]
+    pub dtype: String,
+    /// Readers of the stream (processing steps running side by side).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    pub readers: u64,
+    /// Seconds per stage.
+    #[arg(long, default_value_t = 2.0, value_parser = crate::cmd_demo::positive_f64)]
+    pub seconds: f64,
+    /// Short stages (smoke tests).
+    #[arg(long)]
+    pub quick: bool,
+    /// Directory for the disk stages (default: the system temp dir); files are removed after.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Write results.json and pipeline.png into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct StageRow {
+    stage: String,
+    mb_per_s: f64,
+    headroom: f64,
+    in_pipeline: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct PipelineReport {
+    profile: String,
+    channels: usize,
+    rate: f64,
+    dtype: String,
+    required_mb_per_s: f64,
+    disk_raw_mb_per_s: f64,
+    recorder_over_disk: f64,
+    stages: Vec<StageRow>,
+    together_mb_per_s: f64,
+    together_headroom: f64,
+    limiting_stage: String,
+    verdict: String,
+}
+
+struct Shape {
+    channels: usize,
+    rate: f64,
+    dtype: DType,
+}
+
+impl Shape {
+    fn sample_bytes(&self) -> usize {
+        self.channels * self.dtype.itemsize()
+    }
+    /// About 1 ms of data per block.
+    fn block(&self) -> Vec<u8> {
+        let n = ((self.rate / 1000.0).ceil() as usize).max(1);
+        (0..n * self.sample_bytes())
+            .map(|i| (i * 7) as u8)
+            .collect()
+    }
+}
+
+fn mbps(bytes: u64, t: Duration) -> f64 {
+    bytes as f64 / t.as_secs_f64().max(1e-9) / 1e6
+}
+
+fn new_stream(sh: &Shape, tag: &str) -> Result<(Stream, String)> {
+    let name = format!("pipe-{tag}-{}", sys::pid());
+    let _ = Stream::remove(&name);
+    let cap = ((sh.rate as u64).max(4096)).min((256 << 20) / sh.sample_bytes() as u64);
+    let s = Stream::create(
+        &name,
+        &StreamConfig::new(sh.dtype, sh.channels, sh.rate, cap),
+    )?;
+    Ok((s, name))
+}
+
+fn generate(sh: &Shape, secs: Duration) -> f64 {
+    let mut block = sh.block();
+    let t = Instant::now();
+    let mut bytes = 0u64;
+    let mut k = 0u8;
+    while t.elapsed() < secs {
+        // a sawtooth per value: touches every byte as an acquisition driver's copy would
+        for (i, b) in block.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_add(k);
+        }
+        std::hint::black_box(&block);
+        k = k.wrapping_add(1);
+        bytes += block.len() as u64;
+    }
+    mbps(bytes, t.elapsed())
+}
+
+fn disk_raw(dir: &Path, secs: Duration) -> Result<f64> {
+    let path = dir.join(format!("rtloop-disk-{}.bin", sys::pid()));
+    let block = vec![0x5au8; 4 << 20];
+    let mut f =
+        std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+    let t = Instant::now();
+    let mut bytes = 0u64;
+    let mut last_sync = Instant::now();
+    while t.elapsed() < secs {
+        f.write_all(&block)?;
+        bytes += block.len() as u64;
+        if last_sync.elapsed() >= Duration::from_secs(1) {
+            f.sync_data()?;
+            last_sync = Instant::now();
+        }
+    }
+    f.sync_data()?;
+    let rate = mbps(bytes, t.elapsed());
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    Ok(rate)
+}
+
+/// A writer as fast as it can for `secs` with `consumers` attached; returns bytes/time.
+fn drive(
+    sh: &Shape,
+    stream: &Stream,
+    secs: Duration,
+    consumers: Vec<std::thread::JoinHandle<Result<()>>>,
+) -> Result<f64> {
+    let block = sh.block();
+    let mut w = stream.writer()?;
+    w.set_lossless_timeout(Duration::from_secs(30));
+    let t = Instant::now();
+    let mut bytes = 0u64;
+    while t.elapsed() < secs {
+        w.write_bytes(&block, None)?;
+        bytes += block.len() as u64;
+    }
+    let rate = mbps(bytes, t.elapsed());
+    drop(w);
+    for c in consumers {
+        c.join()
+            .map_err(|_| anyhow::anyhow!("a consumer panicked"))??;
+    }
+    Ok(rate)
+}
+
+/// A lossless reader thread that runs `f` on every pull until the writer closes.
+fn consumer(
+    stream: &Stream,
+    mut f: impl FnMut(&[u8]) -> Result<()> + Send + 'static,
+) -> Result<std::thread::JoinHandle<Result<()>>> {
+    let mut r = stream.reader(ReaderMode::Lossless)?;
+    let sb = stream.info().sample_bytes;
+    Ok(std::thread::spawn(move || {
+        let mut buf = vec![0u8; sb * 8192];
+        loop {
+            let p = r.pull_into(&mut buf, None, 8192)?;
+            if p.n > 0 {
+                f(&buf[..p.n * sb])?;
+                continue;
+            }
+            match r.writer_liveness() {
+                rtloop_stream::Liveness::Closed | rtloop_stream::Liveness::Dead { .. } => {
+                    return Ok(())
+                }
+                _ => {
+                    let _ = r.wait_available(1, Some(Duration::from_millis(20)));
+                }
+            }
+        }
+    }))
+}
+
+fn work_for(sh: &Shape) -> Work {
+    Work::bandpass(sh.sample_bytes() / 2, sh.rate, 300.0, 3000.0, -2000.0)
+}
+
+fn socket_sink(kind: &str) -> Result<(Box<dyn Write + Send>, std::thread::JoinHandle<()>)> {
+    fn drain(mut r: impl Read) {
+        let mut b = vec![0u8; 1 << 20];
+        while matches!(r.read(&mut b), Ok(n) if n > 0) {}
+    }
+    Ok(match kind {
+        "unix" => {
+            let (a, b) = std::os::unix::net::UnixStream::pair()?;
+            (Box::new(a), std::thread::spawn(move || drain(b)))
+        }
+        _ => {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let a = std::net::TcpStream::connect(l.local_addr()?)?;
+            a.set_nodelay(true)?;
+            let (b, _) = l.accept()?;
+            (Box::new(a), std::thread::spawn(move || drain(b)))
+        }
+    })
+}
+
+/// Run the analyser.
+pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
+    let sh = match a.profile.as_str() {
+        "neuropixels" => Shape {
+            channels: 384 * a.probes as usize,
+            rate: 30_000.0,
+            dtype: DType::I16,
+        },
+        "intan64" => Shape {
+            channels: 64,
+            rate: 30_000.0,
+            dtype: DType::I16,
+        },
+        "custom" => {
+            let (Some(channels), Some(rate)) = (a.channels, a.rate) else {
+                bail!("the custom profile needs --channels and --rate");
+            };
+            if channels == 0 || !(rate > 0.0 && rate.is_finite()) {
+                bail!("--channels must be at least 1 and --rate a positive number of Hz");
+            }
+            Shape {
+                channels,
+                rate,
+                dtype: a.dtype.parse()?,
+            }
+        }
+        other => bail!("unknown profile {other:?}; allowed: neuropixels, intan64, custom"),
+    };
+    let required = sh.rate * sh.sample_bytes() as f64 / 1e6;
+    let secs = Duration::from_secs_f64(if a.quick { 0.3 } else { a.seconds });
+    let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let say = |s: &str| {
+        if !g.json {
+            eprintln!("{s} ...");
+        }
+    };
+    let mut stages: Vec<StageRow> = Vec::new();
+    let mut add = |stage: &str, mb: f64, in_pipeline: bool| {
+        stages.push(StageRow {
+            stage: stage.into(),
+            mb_per_s: mb,
+            headroom: mb / required,
+            in_pipeline,
+        });
+    };
+    say("disk: raw sequential write (4 MiB blocks, fsync)");
+    let disk = disk_raw(&dir, secs)?;
+    add("disk raw write (reference)", disk, false);
+    say("synthetic generation");
+    add("synthetic generation", generate(&sh, secs), true);
+    say("stream write");
+    {
+        let (s, n) = new_stream(&sh, "w")?;
+        let r = drive(&sh, &s, secs, Vec::new());
+        let _ = Stream::remove(&n);
+        add("stream write", r?, true);
+    }
+    for k in 1..=a.readers {
+        say(&format!("stream read, {k} reader(s)"));
+        let (s, n) = new_stream(&sh, "r")?;
+        let cs = (0..k)
+            .map(|_| consumer(&s, |_| Ok(())))
+            .collect::<Result<Vec<_>>>()?;
+        let r = drive(&sh, &s, secs, cs);
+        let _ = Stream::remove(&n);
+        add(&format!("stream read, {k} reader(s)"), r?, k == a.readers);
+    }
+    say("processing (band-pass + threshold per channel)");
+    {
+        let mut w = work_for(&sh);
+        let block: Vec<u8> = sh.block().repeat(16);
+        let t = Instant::now();
+        let mut bytes = 0u64;
+        while t.elapsed() < secs {
+            std::hint::black_box(w.process(&block));
+            bytes += block.len() as u64;
+        }
+        add("processing step", mbps(bytes, t.elapsed()), true);
+    }
+    let record_once = |sh: &Shape, secs: Duration| -> Result<(f64, u64)> {
+        let (s, n) = new_stream(sh, "rec")?;
+        let out = dir.join(format!("rtloop-pipe-rec-{}", sys::pid()));
+        let cfg = rtloop_record::RecordConfig {
+            lossless: true,
+            ..rtloop_record::RecordConfig::default()
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (nn, o2) = (n.clone(), out.clone());
+        let rec = std::thread::spawn(move || rtloop_record::record(&nn, &o2, &cfg, &stop));
+        // the recorder registers its reader before the writer starts
+        let t = Instant::now();
+        while s.stats().readers.is_empty() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drive(sh, &s, secs, Vec::new())?;
+        let rep = rec
+            .join()
+            .map_err(|_| anyhow::anyhow!("the recorder panicked"))??;
+        let _ = Stream::remove(&n);
+        let _ = std::fs::remove_dir_all(&out);
+        Ok((
+            mbps(rep.bytes, Duration::from_secs_f64(rep.seconds)),
+            rep.lost_samples,
+        ))
+    };
+    say("recorder to disk (fsync every second)");
+    let (rec_mb, _) = record_once(&sh, secs)?;
+    add("recorder to disk", rec_mb, true);
+    for kind in ["unix", "tcp"] {
+        say(&format!("network out ({kind} socket)"));
+        let (mut sink, h) = socket_sink(kind)?;
+        let block = sh.block().repeat(16);
+        let t = Instant::now();
+        let mut bytes = 0u64;
+        while t.elapsed() < secs {
+            sink.write_all(&block)?;
+            bytes += block.len() as u64;
+        }
+        let r = mbps(bytes, t.elapsed());
+        drop(sink);
+        let _ = h.join();
+        add(&format!("network out, {kind}"), r, kind == "unix");
+    }
+    say("network out (FieldTrip server, PUT_DAT over TCP)");
+    {
+        let name = format!("pipe-ft-{}", sys::pid());
+        let mut bc = rtloop_fieldtrip::BufferConfig::new(&name);
+        bc.remove_on_drop = true;
+        let server = rtloop_fieldtrip::Server::start(
+            Arc::new(rtloop_fieldtrip::Buffer::new(bc)),
+            rtloop_fieldtrip::ServerConfig {
+                tcp: Some("127.0.0.1:0".into()),
+                ..rtloop_fieldtrip::ServerConfig::default()
+            },
+        )?;
+        let mut c =
+            rtloop_fieldtrip::Client::connect(&server.tcp_addr().expect("tcp").to_string())?;
+        c.put_header(sh.channels as u32, sh.rate as f32, sh.dtype.code(), &[])?;
+        let block = sh.block().repeat(16);
+        let t = Instant::now();
+        let mut bytes = 0u64;
+        while t.elapsed() < secs {
+            c.put_data_bytes(sh.channels as u32, sh.dtype.code(), &block, true)?;
+            bytes += block.len() as u64;
+        }
+        add(
+            "network out, FieldTrip server",
+            mbps(bytes, t.elapsed()),
+            false,
+        );
+        drop(c);
+        server.buffer().close();
+        server.shutdown();
+    }
+    // everything at once: generator -> stream -> R processing readers + recorder + a reader
+    // that sends to a UNIX socket
+    say("all stages together");
+    let together = {
+        let (s, n) = new_stream(&sh, "all")?;
+        let mut cs = Vec::new();
+        for _ in 0..a.readers {
+            let mut w = work_for(&sh);
+            cs.push(consumer(&s, move |b| {
+                std::hint::black_box(w.process(b));
+                Ok(())
+            })?);
+        }
+        let (mut sink, h) = socket_sink("unix")?;
+        cs.push(consumer(&s, move |b| Ok(sink.write_all(b)?))?);
+        let out = dir.join(format!("rtloop-pipe-all-{}", sys::pid()));
+        let cfg = rtloop_record::RecordConfig {
+            lossless: true,
+            ..rtloop_record::RecordConfig::default()
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (nn, o2) = (n.clone(), out.clone());
+        let rec = std::thread::spawn(move || rtloop_record::record(&nn, &o2, &cfg, &stop));
+        let t = Instant::now();
+        while s.stats().readers.len() < a.readers as usize + 2
+            && t.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let r = drive(&sh, &s, secs, cs);
+        let _ = rec.join();
+        let _ = h.join();
+        let _ = Stream::remove(&n);
+        let _ = std::fs::remove_dir_all(&out);
+        r?
+    };
+    let limiting = stages
+        .iter()
+        .filter(|s| s.in_pipeline)
+        .min_by(|x, y| x.mb_per_s.total_cmp(&y.mb_per_s))
+        .map(|s| s.stage.clone())
+        .unwrap_or_default();
+    let verdict = if together >= required {
+        format!(
+            "sustains {:.1}x the {:.1} MB/s this profile needs; the first ceiling is the {limiting}",
+            together / required,
+            required
+        )
+    } else {
+        format!(
+            "cannot sustain {:.1} MB/s: all together reach {together:.1} MB/s, limited by the {limiting}",
+            required
+        )
+    };
+    let report = PipelineReport {
+        profile: a.profile.clone(),
+        channels: sh.channels,
+        rate: sh.rate,
+        dtype: sh.dtype.name().into(),
+        required_mb_per_s: required,
+        disk_raw_mb_per_s: disk,
+        recorder_over_disk: rec_mb / disk,
+        stages,
+        together_mb_per_s: together,
+        together_headroom: together / required,
+        limiting_stage: limiting,
+        verdict,
+    };
+    if let Some(o) = &a.out {
+        std::fs::create_dir_all(o)?;
+        std::fs::write(
+            o.join("results.json"),
+            serde_json::to_string_pretty(&report)?,
+        )?;
+        let mut bars: Vec<(String, f64)> = report
+            .stages
+            .iter()
+            .map(|s| {
+                (
+                    s.stage
+                        .replace("network out, ", "net ")
+                        .replace("stream ", ""),
+                    s.mb_per_s,
+                )
+            })
+            .collect();
+        bars.push(("all together".into(), together));
+        bars.push(("needed".into(), required));
+        rtloop_metrics::charts::bar_chart_png(
+            &o.join("pipeline.png"),
+            &format!(
+                "pipeline stages, MB/s ({} ch x {} Hz {})",
+                sh.channels, sh.rate, sh.dtype
+            ),
+            "MB/s",
+            &bars,
+        )?;
+    }
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "profile {}: {} channels x {} Hz {} = {:.1} MB/s",
+        report.profile, report.channels, report.rate, report.dtype, required
+    );
+    let mut t = Table::new(&["stage", "MB/s", "x needed"]);
+    for s in &report.stages {
+        t.row(&[
+            s.stage.clone(),
+            format!("{:.1}", s.mb_per_s),
+            format!("{:.1}", s.headroom),
+        ]);
+    }
+    t.row(&[
+        "all together".to_string(),
+        format!("{together:.1}"),
+        format!("{:.1}", report.together_headroom),
+    ]);
+    println!("{}", t.render());
+    println!(
+        "recorder / raw disk bandwidth (same run): {:.2}\n{}",
+        report.recorder_over_disk, report.verdict
+    );
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! `rtloop bench pipeline` end to end on a small profile, and the recorder commands' bad input.
+
+use std::process::{Command, Output};
+
+fn rtloop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .args(args)
+        .output()
+        .expect("rtloop runs")
+}
+
+#[test]
+fn pipeline_analyser_runs_end_to_end() {
+    let out = std::env::temp_dir().join(format!("cli-pipe-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .args([
+            "--json",
+            "bench",
+            "pipeline",
+            "--profile",
+            "intan64",
+            "--quick",
+            "--readers",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!((v["required_mb_per_s"].as_f64().unwrap() - 3.84).abs() < 1e-9);
+    let stages: Vec<&str> = v["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    for want in [
+        "disk raw write (reference)",
+        "synthetic generation",
+        "stream write",
+        "stream read, 1 reader(s)",
+        "stream read, 2 reader(s)",
+        "processing step",
+        "recorder to disk",
+        "network out, unix",
+        "network out, tcp",
+        "network out, FieldTrip server",
+    ] {
+        assert!(stages.contains(&want), "{want} missing from {stages:?}");
+    }
+    assert!(v["together_mb_per_s"].as_f64().unwrap() > 0.0);
+    assert!(!v["limiting_stage"].as_str().unwrap().is_empty());
+    assert!(v["verdict"].as_str().unwrap().contains("MB/s"));
+    assert!(out.join("pipeline.png").exists() && out.join("results.json").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_input_is_named() {
+    let o = rtloop(&["bench", "pipeline", "--profile", "np9"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("allowed: neuropixels, intan64, custom"));
+    let o = rtloop(&["bench", "pipeline", "--profile", "custom"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs --channels and --rate"));
+    let o = rtloop(&["record", "no-such-stream-cli", "--out", "/tmp"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no stream named \"no-such-stream-cli\""));
+    // replay of a damaged or foreign recording names the problem
+    let d = std::env::temp_dir().join(format!("cli-foreign-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("header.json"), b"{ this is not json").unwrap();
+    let o = rtloop(&["replay", d.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("not an rtloop recording header"), "{e}");
+    let o = rtloop(&["replay", "/nonexistent-recording"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("header.json"));
+    let _ = std::fs::remove_dir_all(&d);
+}
