@@ -141,3 +141,20 @@ def test_export_loads_in_pyxdf_and_pynwb(make_name: Callable[[], str], tmp_path:
         np.testing.assert_array_equal(ts.data[:], x)
         assert len(ts.timestamps[:]) == 200
         assert list(nwb.get_events_table("events")["annotation"][:]) == ["stim=on"]
+
+
+def test_start_and_stop_from_python(make_name: Callable[[], str], tmp_path: Path) -> None:
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=2, dtype="float64", sfreq=100.0, capacity=1024)
+    w = s.writer()
+    with rtloop.record(name, tmp_path) as rec:
+        assert rec.running
+        w.push_chunk(np.ones((50, 2)))
+        time.sleep(0.3)
+        reports = rec.stop()
+    assert reports[0]["samples"] == 50 and reports[0]["ended"] == "stopped"
+    r = rtloop.load(tmp_path / name)
+    assert r.complete and r.data.shape == (50, 2)
+    w.close()
+    with pytest.raises(RuntimeError, match="no stream named"):
+        rtloop.record("no-such-stream-py", tmp_path)

@@ -36,6 +36,8 @@ _LAZY = {
     "set_log_level": "rtloop._logging",
     "load": "rtloop.recording",
     "Recording": "rtloop.recording",
+    "record": "rtloop.recording",
+    "Recorder": "rtloop.recording",
     "RtloopError": "rtloop._rtloop",
     "StreamNotFoundError": "rtloop._rtloop",
     "StreamExistsError": "rtloop._rtloop",
@@ -72,7 +74,7 @@ if TYPE_CHECKING:
         WriterDeadError,
         WriteTimeoutError,
     )
-    from .recording import Recording, load
+    from .recording import Recorder, Recording, load, record
     from .stream import DTYPES, Event, Reader, Stream, Writer, local_clock
 
 

@@ -17,12 +17,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Recording", "load"]
+__all__ = ["Recording", "Recorder", "load", "record"]
 
 FORMAT = "rtloop-recording"
 
@@ -93,3 +93,62 @@ def load(path: Union[str, os.PathLike[str]]) -> Recording:
             except json.JSONDecodeError:
                 break  # a line cut by a crash: everything before it is whole
     return Recording(p, header, data, np.asarray(stamps, dtype=np.float64) * 1e-9, events)
+
+
+class Recorder:
+    """A running `rtloop record` (its own process, so Python never slows it down).
+    ``stop()`` ends it cleanly and returns its report, one dict per stream."""
+
+    def __init__(self, streams: List[str], out: Union[str, "os.PathLike[str]"], seconds: Optional[float] = None) -> None:
+        import subprocess
+        import sys
+
+        if isinstance(streams, str):
+            streams = [streams]
+        cmd = [sys.executable, "-m", "rtloop", "--json", "record", *streams, "--out", str(out)]
+        if seconds is not None:
+            cmd += ["--seconds", str(seconds)]
+        env = dict(os.environ, RTLOOP_PYTHON=sys.executable)
+        self.out = Path(out)
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        # started once every stream's header exists (its reader is registered)
+        import time
+
+        t = time.monotonic()
+        while not all((self.out / s / "header.json").exists() for s in streams):
+            if self._proc.poll() is not None:
+                _, err = self._proc.communicate()
+                raise RuntimeError(f"rtloop record did not start: {err.strip()}")
+            if time.monotonic() - t > 30:
+                self._proc.kill()
+                raise RuntimeError("rtloop record did not start within 30 s")
+            time.sleep(0.01)
+
+    @property
+    def running(self) -> bool:
+        return self._proc.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> List[Dict[str, Any]]:
+        """Stop (SIGINT, as Ctrl-C) and return the per-stream reports."""
+        import signal
+
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)
+        out, err = self._proc.communicate(timeout=timeout)
+        if self._proc.returncode != 0:
+            raise RuntimeError(f"rtloop record failed: {err.strip()}")
+        reports: List[Dict[str, Any]] = json.loads(out) if out.strip() else []
+        return reports
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.running:
+            self.stop()
+
+
+def record(streams: Union[str, List[str]], out: Union[str, "os.PathLike[str]"], seconds: Optional[float] = None) -> Recorder:
+    """Start recording ``streams`` into ``out`` (``out/<stream>/``); returns a `Recorder`
+    whose ``stop()`` ends it. Use it as a context manager to stop on exit."""
+    return Recorder([streams] if isinstance(streams, str) else list(streams), out, seconds)
