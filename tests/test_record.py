@@ -158,3 +158,51 @@ def test_start_and_stop_from_python(make_name: Callable[[], str], tmp_path: Path
     w.close()
     with pytest.raises(RuntimeError, match="no stream named"):
         rtloop.record("no-such-stream-py", tmp_path)
+
+
+def test_control_socket_starts_splits_and_stops(make_name: Callable[[], str], tmp_path: Path) -> None:
+    import socket as so
+
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=1, dtype="int32", sfreq=1000.0, capacity=1 << 16)
+    ctl = str(tmp_path / "ctl.sock")
+    p = subprocess.Popen([*rtloop_exe(), "--json", "record", name, "--out", str(tmp_path / "rec"), "--control", ctl, "--wait-start"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t = time.monotonic()
+    while not os.path.exists(ctl) or not (tmp_path / "rec" / name / "header.json").exists():
+        assert p.poll() is None and time.monotonic() - t < 20
+        time.sleep(0.02)
+    c = so.socket(so.AF_UNIX)
+    c.connect(ctl)
+    f = c.makefile("rw")
+
+    def cmd(x: str) -> str:
+        f.write(x + "\n")
+        f.flush()
+        return f.readline().strip()
+
+    w = s.writer()
+    w.push_chunk(np.full((100, 1), -1, np.int32))  # before start: not recorded
+    time.sleep(0.3)
+    assert json.loads(cmd("status"))["paused"] is True
+    assert cmd("start") == "ok"
+    w.push_chunk(np.arange(100, dtype=np.int32).reshape(100, 1))
+    time.sleep(0.3)
+    assert cmd("split") == "ok"
+    time.sleep(0.3)
+    w.push_chunk(np.arange(100, 200, dtype=np.int32).reshape(100, 1))
+    time.sleep(0.3)
+    st = json.loads(cmd("status"))
+    assert st["samples"] == [200] and st["lost"] == [0]
+    assert cmd("bogus").startswith("error: unknown command")
+    assert cmd("stop") == "ok"
+    f.close()
+    c.close()
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    a = rtloop.load(tmp_path / "rec" / name)
+    b = rtloop.load(tmp_path / "rec" / f"{name}.0002")
+    np.testing.assert_array_equal(np.vstack([a.data, b.data])[:, 0], np.arange(200))
+    assert a.header["ended"] == "split" and b.header["segment"] == 2
+    assert not os.path.exists(ctl), "the control socket is removed on exit"
+    w.close()

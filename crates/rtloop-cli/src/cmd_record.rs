@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rtloop_metrics::Table;
-use rtloop_record::{RecordConfig, RecordReport};
+use rtloop_record::{Control, RecordConfig, RecordReport};
 
 use crate::Global;
 
@@ -23,6 +23,19 @@ pub struct RecordArgs {
     /// Stop after this many seconds (else at Ctrl-C, SIGTERM, or when every writer is gone).
     #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
     pub seconds: Option<f64>,
+    /// Start a new segment (NAME.0002, ...) every this many MB of samples.
+    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    pub split_mb: Option<f64>,
+    /// Start a new segment every this many seconds.
+    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    pub split_seconds: Option<f64>,
+    /// Listen on this UNIX socket for commands, one per line: `status` (a JSON line back),
+    /// `start`, `pause`, `split`, `stop` — for headless rigs.
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+    /// Do not write anything until `start` arrives on the control socket.
+    #[arg(long, requires = "control")]
+    pub wait_start: bool,
     /// Milliseconds between flushes to the OS (what a kill -9 can lose at most).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub flush_ms: u64,
@@ -53,6 +66,8 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         flush_every: Duration::from_millis(a.flush_ms),
         fsync_every: Duration::from_millis(a.fsync_ms),
         duration: a.seconds.map(Duration::from_secs_f64),
+        split_bytes: a.split_mb.map(|m| (m * 1e6) as u64),
+        split_every: a.split_seconds.map(Duration::from_secs_f64),
         lossless: false,
     };
     if !g.json {
@@ -62,14 +77,48 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
             a.out.display()
         );
     }
+    let controls: Vec<Arc<Control>> = a
+        .streams
+        .iter()
+        .map(|_| {
+            let c = Control::default();
+            c.paused.store(a.wait_start, Ordering::Relaxed);
+            Arc::new(c)
+        })
+        .collect();
     let handles: Vec<_> = a
         .streams
         .iter()
-        .map(|s| {
-            let (s, out, cfg, stop) = (s.clone(), a.out.clone(), cfg.clone(), stop.clone());
-            std::thread::spawn(move || rtloop_record::record(&s, &out, &cfg, &stop))
+        .zip(&controls)
+        .map(|(s, c)| {
+            let (s, out, cfg, c) = (s.clone(), a.out.clone(), cfg.clone(), c.clone());
+            std::thread::spawn(move || rtloop_record::record_with(&s, &out, &cfg, &c))
         })
         .collect();
+    // Ctrl-C / SIGTERM, and the control socket, reach every recorder
+    let all_done = Arc::new(AtomicBool::new(false));
+    let fanout = {
+        let (stop, controls, done) = (stop.clone(), controls.clone(), all_done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) {
+                    for c in &controls {
+                        c.stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let control_thread = match &a.control {
+        Some(path) => Some(control_socket(
+            path,
+            a.streams.clone(),
+            controls.clone(),
+            all_done.clone(),
+        )?),
+        None => None,
+    };
     let mut reports: Vec<RecordReport> = Vec::new();
     let mut errors = Vec::new();
     for h in handles {
@@ -78,6 +127,14 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
             Ok(Err(e)) => errors.push(e.to_string()),
             Err(_) => errors.push("a recorder thread panicked".into()),
         }
+    }
+    all_done.store(true, Ordering::Relaxed);
+    let _ = fanout.join();
+    if let Some((t, path)) = control_thread {
+        // wake the accept loop, then remove the socket file
+        let _ = std::os::unix::net::UnixStream::connect(&path);
+        let _ = t.join();
+        let _ = std::fs::remove_file(&path);
     }
     if g.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -99,6 +156,63 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         bail!("{}", errors.join("; "));
     }
     Ok(())
+}
+
+/// The control socket: one command per line, one line back.
+fn control_socket(
+    path: &std::path::Path,
+    streams: Vec<String>,
+    controls: Vec<Arc<Control>>,
+    done: Arc<AtomicBool>,
+) -> Result<(std::thread::JoinHandle<()>, PathBuf)> {
+    use std::io::{BufRead, BufReader, Write as _};
+    let _ = std::fs::remove_file(path);
+    let l = std::os::unix::net::UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on control socket {}", path.display()))?;
+    let t = std::thread::spawn(move || {
+        for conn in l.incoming() {
+            if done.load(Ordering::Relaxed) {
+                return;
+            }
+            let Ok(conn) = conn else { continue };
+            let Ok(w) = conn.try_clone() else { continue };
+            let mut w = w;
+            for line in BufReader::new(conn).lines() {
+                let Ok(line) = line else { break };
+                let set = |f: &dyn Fn(&Control)| controls.iter().for_each(|c| f(c));
+                let reply = match line.trim() {
+                    "status" => serde_json::json!({
+                        "streams": streams,
+                        "samples": controls.iter().map(|c| c.samples.load(Ordering::Relaxed)).collect::<Vec<_>>(),
+                        "lost": controls.iter().map(|c| c.lost.load(Ordering::Relaxed)).collect::<Vec<_>>(),
+                        "paused": controls.iter().any(|c| c.paused.load(Ordering::Relaxed)),
+                    })
+                    .to_string(),
+                    "start" => {
+                        set(&|c| c.paused.store(false, Ordering::Relaxed));
+                        "ok".into()
+                    }
+                    "pause" => {
+                        set(&|c| c.paused.store(true, Ordering::Relaxed));
+                        "ok".into()
+                    }
+                    "split" => {
+                        set(&|c| c.split.store(true, Ordering::Relaxed));
+                        "ok".into()
+                    }
+                    "stop" => {
+                        set(&|c| c.stop.store(true, Ordering::Relaxed));
+                        "ok".into()
+                    }
+                    other => format!("error: unknown command {other:?}; allowed: status, start, pause, split, stop"),
+                };
+                if writeln!(w, "{reply}").is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    Ok((t, path.to_owned()))
 }
 
 /// Options of `rtloop replay`.

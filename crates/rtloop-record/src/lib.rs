@@ -68,6 +68,14 @@ pub struct Header {
     pub ended: Option<String>,
     /// The rtloop version that wrote it.
     pub rtloop_version: String,
+    /// Segment number (1-based): a long recording split by size or time continues in
+    /// `NAME.0002`, `NAME.0003`, ... beside the first directory.
+    #[serde(default = "one")]
+    pub segment: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Errors of recording.
@@ -101,6 +109,10 @@ pub struct RecordConfig {
     pub fsync_every: Duration,
     /// Stop after this long (`None`: until stopped).
     pub duration: Option<Duration>,
+    /// Start a new segment once the current one holds this many bytes of samples.
+    pub split_bytes: Option<u64>,
+    /// Start a new segment after this long.
+    pub split_every: Option<Duration>,
     /// Read losslessly, holding the writer back (for measuring the recorder's ceiling; a
     /// recording of a live source uses latest-wins so it never slows the source).
     pub lossless: bool,
@@ -112,6 +124,8 @@ impl Default for RecordConfig {
             flush_every: Duration::from_millis(100),
             fsync_every: Duration::from_secs(1),
             duration: None,
+            split_bytes: None,
+            split_every: None,
             lossless: false,
         }
     }
@@ -162,6 +176,80 @@ fn event_json(e: &rtloop_stream::Event) -> serde_json::Value {
     })
 }
 
+/// Live control of a recording (the control socket and the Python API use it).
+#[derive(Debug, Default)]
+pub struct Control {
+    // Ordering: flags and counters with no data published through them: Relaxed.
+    /// End the recording.
+    pub stop: AtomicBool,
+    /// Discard samples instead of writing them (a recorder started with `--wait-start`).
+    pub paused: AtomicBool,
+    /// Close the current segment and start the next one.
+    pub split: AtomicBool,
+    /// Samples written so far (all segments).
+    pub samples: std::sync::atomic::AtomicU64,
+    /// Samples lost so far.
+    pub lost: std::sync::atomic::AtomicU64,
+}
+
+/// One segment's open files and header.
+struct Segment {
+    dir: PathBuf,
+    header: Header,
+    data: (BufWriter<File>, PathBuf),
+    stamps: (BufWriter<File>, PathBuf),
+    events: (BufWriter<File>, PathBuf),
+    bytes: u64,
+    opened: Instant,
+}
+
+impl Segment {
+    fn open(dir: PathBuf, header: Header) -> Result<Segment, RecordError> {
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let open = |f: &str| -> Result<(BufWriter<File>, PathBuf), RecordError> {
+            let p = dir.join(f);
+            let file = OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .open(&p)
+                .map_err(io_err(&p))?;
+            Ok((BufWriter::with_capacity(1 << 20, file), p))
+        };
+        let seg = Segment {
+            data: open("data.bin")?,
+            stamps: open("timestamps.bin")?,
+            events: open("events.jsonl")?,
+            header,
+            bytes: 0,
+            opened: Instant::now(),
+            dir,
+        };
+        write_header(&seg.dir, &seg.header)?;
+        Ok(seg)
+    }
+
+    fn flush(&mut self, sync: bool) -> Result<(), RecordError> {
+        for (w, p) in [&mut self.data, &mut self.stamps, &mut self.events] {
+            w.flush().map_err(io_err(p))?;
+            if sync {
+                w.get_ref().sync_data().map_err(io_err(p))?;
+            }
+        }
+        if sync {
+            write_header(&self.dir, &self.header)?;
+        }
+        Ok(())
+    }
+
+    fn close(mut self, ended: &str) -> Result<Header, RecordError> {
+        self.header.complete = true;
+        self.header.ended = Some(ended.to_owned());
+        self.flush(true)?;
+        Ok(self.header)
+    }
+}
+
 /// Record stream `name` into `out/<name>/` until `stop` is set, the duration passes or the
 /// stream's writer goes away.
 pub fn record(
@@ -170,27 +258,47 @@ pub fn record(
     cfg: &RecordConfig,
     stop: &AtomicBool,
 ) -> Result<RecordReport, RecordError> {
+    let control = Control::default();
+    let r = std::thread::scope(|sc| {
+        let watch = sc.spawn(|| {
+            while !control.stop.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) {
+                    control.stop.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        let r = record_with(name, out, cfg, &control);
+        control.stop.store(true, Ordering::Relaxed);
+        let _ = watch.join();
+        r
+    });
+    r
+}
+
+/// The directory of segment `k` (1-based) of stream `name`: `out/name`, then `out/name.0002`...
+#[must_use]
+pub fn segment_dir(out: &Path, name: &str, k: u32) -> PathBuf {
+    if k <= 1 {
+        out.join(name)
+    } else {
+        out.join(format!("{name}.{k:04}"))
+    }
+}
+
+/// [`record`] driven by a [`Control`] (stop, pause, split) instead of a flag.
+pub fn record_with(
+    name: &str,
+    out: &Path,
+    cfg: &RecordConfig,
+    control: &Control,
+) -> Result<RecordReport, RecordError> {
     let serr = |detail: String| RecordError::Stream {
         stream: name.to_owned(),
         detail,
     };
     let stream = Stream::open(name).map_err(|e| serr(e.to_string()))?;
     let info = stream.info().clone();
-    let dir = out.join(name);
-    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-    let open = |f: &str| -> Result<(BufWriter<File>, PathBuf), RecordError> {
-        let p = dir.join(f);
-        let file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&p)
-            .map_err(io_err(&p))?;
-        Ok((BufWriter::with_capacity(1 << 20, file), p))
-    };
-    let (mut data, data_path) = open("data.bin")?;
-    let (mut stamps, stamps_path) = open("timestamps.bin")?;
-    let (mut events, events_path) = open("events.jsonl")?;
     let mode = if cfg.lossless {
         ReaderMode::Lossless
     } else {
@@ -216,8 +324,10 @@ pub fn record(
         complete: false,
         ended: None,
         rtloop_version: env!("CARGO_PKG_VERSION").into(),
+        segment: 1,
     };
-    write_header(&dir, &header)?;
+    let first_dir = segment_dir(out, name, 1);
+    let mut seg = Segment::open(first_dir.clone(), header.clone())?;
     let sb = info.sample_bytes;
     let chunk = ((4 << 20) / sb).clamp(1, info.capacity as usize);
     let mut buf = vec![0u8; chunk * sb];
@@ -225,26 +335,56 @@ pub fn record(
     let mut st_bytes = Vec::with_capacity(chunk * 8);
     let started = Instant::now();
     let (mut last_flush, mut last_sync) = (Instant::now(), Instant::now());
+    let (mut total, mut total_events, mut total_lost, mut total_bytes) = (0u64, 0u64, 0u64, 0u64);
     let ended = loop {
-        if stop.load(Ordering::Relaxed) {
+        if control.stop.load(Ordering::Relaxed) {
             break "stopped".to_string();
         }
         if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
             break "stopped".to_string();
         }
+        let paused = control.paused.load(Ordering::Relaxed);
+        let due_split = control.split.swap(false, Ordering::Relaxed)
+            || cfg.split_bytes.is_some_and(|b| seg.bytes >= b)
+            || cfg.split_every.is_some_and(|d| seg.opened.elapsed() >= d);
+        if due_split && !paused {
+            let k = seg.header.segment + 1;
+            let mut h = seg.header.clone();
+            h.segment = k;
+            h.first_sample = reader.cursor();
+            h.start_monotonic_ns = sys::monotonic_ns();
+            h.start_unix_ns = sys::realtime_ns();
+            (h.samples, h.events, h.lost_samples, h.gaps) = (0, 0, 0, Vec::new());
+            let old = std::mem::replace(&mut seg, Segment::open(segment_dir(out, name, k), h)?);
+            old.close("split")?;
+        }
         match reader.pull_into(&mut buf, Some(&mut st), chunk) {
+            Ok(p) if p.n > 0 && paused => {
+                // waiting for `start`: the samples pass by unrecorded
+                if seg.header.samples == 0 {
+                    seg.header.first_sample = p.first + p.n as u64;
+                }
+            }
             Ok(p) if p.n > 0 => {
-                data.write_all(&buf[..p.n * sb])
-                    .map_err(io_err(&data_path))?;
+                if seg.header.samples == 0 {
+                    seg.header.first_sample = p.first;
+                    seg.header.start_monotonic_ns = st[0];
+                }
+                let (w, path) = &mut seg.data;
+                w.write_all(&buf[..p.n * sb]).map_err(io_err(path))?;
                 st_bytes.clear();
                 for s in &st[..p.n] {
                     st_bytes.extend_from_slice(&s.to_le_bytes());
                 }
-                stamps.write_all(&st_bytes).map_err(io_err(&stamps_path))?;
-                header.samples += p.n as u64;
+                let (w, path) = &mut seg.stamps;
+                w.write_all(&st_bytes).map_err(io_err(path))?;
+                seg.header.samples += p.n as u64;
+                seg.bytes += (p.n * sb) as u64;
+                total += p.n as u64;
+                total_bytes += (p.n * sb) as u64;
+                control.samples.store(total, Ordering::Relaxed);
             }
             Ok(_) => {
-                // nothing waiting: the writer may be gone, else wait for more
                 match reader.writer_liveness() {
                     Liveness::Closed => break "writer closed".to_string(),
                     Liveness::Dead { pid } => break format!("writer died (pid {pid})"),
@@ -254,49 +394,45 @@ pub fn record(
             }
             Err(ReadError::Overrun { lost, .. }) => {
                 tracing::warn!(stream = name, lost, "the recorder was lapped");
-                header.lost_samples += lost;
-                header.gaps.push((header.samples, lost));
+                if !paused {
+                    seg.header.lost_samples += lost;
+                    let at = seg.header.samples;
+                    seg.header.gaps.push((at, lost));
+                    total_lost += lost;
+                    control.lost.store(total_lost, Ordering::Relaxed);
+                }
             }
             Err(e) => break format!("read error: {e}"),
         }
         if let Ok(evs) = reader.pull_events() {
-            for e in evs {
-                let mut line = serde_json::to_vec(&event_json(&e)).expect("json");
-                line.push(b'\n');
-                events.write_all(&line).map_err(io_err(&events_path))?;
-                header.events += 1;
+            if !paused {
+                for e in evs {
+                    let mut line = serde_json::to_vec(&event_json(&e)).expect("json");
+                    line.push(b'\n');
+                    let (w, path) = &mut seg.events;
+                    w.write_all(&line).map_err(io_err(path))?;
+                    seg.header.events += 1;
+                    total_events += 1;
+                }
             }
         }
         if last_flush.elapsed() >= cfg.flush_every {
             last_flush = Instant::now();
-            data.flush().map_err(io_err(&data_path))?;
-            stamps.flush().map_err(io_err(&stamps_path))?;
-            events.flush().map_err(io_err(&events_path))?;
-            if last_sync.elapsed() >= cfg.fsync_every {
+            let sync = last_sync.elapsed() >= cfg.fsync_every;
+            if sync {
                 last_sync = Instant::now();
-                data.get_ref().sync_data().map_err(io_err(&data_path))?;
-                stamps.get_ref().sync_data().map_err(io_err(&stamps_path))?;
-                write_header(&dir, &header)?;
             }
+            seg.flush(sync)?;
         }
     };
-    for (w, p) in [
-        (&mut data, &data_path),
-        (&mut stamps, &stamps_path),
-        (&mut events, &events_path),
-    ] {
-        w.flush().map_err(io_err(p))?;
-        w.get_ref().sync_data().map_err(io_err(p))?;
-    }
-    header.complete = true;
-    header.ended = Some(ended.clone());
-    write_header(&dir, &header)?;
+    header = seg.close(&ended)?;
+    let _ = header;
     Ok(RecordReport {
-        dir,
-        samples: header.samples,
-        events: header.events,
-        lost_samples: header.lost_samples,
-        bytes: header.samples * sb as u64,
+        dir: first_dir,
+        samples: total,
+        events: total_events,
+        lost_samples: total_lost,
+        bytes: total_bytes,
         seconds: started.elapsed().as_secs_f64(),
         ended,
     })

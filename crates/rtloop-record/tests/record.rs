@@ -33,8 +33,7 @@ fn round_trip_record_then_load_is_identical() {
                 &RecordConfig {
                     flush_every: Duration::from_millis(10),
                     fsync_every: Duration::from_millis(50),
-                    duration: None,
-                    lossless: false,
+                    ..RecordConfig::default()
                 },
                 &stop,
             )
@@ -135,4 +134,56 @@ fn bad_input_names_the_problem() {
     let e = Recording::open(&tmpdir("missing")).unwrap_err();
     assert!(e.to_string().contains("header.json"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn long_recordings_split_into_segments_that_join_up() {
+    let _w = Watchdog::arm(60, "split");
+    let name = unique_name("split");
+    let _g = StreamGuard::new(&name);
+    let s = Stream::create(&name, &StreamConfig::new(DType::I32, 2, 1000.0, 1 << 16)).unwrap();
+    let out = tmpdir("split");
+    let stop = AtomicBool::new(false);
+    let written: Vec<i32> = (0..20_000).collect();
+    let report = std::thread::scope(|sc| {
+        let rec = sc.spawn(|| {
+            let cfg = RecordConfig {
+                flush_every: Duration::from_millis(5),
+                split_bytes: Some(16_000),
+                ..RecordConfig::default()
+            };
+            record(&name, &out, &cfg, &stop).unwrap()
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let mut w = s.writer().unwrap();
+        for c in written.chunks(200) {
+            w.write(c).unwrap();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        drop(w);
+        rec.join().unwrap()
+    });
+    assert_eq!(report.samples, 10_000);
+    let mut joined = Vec::new();
+    let mut k = 1;
+    let mut next_first = None;
+    loop {
+        let dir = rtloop_record::segment_dir(&out, &name, k);
+        let Ok(r) = Recording::open(&dir) else { break };
+        assert_eq!(r.header.segment, k);
+        assert!(r.header.complete);
+        if let Some(f) = next_first {
+            assert_eq!(r.header.first_sample, f, "segments join without a gap");
+        }
+        next_first = Some(r.header.first_sample + r.samples);
+        let b = std::fs::read(dir.join("data.bin")).unwrap();
+        joined.extend(
+            b.chunks_exact(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap())),
+        );
+        k += 1;
+    }
+    assert!(k > 3, "split into {} segments", k - 1);
+    assert_eq!(joined, written);
+    let _ = std::fs::remove_dir_all(&out);
 }
