@@ -206,3 +206,40 @@ def test_control_socket_starts_splits_and_stops(make_name: Callable[[], str], tm
     assert a.header["ended"] == "split" and b.header["segment"] == 2
     assert not os.path.exists(ctl), "the control socket is removed on exit"
     w.close()
+
+
+def test_replay_of_an_xdf_file(make_name: Callable[[], str], tmp_path: Path) -> None:
+    from rtloop.export import to_xdf
+
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=3, dtype="float32", sfreq=200.0, capacity=4096, ch_names=["a", "b", "c"])
+    rec = start_recorder(name, tmp_path)
+    w = s.writer()
+    x = np.arange(600, dtype=np.float32).reshape(200, 3)
+    w.push_chunk(x[:100])
+    w.push_event("cue", "left", 120)
+    w.push_chunk(x[100:])
+    time.sleep(0.3)
+    w.close()
+    rec.communicate(timeout=30)
+    to_xdf(tmp_path / name, tmp_path / "r.xdf")
+    again = make_name()
+    o = subprocess.run([*rtloop_exe(), "replay", str(tmp_path / "r.xdf"), "--stream", again, "--fast"],
+                       capture_output=True, text=True, timeout=60)
+    assert o.returncode == 0, o.stderr
+    assert "200 samples and 1 events" in o.stdout
+    r = rtloop.Stream.open(again).reader(mode="latest")
+    np.testing.assert_array_equal(r.window(0, 200), x)
+    assert rtloop.Stream.open(again).ch_names == ["a", "b", "c"]
+    ev = r.read_events(0, 1)[0]
+    # XDF carries times, not sample indices: the marker lands on the first sample with its
+    # time, and samples committed together share one time (100..199 here)
+    assert (ev.type, ev.value) == ("cue", "left") and 100 <= ev.sample <= 120
+    r.close()
+    # a damaged or foreign file: the error names the problem
+    (tmp_path / "bad.xdf").write_bytes(b"GDF 2.20 not xdf")
+    o = subprocess.run([*rtloop_exe(), "replay", str(tmp_path / "bad.xdf")], capture_output=True, text=True, timeout=60)
+    assert o.returncode == 1 and "not an XDF file" in o.stderr
+    (tmp_path / "cut.xdf").write_bytes((tmp_path / "r.xdf").read_bytes()[:300])
+    o = subprocess.run([*rtloop_exe(), "replay", str(tmp_path / "cut.xdf")], capture_output=True, text=True, timeout=60)
+    assert o.returncode == 1 and "truncated" in o.stderr

@@ -218,8 +218,12 @@ fn control_socket(
 /// Options of `rtloop replay`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReplayArgs {
-    /// A recording directory (OUT/STREAM as `rtloop record` wrote it).
+    /// A recording directory (OUT/STREAM as `rtloop record` wrote it), or an XDF file.
     pub dir: PathBuf,
+    /// For an XDF file: the stream to play (default: the first numeric one); its marker
+    /// streams become events.
+    #[arg(long)]
+    pub xdf_stream: Option<String>,
     /// The stream to create and write (default: the recorded stream's name).
     #[arg(long)]
     pub stream: Option<String>,
@@ -233,7 +237,25 @@ pub struct ReplayArgs {
 
 /// Replay a recording into a stream.
 pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
-    let rec = rtloop_record::Recording::open(&a.dir)?;
+    // an XDF file is converted to a recording directory first
+    let tmp;
+    let dir = if a.dir.is_file() {
+        tmp = std::env::temp_dir().join(format!("rtloop-xdf-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        rtloop_record::xdf::to_recording(&a.dir, a.xdf_stream.as_deref(), &tmp)?;
+        tmp.clone()
+    } else {
+        a.dir.clone()
+    };
+    let result = replay_dir(a, &dir, g);
+    if dir != a.dir {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn replay_dir(a: &ReplayArgs, dir: &std::path::Path, g: &Global) -> Result<()> {
+    let rec = rtloop_record::Recording::open(dir)?;
     let name = a
         .stream
         .clone()
@@ -257,7 +279,7 @@ pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
             }
         );
     }
-    let r = rtloop_record::replay(&a.dir, &name, (!a.fast).then_some(a.speed), &stop)?;
+    let r = rtloop_record::replay(dir, &name, (!a.fast).then_some(a.speed), &stop)?;
     if g.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

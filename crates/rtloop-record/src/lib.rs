@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 use rtloop_stream::{sys, EventValue, Liveness, ReadError, ReaderMode, Stream};
 use serde::{Deserialize, Serialize};
 
+pub mod xdf;
+
 /// The format name written in every header.
 pub const FORMAT: &str = "rtloop-recording";
 
