@@ -210,6 +210,17 @@ impl HostSide {
             LinkSpec::FieldTrip { addr, h2d } => {
                 let mut client = Client::connect(addr).map_err(io::Error::other)?;
                 client.set_spin(self.spin);
+                // the device's PUT_HDR opens the buffer: wait for it
+                let t = Instant::now();
+                while client.get_header().is_err() {
+                    if t.elapsed() > timeout {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the device never sent its FieldTrip header",
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 let writer = Stream::open(h2d)
                     .map_err(io::Error::other)?
                     .writer()
@@ -402,6 +413,7 @@ pub fn connect_device(spec: &LinkSpec) -> io::Result<Box<dyn DeviceLink>> {
                 s,
                 buf: vec![0; 64 * 1024],
                 partial: Vec::new(),
+                closed: false,
             })
         }
         LinkSpec::Tcp(a) => {
@@ -411,6 +423,7 @@ pub fn connect_device(spec: &LinkSpec) -> io::Result<Box<dyn DeviceLink>> {
                 s,
                 buf: vec![0; 64 * 1024],
                 partial: Vec::new(),
+                closed: false,
             })
         }
         LinkSpec::FieldTrip { addr, h2d } => {
@@ -474,6 +487,7 @@ struct SocketDevice<S> {
     s: S,
     buf: Vec<u8>,
     partial: Vec<u8>,
+    closed: bool,
 }
 
 impl<S: Read + Write + std::os::fd::AsFd> DeviceLink for SocketDevice<S> {
@@ -482,12 +496,18 @@ impl<S: Read + Write + std::os::fd::AsFd> DeviceLink for SocketDevice<S> {
     }
     fn poll(&mut self, out: &mut Vec<u32>) -> io::Result<()> {
         loop {
+            if self.closed {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the host closed the connection",
+                ));
+            }
             match rustix::net::recv(&self.s, &mut self.buf[..], rustix::net::RecvFlags::DONTWAIT) {
+                // the host's last words (its stop) may arrive with the close: hand them over
+                // now, report the close on the next poll
                 Ok((0, _)) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::BrokenPipe,
-                        "the host closed the connection",
-                    ))
+                    self.closed = true;
+                    return Ok(());
                 }
                 Ok((n, _)) => {
                     self.partial.extend_from_slice(&self.buf[..n]);
