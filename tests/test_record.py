@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, List
+from typing import Any, Callable, List
 
 import numpy as np
 import pytest
@@ -243,3 +243,55 @@ def test_replay_of_an_xdf_file(make_name: Callable[[], str], tmp_path: Path) -> 
     (tmp_path / "cut.xdf").write_bytes((tmp_path / "r.xdf").read_bytes()[:300])
     o = subprocess.run([*rtloop_exe(), "replay", str(tmp_path / "cut.xdf")], capture_output=True, text=True, timeout=60)
     assert o.returncode == 1 and "truncated" in o.stderr
+
+
+def test_disk_full_gives_a_clear_error_and_a_readable_recording(make_name: Callable[[], str], tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)],
+                                          capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a 2 MiB tmpfs")
+    try:
+        name = make_name()
+        s = rtloop.Stream.create(name, n_channels=64, dtype="float32", sfreq=1000.0, capacity=1 << 14)
+        rec = start_recorder(name, small)
+        w = s.writer()
+        block = np.ones((100, 64), np.float32)  # 25.6 kB per block: 2 MiB fills after ~80
+        for _ in range(200):
+            w.push_chunk(block)
+            time.sleep(0.002)
+            if rec.poll() is not None:
+                break
+        out, err = rec.communicate(timeout=30)
+        assert rec.returncode == 1
+        assert "No space left" in err and "stays readable" in err, err
+        r = rtloop.load(small / name)
+        assert r.data.shape[0] > 0 and np.all(r.data == 1.0)
+        w.close()
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_a_writer_that_dies_ends_the_recording(make_name: Callable[[], str], tmp_path: Path, child: Any) -> None:
+    name = make_name()
+    rtloop.Stream.create(name, n_channels=1, dtype="int32", sfreq=100.0, capacity=1024)
+    rec = start_recorder(name, tmp_path)
+    c = child(
+        """
+        import sys, time, numpy as np, rtloop
+        w = rtloop.Stream.open(sys.argv[1]).writer()
+        w.push_chunk(np.arange(10, dtype=np.int32).reshape(10, 1))
+        print("written", flush=True)
+        time.sleep(60)
+        """,
+        name,
+    )
+    c.expect("written")
+    time.sleep(0.3)
+    c.proc.kill()
+    c.proc.wait()
+    out, err = rec.communicate(timeout=30)
+    assert rec.returncode == 0, err
+    r = rtloop.load(tmp_path / name)
+    assert r.complete and "writer died" in r.header["ended"]
+    np.testing.assert_array_equal(r.data[:, 0], np.arange(10))
