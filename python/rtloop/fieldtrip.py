@@ -1,23 +1,35 @@
-"""A FieldTrip realtime buffer client (protocol version 1), in Python.
+"""A FieldTrip realtime buffer client (protocol version 1), in pure Python.
 
-Works with `rtloop serve` and with any FieldTrip buffer server (the reference C `buffer`,
+Works with ``rtloop serve`` and with any FieldTrip buffer server (the reference C ``buffer``,
 the Java server, eegsynth's Python server). Data come back as numpy arrays shaped
 ``(samples, channels)``; sample and event indices are 0-based and inclusive, as in the
-protocol.
+protocol::
 
-    >>> from rtloop.fieldtrip import Client
-    >>> c = Client()
-    >>> c.connect("localhost", 1972)            # or c.connect("unix:/tmp/ft.sock")
-    >>> c.put_header(4, 1000.0, "float32", labels=["Fz", "Cz", "Pz", "Oz"])
-    >>> c.put_data(np.zeros((10, 4), np.float32))
-    >>> x = c.get_data(0, 9)                     # (10, 4)
+    import numpy as np
+    from rtloop.fieldtrip import Client
+
+    c = Client()
+    c.connect("localhost", 1972)                 # or c.connect("unix:/tmp/ft.sock")
+    c.put_header(4, 1000.0, "float32", labels=["Fz", "Cz", "Pz", "Oz"])
+    c.put_data(np.zeros((10, 4), np.float32))
+    x = c.get_data(0, 9)                         # (10, 4) float32
+    c.close()
 
 The FieldTrip.py spellings (``getHeader``, ``putData``, ``getData([start, end])``, ...) are
 there too, so scripts written for FieldTrip.py run unchanged.
+
+What goes on the wire: each request is one ``sendmsg`` of the 8-byte prefix, the fixed part
+and the payload taken from the array's own memory (no concatenation); each reply is read with
+``recv_into`` straight into the array that is returned (one copy, from the kernel). Everything
+is little-endian, the byte order of every machine rtloop runs on. TCP_NODELAY is set, so small
+requests are not held back by Nagle's algorithm.
+
+A ``Client`` is one connection and is not thread-safe: give each thread its own.
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import struct
 from dataclasses import dataclass, field
@@ -27,54 +39,85 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, U
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["Client", "Header", "Event", "FieldTripError", "DATATYPES"]
+__all__ = ["DATATYPES", "Client", "Event", "FieldTripError", "Header"]
 
 VERSION = 1
 PUT_HDR, PUT_DAT, PUT_EVT, PUT_OK, PUT_ERR = 0x0101, 0x0102, 0x0103, 0x0104, 0x0105
 GET_HDR, GET_DAT, GET_EVT, GET_OK, GET_ERR = 0x0201, 0x0202, 0x0203, 0x0204, 0x0205
 FLUSH_HDR, FLUSH_DAT, FLUSH_EVT, FLUSH_OK, FLUSH_ERR = 0x0301, 0x0302, 0x0303, 0x0304, 0x0305
 WAIT_DAT, WAIT_OK, WAIT_ERR = 0x0402, 0x0404, 0x0405
+PUT_HDR_NORESPONSE, PUT_DAT_NORESPONSE, PUT_EVT_NORESPONSE = 0x0501, 0x0502, 0x0503
+
+#: Header chunk types (the CHANNEL_NAMES chunk carries the labels).
+CHUNK_UNSPECIFIED = 0
 CHUNK_CHANNEL_NAMES = 1
+CHUNK_CHANNEL_FLAGS = 2
+CHUNK_RESOLUTIONS = 3
+CHUNK_ASCII_KEYVAL = 4
+CHUNK_NIFTI1 = 5
+CHUNK_SIEMENS_AP = 6
+CHUNK_CTF_RES4 = 7
+CHUNK_NEUROMAG_HEADER = 8
+CHUNK_NEUROMAG_ISOTRAK = 9
+CHUNK_NEUROMAG_HPIRESULT = 10
+
+#: FieldTrip data type codes (FieldTrip.py's names).
+DATATYPE_CHAR = 0
+DATATYPE_UINT8, DATATYPE_UINT16, DATATYPE_UINT32, DATATYPE_UINT64 = 1, 2, 3, 4
+DATATYPE_INT8, DATATYPE_INT16, DATATYPE_INT32, DATATYPE_INT64 = 5, 6, 7, 8
+DATATYPE_FLOAT32, DATATYPE_FLOAT64 = 9, 10
 
 _NAMES = {
     PUT_HDR: "PUT_HDR", PUT_DAT: "PUT_DAT", PUT_EVT: "PUT_EVT", PUT_OK: "PUT_OK", PUT_ERR: "PUT_ERR",
     GET_HDR: "GET_HDR", GET_DAT: "GET_DAT", GET_EVT: "GET_EVT", GET_OK: "GET_OK", GET_ERR: "GET_ERR",
     FLUSH_HDR: "FLUSH_HDR", FLUSH_DAT: "FLUSH_DAT", FLUSH_EVT: "FLUSH_EVT", FLUSH_OK: "FLUSH_OK",
     FLUSH_ERR: "FLUSH_ERR", WAIT_DAT: "WAIT_DAT", WAIT_OK: "WAIT_OK", WAIT_ERR: "WAIT_ERR",
-}
+    PUT_HDR_NORESPONSE: "PUT_HDR_NORESPONSE", PUT_DAT_NORESPONSE: "PUT_DAT_NORESPONSE",
+    PUT_EVT_NORESPONSE: "PUT_EVT_NORESPONSE",
+}  # fmt: skip
 
-#: FieldTrip data type codes and their numpy dtypes (0 = char, used for text in events).
+#: FieldTrip sample type codes and their numpy dtypes. Code 0 (char) is for event text only.
 DATATYPES: Dict[int, np.dtype[Any]] = {
     1: np.dtype("<u1"), 2: np.dtype("<u2"), 3: np.dtype("<u4"), 4: np.dtype("<u8"),
     5: np.dtype("<i1"), 6: np.dtype("<i2"), 7: np.dtype("<i4"), 8: np.dtype("<i8"),
     9: np.dtype("<f4"), 10: np.dtype("<f8"),
-}
+}  # fmt: skip
 _CODE = {dt.str: code for code, dt in DATATYPES.items()}
-_ALLOWED = "uint8, uint16, uint32, uint64, int8, int16, int32, int64, float32, float64 (or codes 1..10)"
+_ALLOWED = (
+    "uint8, uint16, uint32, uint64, int8, int16, int32, int64, float32, float64 "
+    "(or their FieldTrip codes 1..10)"
+)
 
-_WHY = {
-    GET_DAT: "the samples are not, or no longer, in the buffer (or there is no header yet)",
-    GET_EVT: "the events are not, or no longer, in the buffer (or there is no header yet)",
-    GET_HDR: "there is no header yet (nothing was PUT_HDR, or it was flushed)",
-    PUT_DAT: "the data do not match the header (channels, type) or there is no header yet",
-    PUT_EVT: "the events are malformed or there is no header yet",
-    PUT_HDR: "the header was refused (data type, channels or size)",
-    WAIT_DAT: "there is no header yet",
-    FLUSH_HDR: "there is no header to flush", FLUSH_DAT: "there is no header", FLUSH_EVT: "there is no header",
-}
-
+_PREFIX = struct.Struct("<HHI")
+_HEADERDEF = struct.Struct("<IIIfII")
+_DATADEF = struct.Struct("<IIII")
+_EVENTDEF = struct.Struct("<IIIIiiiI")
+_SELECTION = struct.Struct("<II")
+_WAITDEF = struct.Struct("<III")
+_CHUNKDEF = struct.Struct("<II")
+_U32 = 0xFFFFFFFF
+_I32 = (-(2**31), 2**31 - 1)
 
 # what goes out on the socket: bytes, or a view of an array's memory (no copy)
 _Buf = Union[bytes, bytearray, memoryview]
 
 
 class FieldTripError(RuntimeError):
-    """The server answered a request with an error reply."""
+    """The server refused a request (it answered PUT_ERR, GET_ERR, FLUSH_ERR or WAIT_ERR).
+
+    The message names the request, the reply and, where the client can tell, why (for
+    example which samples the buffer holds). The connection stays usable.
+    """
 
 
 @dataclass
 class Header:
-    """What GET_HDR returns."""
+    """What GET_HDR returns.
+
+    ``n_samples`` and ``n_events`` count what was written since the last PUT_HDR or flush
+    (the buffer may keep fewer). ``chunks`` maps each chunk type to its bytes, exactly as
+    the writer sent them; ``labels`` are decoded from the CHANNEL_NAMES chunk (type 1).
+    """
 
     n_channels: int
     n_samples: int
@@ -103,13 +146,19 @@ class Header:
 
     @property
     def dataType(self) -> int:  # noqa: N802
-        return _CODE[self.data_type.str]
+        """The FieldTrip type code (9 for float32, ...)."""
+        return _CODE.get(self.data_type.str, DATATYPE_CHAR)
 
 
 @dataclass
 class Event:
-    """A FieldTrip event: ``type`` and ``value`` are ``str`` or numpy arrays (or scalars).
-    ``sample = -1`` asks the server to fill in the current sample."""
+    """A FieldTrip event.
+
+    ``type`` and ``value`` are ``str`` (sent as char), or numbers / numpy arrays of a
+    FieldTrip dtype (a numeric value of one element comes back as a Python scalar).
+    ``sample = -1`` asks the server to fill in the current sample. ``offset`` and
+    ``duration`` are in samples.
+    """
 
     type: Any = ""
     value: Any = ""
@@ -119,101 +168,201 @@ class Event:
 
 
 def _dtype_code(data_type: Any) -> int:
-    if isinstance(data_type, (int, np.integer)) and not isinstance(data_type, bool):
+    """The FieldTrip code of a numpy dtype (or of a code), or ValueError/TypeError."""
+    if isinstance(data_type, (int, np.integer)) and not isinstance(data_type, (bool, np.bool_)):
         if int(data_type) in DATATYPES:
             return int(data_type)
         raise ValueError(f"data type code {data_type} is not a FieldTrip sample type; allowed: {_ALLOWED}")
     try:
-        dt = np.dtype(data_type).newbyteorder("<")
+        dt = np.dtype(data_type)
     except TypeError as e:
-        raise TypeError(f"data type {data_type!r} is not a dtype; allowed: {_ALLOWED}") from e
-    if dt.str not in _CODE:
-        raise ValueError(f"data type {np.dtype(data_type)} is not a FieldTrip sample type; allowed: {_ALLOWED}")
-    return _CODE[dt.str]
+        raise TypeError(f"data type {data_type!r} is not a numpy dtype; allowed: {_ALLOWED}") from e
+    code = _CODE.get(dt.newbyteorder("<").str)
+    if code is None:
+        raise ValueError(f"data type {dt} is not a FieldTrip sample type; allowed: {_ALLOWED}")
+    return code
+
+
+def _u32(x: Any, what: str) -> int:
+    try:
+        v = int(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what} must be an integer, got {x!r}") from e
+    if not 0 <= v <= _U32:
+        raise ValueError(f"{what} must be in 0..{_U32} (an unsigned 32-bit field), got {v}")
+    return v
+
+
+def _i32(x: Any, what: str) -> int:
+    try:
+        v = int(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what} must be an integer, got {x!r}") from e
+    if not _I32[0] <= v <= _I32[1]:
+        raise ValueError(f"{what} must fit a signed 32-bit field ({_I32[0]}..{_I32[1]}), got {v}")
+    return v
 
 
 def _encode_value(v: Any, what: str) -> Tuple[int, int, bytes]:
-    """(type code, numel, bytes) of an event type or value."""
+    """(type code, numel, bytes) of an event's type or value."""
     if isinstance(v, str):
         b = v.encode("utf-8")
-        return 0, len(b), b
-    if isinstance(v, bytes):
-        return 0, len(v), v
+        return DATATYPE_CHAR, len(b), b
+    if isinstance(v, (bytes, bytearray)):
+        return DATATYPE_CHAR, len(v), bytes(v)
+    if isinstance(v, (bool, np.bool_)):
+        v = np.uint8(v)
     a = np.asarray(v)
-    if a.dtype.kind in "US":
-        b = str(a).encode("utf-8")
-        return 0, len(b), b
     if a.dtype == np.bool_:
         a = a.astype(np.uint8)
-    code = _dtype_code(a.dtype)
+    try:
+        code = _dtype_code(a.dtype)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"event {what} {v!r} is neither text (str/bytes) nor numbers of a FieldTrip type; "
+            f"allowed: str, bytes, int, float, or a numpy array of {_ALLOWED}"
+        ) from None
     a = np.ascontiguousarray(a.reshape(-1), dtype=DATATYPES[code])
-    return code, a.size, a.tobytes()
+    return code, int(a.size), a.tobytes()
+
+
+def _wordsize(code: int) -> Optional[int]:
+    if code == DATATYPE_CHAR:
+        return 1
+    dt = DATATYPES.get(code)
+    return None if dt is None else dt.itemsize
 
 
 def _decode_value(code: int, numel: int, raw: bytes) -> Any:
-    if code == 0:
+    if code == DATATYPE_CHAR:
         return raw.decode("utf-8", errors="replace")
     a = np.frombuffer(raw, dtype=DATATYPES[code], count=numel).copy()
     return a.item() if a.size == 1 else a
 
 
+def _as_event(e: Any, i: int) -> Event:
+    if isinstance(e, Event):
+        return e
+    try:
+        if isinstance(e, dict):
+            return Event(**e)
+        if isinstance(e, (tuple, list)):
+            if not 3 <= len(e) <= 5:
+                raise TypeError(f"a tuple of {len(e)} fields")
+            return Event(*e)
+    except TypeError as err:
+        raise TypeError(
+            f"event {i} ({e!r}) is not an event: give Event objects, dicts with the keys "
+            f"type, value, sample, offset, duration, or (type, value, sample[, offset, duration]) "
+            f"tuples ({err})"
+        ) from None
+    # anything else (FieldTrip.py's Event, a namedtuple-like object) by its attributes
+    if all(hasattr(e, k) for k in ("type", "value", "sample")):
+        return Event(e.type, e.value, e.sample, getattr(e, "offset", 0), getattr(e, "duration", 0))
+    raise TypeError(
+        f"event {i} is a {type(e).__name__}; give Event objects, dicts with the keys type, value, "
+        "sample, offset, duration, or (type, value, sample[, offset, duration]) tuples"
+    )
+
+
+def _parse_address(host: str, port: int) -> Tuple[str, int]:
+    """"host", "host:port", "buffer://host:port", "tcp://host:port", "[::1]:port"."""
+    for prefix in ("buffer://", "tcp://"):
+        if host.startswith(prefix):
+            host = host[len(prefix) :]
+    host = host.rstrip("/")
+    if host.startswith("["):  # [v6]:port
+        end = host.find("]")
+        if end < 0:
+            raise ValueError(f"bad address {host!r}: missing ']'")
+        rest = host[end + 1 :]
+        h = host[1:end]
+        if rest.startswith(":"):
+            port = int(rest[1:])
+        return h, port
+    if host.count(":") == 1:
+        h, p = host.rsplit(":", 1)
+        try:
+            return h or "localhost", int(p)
+        except ValueError:
+            raise ValueError(f"bad address {host!r}: the port {p!r} is not a number") from None
+    return host or "localhost", port
+
+
 class Client:
-    """One connection to a FieldTrip buffer (TCP or UNIX socket)."""
+    """One connection to a FieldTrip buffer, over TCP or a UNIX-domain socket.
+
+    ``Client()`` is not connected; call :meth:`connect` (or use :meth:`open`). Use it as a
+    context manager, or call :meth:`close`, to close the socket.
+    """
 
     def __init__(self) -> None:
         self._sock: Optional[socket.socket] = None
         self._addr = ""
-        self._header_cache: Optional[Tuple[int, int]] = None  # (n_channels, code) after put_header
+        # (n_channels, type code) of the header this client last put or got
+        self._known: Optional[Tuple[int, int]] = None
+        self._explaining = False  # asking the server why it refused (no nested explanations)
 
     # -- connection ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, address: str) -> "Client":
-        """Connect to ``"host:port"``, ``"buffer://host:port"``, ``"tcp://host:port"`` or
-        ``"unix:/path"``."""
+    def open(cls, address: str = "localhost:1972") -> "Client":
+        """A connected client: ``"host:port"``, ``"buffer://host:port"``, ``"tcp://host:port"``
+        or ``"unix:/path/to.sock"``."""
         c = cls()
         c.connect(address)
         return c
 
     def connect(self, host: str = "localhost", port: int = 1972, *, path: Optional[str] = None) -> None:
-        """Connect over TCP (``host``, ``port``), or over a UNIX socket (``path=...`` or
-        ``host="unix:/path"``). ``host`` may also be ``"host:port"`` or ``"buffer://host:port"``."""
+        """Connect over TCP to ``host:port``, or over a UNIX socket (``path=...`` or
+        ``host="unix:/path"``). ``host`` may also be ``"host:port"`` or ``"buffer://host:port"``.
+        A previous connection of this client is closed first.
+
+        Raises ``ConnectionError`` naming the address if nobody answers there.
+        """
         self.close()
         if path is None and host.startswith("unix:"):
-            path = host[len("unix:"):]
+            path = host[len("unix:") :]
         if path is not None:
+            addr = f"unix:{path}"
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 s.connect(path)
             except OSError as e:
                 s.close()
-                raise ConnectionError(f"cannot connect to the FieldTrip buffer at unix:{path}: {e}") from e
-            self._addr = f"unix:{path}"
+                raise ConnectionError(f"cannot connect to the FieldTrip buffer at {addr}: {e}") from e
         else:
-            for prefix in ("buffer://", "tcp://"):
-                if host.startswith(prefix):
-                    host = host[len(prefix):]
-            if ":" in host and not host.startswith("["):
-                host, p = host.rsplit(":", 1)
-                port = int(p)
+            h, p = _parse_address(host, port)
+            addr = f"[{h}]:{p}" if ":" in h else f"{h}:{p}"
             try:
-                s = socket.create_connection((host, port))
+                s = socket.create_connection((h, p))
             except OSError as e:
-                raise ConnectionError(f"cannot connect to the FieldTrip buffer at {host}:{port}: {e}") from e
+                raise ConnectionError(f"cannot connect to the FieldTrip buffer at {addr}: {e}") from e
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._addr = f"{host}:{port}"
         self._sock = s
+        self._addr = addr
+        self._known = None
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        s, self._sock = self._sock, None
+        if s is not None:
+            s.close()
 
     disconnect = close
 
     @property
     def connected(self) -> bool:
+        """Whether the socket is open (the server may still have closed its end)."""
         return self._sock is not None
+
+    @property
+    def isConnected(self) -> bool:  # noqa: N802
+        return self.connected
+
+    @property
+    def address(self) -> str:
+        """``"host:port"`` or ``"unix:/path"`` of the server ("" before connect)."""
+        return self._addr
 
     def __enter__(self) -> "Client":
         return self
@@ -224,43 +373,153 @@ class Client:
         self.close()
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        return f"rtloop.fieldtrip.Client({self._addr if self._sock else 'not connected'})"
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _send(self, command: int, *parts: _Buf) -> None:
-        if self._sock is None:
-            raise ConnectionError("not connected: call connect() first")
-        size = sum(memoryview(p).nbytes for p in parts)
-        try:
-            self._sock.sendmsg([struct.pack("<HHI", VERSION, command, size), *parts])
-        except OSError as e:
-            raise ConnectionError(f"the FieldTrip buffer at {self._addr} closed the connection: {e}") from e
+    def _lost(self, command: int, e: Optional[BaseException] = None) -> ConnectionError:
+        """Close the socket (the stream is out of step now) and describe the loss."""
+        self.close()
+        why = f": {e}" if e is not None else ""
+        return ConnectionError(
+            f"the FieldTrip buffer at {self._addr} closed the connection during {_NAMES.get(command, hex(command))}{why}"
+        )
 
-    def _recv_exact(self, n: int) -> bytearray:
+    def _send(self, command: int, *parts: _Buf) -> None:
+        """One request: the prefix and ``parts`` in one sendmsg (looping on a partial send)."""
+        s = self._sock
+        if s is None:
+            where = f" to {self._addr}" if self._addr else ""
+            raise ConnectionError(f"not connected{where}: call connect() first")
+        views = [memoryview(p).cast("B") for p in parts]
+        size = sum(v.nbytes for v in views)
+        if size > _U32:
+            raise ValueError(f"{_NAMES.get(command)} of {size} bytes: a message holds at most {_U32} bytes")
+        out = [memoryview(_PREFIX.pack(VERSION, command, size))] + [v for v in views if v.nbytes]
+        try:
+            while out:
+                n = s.sendmsg(out)
+                while n and out:
+                    if n >= out[0].nbytes:
+                        n -= out[0].nbytes
+                        out.pop(0)
+                    else:
+                        out[0] = out[0][n:]
+                        n = 0
+        except OSError as e:
+            raise self._lost(command, e) from e
+
+    def _recv_into(self, view: memoryview, command: int) -> None:
         assert self._sock is not None
+        got, n = 0, view.nbytes
+        try:
+            while got < n:
+                k = self._sock.recv_into(view[got:], n - got)
+                if k == 0:
+                    raise self._lost(command)
+                got += k
+        except OSError as e:
+            if isinstance(e, ConnectionError) and self._sock is None:
+                raise
+            raise self._lost(command, e) from e
+
+    def _recv_exact(self, n: int, command: int) -> bytearray:
         buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self._sock.recv_into(view[got:], n - got)
-            if k == 0:
-                raise ConnectionError(f"the FieldTrip buffer at {self._addr} closed the connection")
-            got += k
+        if n:
+            self._recv_into(memoryview(buf), command)
         return buf
 
-    def _call(self, command: int, ok: int, *parts: _Buf, what: str = "") -> bytearray:
-        self._send(command, *parts)
-        version, reply, size = struct.unpack("<HHI", self._recv_exact(8))
+    def _reply(self, command: int) -> Tuple[int, int]:
+        """Read a reply's prefix: (code, payload size)."""
+        version, code, size = _PREFIX.unpack(self._recv_exact(8, command))
         if version != VERSION:
-            raise ConnectionError(f"{self._addr} answered with protocol version {version}, not {VERSION}")
-        payload = self._recv_exact(size) if size else bytearray()
-        if reply != ok:
-            name = _NAMES.get(command, hex(command))
-            raise FieldTripError(
-                f"{name}{what} refused by the server at {self._addr} ({_NAMES.get(reply, hex(reply))}): "
-                f"{_WHY.get(command, 'see the server log')}"
+            self.close()
+            raise ConnectionError(
+                f"the FieldTrip buffer at {self._addr} answered {_NAMES.get(command)} with protocol "
+                f"version {version} (expected {VERSION}); connection closed"
             )
-        return payload
+        return code, size
+
+    def _refused(self, command: int, code: int, size: int, what: str, args: Tuple[Any, ...] = ()) -> FieldTripError:
+        """The error for a refusal; drains the reply and asks the server for context."""
+        if size:
+            self._recv_exact(size, command)
+        name = _NAMES.get(command, hex(command))
+        why = "see the server's log"
+        if not self._explaining and self._sock is not None:
+            self._explaining = True
+            try:
+                why = self._explain(command, args)
+            except (OSError, FieldTripError, ValueError, struct.error):
+                pass
+            finally:
+                self._explaining = False
+        return FieldTripError(
+            f"{name}{what} refused by the server at {self._addr} ({_NAMES.get(code, hex(code))}): {why}"
+        )
+
+    def _call(self, command: int, ok: int, *parts: _Buf, what: str = "", args: Tuple[Any, ...] = ()) -> bytearray:
+        self._send(command, *parts)
+        code, size = self._reply(command)
+        if code != ok:
+            raise self._refused(command, code, size, what, args)
+        return self._recv_exact(size, command)
+
+    def _counts(self) -> Optional[Tuple[int, int]]:
+        """(samples, events) now, or None if there is no header (for error messages)."""
+        try:
+            return self.wait(0, 0, 0)
+        except FieldTripError:
+            return None
+
+    def _explain(self, command: int, args: Tuple[Any, ...]) -> str:
+        """Why the server probably refused ``command``: asks it for its current state."""
+        if command == GET_HDR:
+            return "there is no header yet (nothing was PUT_HDR, or FLUSH_HDR deleted it)"
+        if command in (FLUSH_HDR, FLUSH_DAT, FLUSH_EVT, WAIT_DAT):
+            if self._counts() is None:
+                return "there is no header yet (PUT_HDR first)"
+            return "the server refused it (a stream written by a local process cannot be flushed); see its log"
+        counts = self._counts()
+        if counts is None:
+            return "there is no header yet (PUT_HDR first)"
+        ns, ne = counts
+        if command in (GET_DAT, GET_EVT):
+            unit, n = ("samples", ns) if command == GET_DAT else ("events", ne)
+            holds = f"it holds {unit} 0..{n - 1}" if n else f"it holds no {unit}"
+            if args:
+                b, e = args
+                if e != _U32 and b > e + 1:
+                    return f"the selection is backwards (begin {b} > end {e} + 1); {holds}"
+                if b >= n or (e != _U32 and e >= n):
+                    return f"the {unit} are not in the buffer yet; {holds}"
+            elif n == 0:
+                return f"there are no {unit} yet"
+            return (
+                f"the {unit} are not, or no longer, in the buffer; {holds}, of which it keeps only "
+                "the newest (how many is not sent over the wire)"
+            )
+        if command == PUT_DAT and args:
+            nch, code = args
+            h = self.get_header()
+            hcode = _CODE.get(h.data_type.str, -1)
+            if h.n_channels != nch or hcode != code:
+                return (
+                    f"the data are {nch} channels of {DATATYPES[code]}, the header says "
+                    f"{h.n_channels} channels of {h.data_type}"
+                )
+            return (
+                "the data match the header, so the server refused them for another reason: more samples "
+                "in one PUT_DAT than it keeps, or the stream has a local writer; see its log"
+            )
+        if command == PUT_EVT:
+            return "the events are malformed, too large, or the stream has a local writer; see the server's log"
+        return "see the server's log"
 
     # -- header -------------------------------------------------------------------------------
     def put_header(
@@ -271,129 +530,215 @@ class Client:
         labels: Optional[Sequence[str]] = None,
         chunks: Optional[Union[Dict[int, bytes], Iterable[Tuple[int, bytes]]]] = None,
     ) -> None:
-        """PUT_HDR: (re)start the buffer with this shape. Resets samples and events."""
-        if int(n_channels) < 1:
+        """PUT_HDR: (re)start the buffer. Samples and events restart at 0.
+
+        Parameters
+        ----------
+        n_channels : int
+            At least 1.
+        fsample : float
+            Sampling rate in Hz.
+        data_type : numpy dtype or FieldTrip code
+            One of uint8, uint16, uint32, uint64, int8, int16, int32, int64, float32,
+            float64 (codes 1..10).
+        labels : list of str, optional
+            One per channel; sent as the CHANNEL_NAMES chunk (NUL-terminated strings).
+        chunks : dict {type: bytes} or iterable of (type, bytes), optional
+            Other header chunks, sent and returned byte for byte (a CHANNEL_NAMES chunk here
+            is replaced by ``labels`` if both are given).
+        """
+        nch = _u32(n_channels, "n_channels")
+        if nch < 1:
             raise ValueError(f"n_channels must be at least 1, got {n_channels}")
         code = _dtype_code(data_type)
-        extra = b""
+        try:
+            fs = float(fsample)
+        except (TypeError, ValueError):
+            raise TypeError(f"fsample must be a number (Hz), got {fsample!r}") from None
+        if not math.isfinite(fs) or abs(fs) > 3.4e38:
+            raise ValueError(f"fsample must be a finite float32 number of Hz, got {fsample!r}")
+        parts: List[bytes] = []
         if labels is not None and len(labels) > 0:
-            if len(labels) != n_channels:
-                raise ValueError(f"{len(labels)} labels for {n_channels} channels; give one per channel")
-            names = b"".join(str(x).encode("utf-8") + b"\0" for x in labels)
-            extra += struct.pack("<II", CHUNK_CHANNEL_NAMES, len(names)) + names
-        items = chunks.items() if isinstance(chunks, dict) else (chunks or [])
-        for ctype, data in items:
-            if labels and ctype == CHUNK_CHANNEL_NAMES:
+            if isinstance(labels, str):
+                raise TypeError("labels must be a list of str, one per channel, not a single str")
+            if len(labels) != nch:
+                raise ValueError(f"{len(labels)} labels for {nch} channels; give one per channel")
+            enc = [str(x).encode("utf-8") for x in labels]
+            if any(b"\0" in x for x in enc):
+                raise ValueError("a label contains a NUL character; labels are NUL-terminated on the wire")
+            names = b"".join(x + b"\0" for x in enc)
+            parts += [_CHUNKDEF.pack(CHUNK_CHANNEL_NAMES, len(names)), names]
+        items = list(chunks.items()) if isinstance(chunks, dict) else list(chunks or [])
+        for item in items:
+            try:
+                ctype, data = item
+            except (TypeError, ValueError):
+                raise TypeError(f"chunks must be {{type: bytes}} or (type, bytes) pairs, got {item!r}") from None
+            ct = _u32(ctype, "chunk type")
+            if labels and ct == CHUNK_CHANNEL_NAMES:
                 continue
-            extra += struct.pack("<II", int(ctype), len(data)) + bytes(data)
-        hdef = struct.pack("<IIIfII", int(n_channels), 0, 0, float(fsample), code, len(extra))
+            if isinstance(data, str):
+                raise TypeError(f"chunk {ct} must be bytes (encode text yourself), got str")
+            raw = bytes(data)
+            parts += [_CHUNKDEF.pack(ct, len(raw)), raw]
+        extra = b"".join(parts)
+        hdef = _HEADERDEF.pack(nch, 0, 0, fs, code, len(extra))
         self._call(PUT_HDR, PUT_OK, hdef, extra)
-        self._header_cache = (int(n_channels), code)
+        self._known = (nch, code)
 
     def get_header(self) -> Header:
-        """GET_HDR: shape, current counts, labels and chunks."""
+        """GET_HDR: shape, counts now, labels and chunks. FieldTripError if there is none."""
         p = self._call(GET_HDR, GET_OK)
-        nch, ns, ne, fs, code, size = struct.unpack_from("<IIIfII", p, 0)
+        if len(p) < _HEADERDEF.size:
+            self.close()
+            raise ConnectionError(f"the FieldTrip buffer at {self._addr} sent a GET_HDR reply of {len(p)} bytes")
+        nch, ns, ne, fs, code, size = _HEADERDEF.unpack_from(p, 0)
         chunks: Dict[int, bytes] = {}
-        at, end = 24, min(24 + size, len(p))
-        while at + 8 <= end:
-            ctype, clen = struct.unpack_from("<II", p, at)
-            at += 8
-            chunks[ctype] = bytes(p[at:at + clen])
+        at, end = _HEADERDEF.size, min(_HEADERDEF.size + size, len(p))
+        while at + _CHUNKDEF.size <= end:
+            ctype, clen = _CHUNKDEF.unpack_from(p, at)
+            at += _CHUNKDEF.size
+            chunks[ctype] = bytes(p[at : min(at + clen, end)])
             at += clen
         labels: List[str] = []
         if CHUNK_CHANNEL_NAMES in chunks:
             parts = chunks[CHUNK_CHANNEL_NAMES].split(b"\0")
-            if len(parts) >= nch:
-                labels = [x.decode("utf-8", errors="replace") for x in parts[:nch]]
-        self._header_cache = (nch, code)
-        return Header(nch, ns, ne, fs, DATATYPES.get(code, np.dtype("u1")), labels, chunks)
+            labels = [x.decode("utf-8", errors="replace") for x in parts[:nch]]
+        self._known = (nch, code)
+        dt = DATATYPES.get(code, np.dtype("S1") if code == DATATYPE_CHAR else np.dtype("V1"))
+        return Header(nch, ns, ne, float(fs), dt, labels, chunks)
 
     # -- data ---------------------------------------------------------------------------------
     def put_data(self, data: ArrayLike, *, response: bool = True) -> None:
-        """PUT_DAT: append samples, a 2-D ``(samples, channels)`` array (a 1-D array is one
-        sample). ``response=False`` sends PUT_DAT_NORESPONSE (nothing comes back)."""
+        """PUT_DAT: append samples.
+
+        ``data`` is a 2-D ``(samples, channels)`` array, or a 1-D array (one sample), of a
+        FieldTrip dtype (see :data:`DATATYPES`); it is sent from its own memory (a copy is
+        made only if it is not C-contiguous little-endian). ``response=False`` sends
+        PUT_DAT_NORESPONSE: nothing comes back, not even an error.
+        """
         a = np.asarray(data)
         if a.ndim == 1:
             a = a.reshape(1, -1)
         if a.ndim != 2:
             raise ValueError(f"data must be 2-D (samples, channels) or 1-D (one sample), got shape {a.shape}")
         code = _dtype_code(a.dtype)
-        if self._header_cache is not None and self._header_cache[0] != a.shape[1]:
-            raise ValueError(f"data have {a.shape[1]} channels, the header {self._header_cache[0]}")
+        if self._known is not None:
+            nch, hcode = self._known
+            if a.shape[1] != nch:
+                raise ValueError(
+                    f"data have {a.shape[1]} channels, the header {nch}: give an array of shape (samples, {nch})"
+                )
+            if code != hcode and hcode in DATATYPES:
+                raise ValueError(
+                    f"data are {DATATYPES[code]}, the header {DATATYPES[hcode]}: convert them first "
+                    f"(data.astype(np.{DATATYPES[hcode].name}))"
+                )
         a = np.ascontiguousarray(a, dtype=DATATYPES[code])
-        ddef = struct.pack("<IIII", a.shape[1], a.shape[0], code, a.nbytes)
+        raw = a.reshape(-1).view(np.uint8).data
+        ddef = _DATADEF.pack(a.shape[1], a.shape[0], code, raw.nbytes)
         if response:
-            self._call(PUT_DAT, PUT_OK, ddef, a.data.cast("B"))
+            self._call(PUT_DAT, PUT_OK, ddef, raw, args=(a.shape[1], code))
         else:
-            self._send(PUT_DAT + 0x0400, ddef, a.data.cast("B"))
+            self._send(PUT_DAT_NORESPONSE, ddef, raw)
 
     def get_data(self, start: Optional[int] = None, end: Optional[int] = None) -> NDArray[Any]:
-        """GET_DAT: samples ``start..end`` (0-based, inclusive) as ``(samples, channels)``;
-        no arguments: everything the buffer keeps. ``end=None`` with a start: up to the newest."""
+        """GET_DAT: samples ``start..end`` (0-based, **inclusive**) as ``(samples, channels)``.
+
+        No arguments: everything the buffer keeps. ``end=None``: up to the newest sample.
+        ``start = end + 1`` gives an empty ``(0, channels)`` array. Samples not written yet,
+        or no longer kept, raise FieldTripError.
+        """
         if start is None and end is None:
-            p = self._call(GET_DAT, GET_OK)
+            sel: Tuple[_Buf, ...] = ()
+            args: Tuple[int, ...] = ()
             what = ""
         else:
-            b = 0 if start is None else int(start)
-            e = 0xFFFFFFFF if end is None else int(end)
-            if b < 0 or e < 0:
-                raise ValueError(f"sample indices are 0-based and >= 0, got [{start}, {end}]")
-            p = self._call(GET_DAT, GET_OK, struct.pack("<II", b, e), what=f" [{b}, {end}]")
-        nch, ns, code, size = struct.unpack_from("<IIII", p, 0)
-        if code not in DATATYPES:
-            raise ConnectionError(f"{self._addr} sent data of unknown type {code}")
-        return np.frombuffer(p, dtype=DATATYPES[code], count=nch * ns, offset=16).reshape(ns, nch)
+            b = 0 if start is None else _u32(start, "start")
+            e = _U32 if end is None else _u32(end, "end")
+            sel = (_SELECTION.pack(b, e),)
+            what, args = f" [{b}, {'newest' if end is None else e}]", (b, e)
+        self._send(GET_DAT, *sel)
+        code, size = self._reply(GET_DAT)
+        if code != GET_OK:
+            raise self._refused(GET_DAT, code, size, what, args)
+        if size < _DATADEF.size:
+            raise self._lost(GET_DAT, ValueError(f"a GET_OK of {size} bytes has no datadef"))
+        nch, ns, tcode, nbytes = _DATADEF.unpack(self._recv_exact(_DATADEF.size, GET_DAT))
+        dt = DATATYPES.get(tcode)
+        if dt is None or nch * ns * dt.itemsize > min(nbytes, size - _DATADEF.size):
+            raise self._lost(GET_DAT, ValueError(f"a malformed datadef {nch}x{ns} type {tcode}, {nbytes} bytes"))
+        out = np.empty((ns, nch), dtype=dt)
+        if out.nbytes:
+            self._recv_into(out.reshape(-1).view(np.uint8).data, GET_DAT)
+        if size - _DATADEF.size > out.nbytes:  # slack after the samples
+            self._recv_exact(size - _DATADEF.size - out.nbytes, GET_DAT)
+        return out
 
     # -- events -------------------------------------------------------------------------------
-    def put_events(self, events: Union[Event, Dict[str, Any], Sequence[Any]], *, response: bool = True) -> None:
-        """PUT_EVT: one event or several (``Event``, dicts with the same keys, or
-        ``(type, value, sample[, offset, duration])`` tuples)."""
+    def put_events(self, events: Any, *, response: bool = True) -> None:
+        """PUT_EVT: one event or several in one request.
+
+        ``events`` is an :class:`Event`, a dict with its keys, a ``(type, value, sample[,
+        offset, duration])`` tuple, or a list of those. ``sample=-1`` asks the server to fill
+        in the current sample. ``response=False`` sends PUT_EVT_NORESPONSE. An empty list
+        sends nothing.
+        """
         if isinstance(events, (Event, dict)) or (
             isinstance(events, tuple) and events and not isinstance(events[0], (Event, dict, tuple, list))
         ):
             events = [events]
+        try:
+            items = list(events)
+        except TypeError:
+            items = [events]
         parts: List[bytes] = []
-        for i, e in enumerate(events):
-            if isinstance(e, dict):
-                e = Event(**e)
-            elif isinstance(e, (tuple, list)):
-                e = Event(*e)
-            if not isinstance(e, Event):
-                raise TypeError(f"event {i} is a {type(e).__name__}; give Event objects, dicts or tuples")
+        for i, raw in enumerate(items):
+            e = _as_event(raw, i)
             tt, tn, tb = _encode_value(e.type, "type")
             vt, vn, vb = _encode_value(e.value, "value")
-            parts.append(
-                struct.pack("<IIIIiiiI", tt, tn, vt, vn, int(e.sample), int(e.offset), int(e.duration), len(tb) + len(vb))
-                + tb + vb
-            )
+            sample = _i32(e.sample, f"event {i} sample")
+            offset = _i32(e.offset, f"event {i} offset")
+            duration = _i32(e.duration, f"event {i} duration")
+            parts += [_EVENTDEF.pack(tt, tn, vt, vn, sample, offset, duration, len(tb) + len(vb)), tb, vb]
+        if not parts:
+            return
         payload = b"".join(parts)
         if response:
             self._call(PUT_EVT, PUT_OK, payload)
         else:
-            self._send(PUT_EVT + 0x0400, payload)
+            self._send(PUT_EVT_NORESPONSE, payload)
 
     def get_events(self, start: Optional[int] = None, end: Optional[int] = None) -> List[Event]:
-        """GET_EVT: events ``start..end`` (0-based, inclusive); no arguments: all kept."""
+        """GET_EVT: events ``start..end`` (0-based, inclusive); no arguments: every event the
+        buffer keeps (FieldTripError if there are none, as from the reference server).
+        ``end=None`` with a start: up to the newest event (one WAIT_DAT first asks how many
+        there are)."""
         if start is None and end is None:
             p = self._call(GET_EVT, GET_OK)
         else:
-            b = 0 if start is None else int(start)
-            e = 0xFFFFFFFF if end is None else int(end)
-            p = self._call(GET_EVT, GET_OK, struct.pack("<II", b, e), what=f" [{b}, {end}]")
+            b = 0 if start is None else _u32(start, "start")
+            # GET_EVT has no "to the newest" end (unlike GET_DAT): ask how many there are
+            e = _u32(end, "end") if end is not None else max(self.poll()[1], 1) - 1
+            what = f" [{b}, {e}]"
+            p = self._call(GET_EVT, GET_OK, _SELECTION.pack(b, e), what=what, args=(b, e))
         out: List[Event] = []
         at = 0
-        while at + 32 <= len(p):
-            tt, tn, vt, vn, sample, offset, duration, size = struct.unpack_from("<IIIIiiiI", p, at)
-            at += 32
-            tw = 1 if tt == 0 else DATATYPES[tt].itemsize
-            vw = 1 if vt == 0 else DATATYPES[vt].itemsize
-            body = bytes(p[at:at + size])
+        while at + _EVENTDEF.size <= len(p):
+            tt, tn, vt, vn, sample, offset, duration, size = _EVENTDEF.unpack_from(p, at)
+            at += _EVENTDEF.size
+            tw, vw = _wordsize(tt), _wordsize(vt)
+            if tw is None or vw is None or tn * tw + vn * vw > size or at + size > len(p):
+                raise ConnectionError(
+                    f"the FieldTrip buffer at {self._addr} sent a malformed event {len(out)} "
+                    f"(types {tt}/{vt}, {tn}/{vn} elements, {size} bytes)"
+                )
+            body = bytes(p[at : at + size])
             at += size
             out.append(
                 Event(
                     _decode_value(tt, tn, body[: tn * tw]),
-                    _decode_value(vt, vn, body[tn * tw: tn * tw + vn * vw]),
+                    _decode_value(vt, vn, body[tn * tw : tn * tw + vn * vw]),
                     sample,
                     offset,
                     duration,
@@ -404,26 +749,30 @@ class Client:
     # -- waiting and flushing -----------------------------------------------------------------
     def wait(self, nsamples: int, nevents: int, timeout_ms: int) -> Tuple[int, int]:
         """WAIT_DAT: block until there are more than ``nsamples`` samples or more than
-        ``nevents`` events, or ``timeout_ms`` passes. Returns the current (samples, events)."""
-        p = self._call(WAIT_DAT, WAIT_OK, struct.pack("<III", int(nsamples), int(nevents), int(timeout_ms)))
-        ns, ne = struct.unpack_from("<II", p, 0)
+        ``nevents`` events (strictly greater), or ``timeout_ms`` passes (0: answer at once).
+        Returns the current ``(samples, events)``."""
+        req = _WAITDEF.pack(_u32(nsamples, "nsamples"), _u32(nevents, "nevents"), _u32(timeout_ms, "timeout_ms"))
+        p = self._call(WAIT_DAT, WAIT_OK, req)
+        if len(p) < _SELECTION.size:
+            raise self._lost(WAIT_DAT, ValueError(f"a WAIT_OK of {len(p)} bytes"))
+        ns, ne = _SELECTION.unpack_from(p, 0)
         return int(ns), int(ne)
 
     def poll(self) -> Tuple[int, int]:
-        """The current (samples, events), without waiting."""
+        """The current ``(samples, events)`` without waiting (WAIT_DAT with timeout 0)."""
         return self.wait(0, 0, 0)
 
     def flush_header(self) -> None:
         """FLUSH_HDR: delete the header, the samples and the events."""
         self._call(FLUSH_HDR, FLUSH_OK)
-        self._header_cache = None
+        self._known = None
 
     def flush_data(self) -> None:
-        """FLUSH_DAT: delete the samples (the count restarts at 0)."""
+        """FLUSH_DAT: delete the samples (the count restarts at 0; header and events stay)."""
         self._call(FLUSH_DAT, FLUSH_OK)
 
     def flush_events(self) -> None:
-        """FLUSH_EVT: delete the events."""
+        """FLUSH_EVT: delete the events (the count restarts at 0)."""
         self._call(FLUSH_EVT, FLUSH_OK)
 
     def flush(self, what: str = "data") -> None:
@@ -433,42 +782,50 @@ class Client:
             raise ValueError(f"flush what {what!r}? allowed: header, data, events")
         f()
 
-    # -- FieldTrip.py's names -----------------------------------------------------------------
+    # -- FieldTrip.py's names (GETs answer None / [] instead of raising, as there) ------------
     def getHeader(self) -> Optional[Header]:  # noqa: N802
+        """FieldTrip.py: GET_HDR, None if there is no header."""
         try:
             return self.get_header()
         except FieldTripError:
             return None
 
-    def putHeader(self, nChannels: int, fSample: float, dataType: Any, labels: Any = None, chunks: Any = None) -> None:  # noqa: N802,N803
+    def putHeader(  # noqa: N802
+        self, nChannels: int, fSample: float, dataType: Any, labels: Any = None, chunks: Any = None  # noqa: N803
+    ) -> None:
+        """FieldTrip.py: PUT_HDR."""
         self.put_header(nChannels, fSample, dataType, labels, chunks)
 
     def getData(self, index: Optional[Sequence[int]] = None) -> Optional[NDArray[Any]]:  # noqa: N802
+        """FieldTrip.py: GET_DAT of ``index = [start, end]`` (inclusive), None if refused."""
         try:
             return self.get_data() if index is None else self.get_data(int(index[0]), int(index[1]))
         except FieldTripError:
             return None
 
     def putData(self, D: ArrayLike) -> None:  # noqa: N802,N803
+        """FieldTrip.py: PUT_DAT."""
         self.put_data(D)
 
     def getEvents(self, index: Optional[Sequence[int]] = None) -> List[Event]:  # noqa: N802
+        """FieldTrip.py: GET_EVT of ``index = [start, end]`` (inclusive), [] if refused."""
         try:
             return self.get_events() if index is None else self.get_events(int(index[0]), int(index[1]))
         except FieldTripError:
             return []
 
     def putEvents(self, E: Any) -> None:  # noqa: N802,N803
+        """FieldTrip.py: PUT_EVT."""
         self.put_events(E)
 
     def flushHeader(self) -> None:  # noqa: N802
+        """FieldTrip.py: FLUSH_HDR."""
         self.flush_header()
 
     def flushData(self) -> None:  # noqa: N802
+        """FieldTrip.py: FLUSH_DAT."""
         self.flush_data()
 
     def flushEvents(self) -> None:  # noqa: N802
+        """FieldTrip.py: FLUSH_EVT."""
         self.flush_events()
-
-    def __repr__(self) -> str:
-        return f"rtloop.fieldtrip.Client({self._addr or 'not connected'})"
