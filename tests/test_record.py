@@ -269,7 +269,9 @@ def test_disk_full_gives_a_clear_error_and_a_readable_recording(make_name: Calla
         assert r.data.shape[0] > 0 and np.all(r.data == 1.0)
         w.close()
     finally:
-        subprocess.run(["umount", str(small)], capture_output=True)
+        # lazy: detaches even while something still holds a file there, so pytest can
+        # remove its temporary directory
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
 
 
 def test_a_writer_that_dies_ends_the_recording(make_name: Callable[[], str], tmp_path: Path, child: Any) -> None:

@@ -31,7 +31,8 @@ pub struct ServeArgs {
     /// The stream to serve (shared memory /dev/shm/rtloop-NAME).
     #[arg(long, default_value = "fieldtrip", value_name = "NAME")]
     pub stream: String,
-    /// Samples kept (the reference keeps 600000).
+    /// Samples kept (the reference keeps 600000); rounded up so the data is a whole number
+    /// of memory pages (for example 100 keeps 1024 samples of 4 bytes).
     #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub capacity: u64,
     /// Most bytes of samples kept; the capacity shrinks to fit (the reference: 512 MiB).

@@ -499,9 +499,9 @@ impl Buffer {
                         "selection [{begin}, {end}] has begin > end + 1 (indices are 0-based and inclusive)"
                     ));
                 }
-                if b == e + 1 {
-                    (b, b)
-                } else if e >= n {
+                // as the reference: both ends must lie in the buffer, even for the empty
+                // selection begin = end + 1
+                if e >= n || b >= n {
                     return Err(format!(
                         "samples [{b}, {e}] are not in the buffer yet: it holds [{oldest}, {}]",
                         n as i64 - 1
@@ -511,6 +511,8 @@ impl Buffer {
                         "samples from {b} are no longer in the buffer: it keeps {cap} samples, now [{oldest}, {}]",
                         n - 1
                     ));
+                } else if b == e + 1 {
+                    (b, b)
                 } else {
                     (b, e + 1)
                 }
@@ -566,9 +568,7 @@ impl Buffer {
                         "event selection [{begin}, {end}] has begin > end + 1"
                     ));
                 }
-                if b == e + 1 {
-                    (b, b)
-                } else if e >= n {
+                if e >= n || b >= n {
                     return Err(format!(
                         "events [{b}, {e}] do not exist: there are {n} (0-based indices)"
                     ));
@@ -577,6 +577,8 @@ impl Buffer {
                         "events from {b} are no longer kept: the buffer keeps {cap}, now [{oldest}, {}]",
                         n - 1
                     ));
+                } else if b == e + 1 {
+                    (b, b)
                 } else {
                     (b, e + 1)
                 }
