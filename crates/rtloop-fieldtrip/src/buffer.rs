@@ -480,44 +480,7 @@ impl Buffer {
         let s = self.current(false).ok_or_else(|| self.no_header())?;
         let (n, _) = s.counts();
         let cap = s.stream.info().capacity;
-        let oldest = n.saturating_sub(cap);
-        let (begin, end) = match sel {
-            None if n == 0 => return Err("the buffer holds no samples yet".into()),
-            None => (oldest, n),
-            Some(Selection { begin, end }) => {
-                let (b, e) = (u64::from(begin), u64::from(end));
-                let e = if end == u32::MAX {
-                    if n == 0 {
-                        return Err("the buffer holds no samples yet".into());
-                    }
-                    n - 1
-                } else {
-                    e
-                };
-                if b > e + 1 {
-                    return Err(format!(
-                        "selection [{begin}, {end}] has begin > end + 1 (indices are 0-based and inclusive)"
-                    ));
-                }
-                // as the reference: both ends must lie in the buffer, even for the empty
-                // selection begin = end + 1
-                if e >= n || b >= n {
-                    return Err(format!(
-                        "samples [{b}, {e}] are not in the buffer yet: it holds [{oldest}, {}]",
-                        n as i64 - 1
-                    ));
-                } else if b < oldest {
-                    return Err(format!(
-                        "samples from {b} are no longer in the buffer: it keeps {cap} samples, now [{oldest}, {}]",
-                        n - 1
-                    ));
-                } else if b == e + 1 {
-                    (b, b)
-                } else {
-                    (b, e + 1)
-                }
-            }
-        };
+        let (begin, end) = resolve(sel, n, cap, "samples", true)?;
         let count = end - begin;
         let info = s.stream.info();
         let bytes = count as usize * info.sample_bytes;
@@ -557,33 +520,7 @@ impl Buffer {
         let s = self.current(false).ok_or_else(|| self.no_header())?;
         let (_, n) = s.counts();
         let cap = s.stream.info().event_capacity;
-        let oldest = n.saturating_sub(cap);
-        let (begin, end) = match sel {
-            None if n == 0 => return Err("the buffer holds no events".into()),
-            None => (oldest, n),
-            Some(Selection { begin, end }) => {
-                let (b, e) = (u64::from(begin), u64::from(end));
-                if b > e + 1 {
-                    return Err(format!(
-                        "event selection [{begin}, {end}] has begin > end + 1"
-                    ));
-                }
-                if e >= n || b >= n {
-                    return Err(format!(
-                        "events [{b}, {e}] do not exist: there are {n} (0-based indices)"
-                    ));
-                } else if b < oldest {
-                    return Err(format!(
-                        "events from {b} are no longer kept: the buffer keeps {cap}, now [{oldest}, {}]",
-                        n - 1
-                    ));
-                } else if b == e + 1 {
-                    (b, b)
-                } else {
-                    (b, e + 1)
-                }
-            }
-        };
+        let (begin, end) = resolve(sel, n, cap, "events", false)?;
         let ebase = s.event_base.load(Ordering::Relaxed);
         let sbase = s.sample_base.load(Ordering::Relaxed) as i64;
         let events = if begin == end {
@@ -694,6 +631,53 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// Resolve a GET_DAT / GET_EVT selection against `n` items of which the newest `cap` are
+/// kept, into `[begin, end)`, with the reference's rules: no selection = everything kept;
+/// 0-based inclusive indices; `end = u32::MAX` = up to the newest (samples only); both ends
+/// must lie in what is kept, even for the empty selection `begin = end + 1`.
+fn resolve(
+    sel: Option<Selection>,
+    n: u64,
+    cap: u64,
+    what: &str,
+    open_end: bool,
+) -> Result<(u64, u64), Refused> {
+    let oldest = n.saturating_sub(cap);
+    let Some(Selection { begin, end }) = sel else {
+        return if n == 0 {
+            Err(format!("the buffer holds no {what} yet"))
+        } else {
+            Ok((oldest, n))
+        };
+    };
+    let b = u64::from(begin);
+    let e = if open_end && end == u32::MAX {
+        if n == 0 {
+            return Err(format!("the buffer holds no {what} yet"));
+        }
+        n - 1
+    } else {
+        u64::from(end)
+    };
+    if b > e + 1 {
+        Err(format!(
+            "selection [{begin}, {end}] has begin > end + 1 (indices are 0-based and inclusive)"
+        ))
+    } else if e >= n || b >= n {
+        Err(format!(
+            "{what} [{b}, {e}] are not in the buffer: it holds [{oldest}, {}]",
+            n as i64 - 1
+        ))
+    } else if b < oldest {
+        Err(format!(
+            "{what} from {b} are no longer in the buffer: it keeps {cap}, now [{oldest}, {}]",
+            n - 1
+        ))
+    } else {
+        Ok((b, e + 1))
     }
 }
 
