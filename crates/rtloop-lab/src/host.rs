@@ -195,11 +195,8 @@ pub fn run(
                 Frame::Other { .. } => {}
             }
         })?;
-        if !out.is_empty() {
-            link.send(&out)?;
-            out.clear();
-        }
-        // the next read is posted before the work, as the read thread does
+        // the loopbacks and the next posted read go out together: one transport write per
+        // block (the read is posted before the work, as the read thread does)
         h2d::credit(&mut out, cfg.read_size as u32);
         link.send(&out)?;
         out.clear();
