@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -312,9 +311,10 @@ pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
             lossless: true,
             ..rtloop_record::RecordConfig::default()
         };
-        let stop = Arc::new(AtomicBool::new(false));
         let (nn, o2) = (n.clone(), out.clone());
-        let rec = std::thread::spawn(move || rtloop_record::record(&nn, &o2, &cfg, &stop));
+        let rec = std::thread::spawn(move || {
+            rtloop_record::record(&nn, &o2, &cfg, &rtloop_record::Control::default())
+        });
         // the recorder registers its reader before the writer starts
         let t = Instant::now();
         while s.stats().readers.is_empty() && t.elapsed() < Duration::from_secs(5) {
@@ -400,9 +400,10 @@ pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
             lossless: true,
             ..rtloop_record::RecordConfig::default()
         };
-        let stop = Arc::new(AtomicBool::new(false));
         let (nn, o2) = (n.clone(), out.clone());
-        let rec = std::thread::spawn(move || rtloop_record::record(&nn, &o2, &cfg, &stop));
+        let rec = std::thread::spawn(move || {
+            rtloop_record::record(&nn, &o2, &cfg, &rtloop_record::Control::default())
+        });
         let t = Instant::now();
         while s.stats().readers.len() < a.readers as usize + 2
             && t.elapsed() < Duration::from_secs(5)

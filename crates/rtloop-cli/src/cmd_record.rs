@@ -56,12 +56,6 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
     let probe = a.out.join(".rtloop-write-test");
     std::fs::write(&probe, b"").with_context(|| format!("{} is not writable", a.out.display()))?;
     let _ = std::fs::remove_file(&probe);
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        // Ordering: a flag with nothing published through it: Relaxed.
-        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
-    }
     let cfg = RecordConfig {
         flush_every: Duration::from_millis(a.flush_ms),
         fsync_every: Duration::from_millis(a.fsync_ms),
@@ -92,24 +86,20 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         .zip(&controls)
         .map(|(s, c)| {
             let (s, out, cfg, c) = (s.clone(), a.out.clone(), cfg.clone(), c.clone());
-            std::thread::spawn(move || rtloop_record::record_with(&s, &out, &cfg, &c))
+            std::thread::spawn(move || rtloop_record::record(&s, &out, &cfg, &c))
         })
         .collect();
-    // Ctrl-C / SIGTERM, and the control socket, reach every recorder
-    let all_done = Arc::new(AtomicBool::new(false));
-    let fanout = {
-        let (stop, controls, done) = (stop.clone(), controls.clone(), all_done.clone());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                if stop.load(Ordering::Relaxed) {
-                    for c in &controls {
-                        c.stop.store(true, Ordering::Relaxed);
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(10));
+    // Ctrl-C / SIGTERM stop every recorder
+    {
+        let controls = controls.clone();
+        // Ordering: flags with nothing published through them: Relaxed.
+        let _ = ctrlc::set_handler(move || {
+            for c in &controls {
+                c.stop.store(true, Ordering::Relaxed);
             }
-        })
-    };
+        });
+    }
+    let all_done = Arc::new(AtomicBool::new(false));
     let control_thread = match &a.control {
         Some(path) => Some(control_socket(
             path,
@@ -129,7 +119,6 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         }
     }
     all_done.store(true, Ordering::Relaxed);
-    let _ = fanout.join();
     if let Some((t, path)) = control_thread {
         // wake the accept loop, then remove the socket file
         let _ = std::os::unix::net::UnixStream::connect(&path);

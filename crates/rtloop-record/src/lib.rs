@@ -252,32 +252,6 @@ impl Segment {
     }
 }
 
-/// Record stream `name` into `out/<name>/` until `stop` is set, the duration passes or the
-/// stream's writer goes away.
-pub fn record(
-    name: &str,
-    out: &Path,
-    cfg: &RecordConfig,
-    stop: &AtomicBool,
-) -> Result<RecordReport, RecordError> {
-    let control = Control::default();
-    let r = std::thread::scope(|sc| {
-        let watch = sc.spawn(|| {
-            while !control.stop.load(Ordering::Relaxed) {
-                if stop.load(Ordering::Relaxed) {
-                    control.stop.store(true, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        });
-        let r = record_with(name, out, cfg, &control);
-        control.stop.store(true, Ordering::Relaxed);
-        let _ = watch.join();
-        r
-    });
-    r
-}
-
 /// The directory of segment `k` (1-based) of stream `name`: `out/name`, then `out/name.0002`...
 #[must_use]
 pub fn segment_dir(out: &Path, name: &str, k: u32) -> PathBuf {
@@ -288,8 +262,10 @@ pub fn segment_dir(out: &Path, name: &str, k: u32) -> PathBuf {
     }
 }
 
-/// [`record`] driven by a [`Control`] (stop, pause, split) instead of a flag.
-pub fn record_with(
+/// Record stream `name` into `out/<name>/` (and `out/<name>.0002`... when split) until
+/// `control.stop` is set, the duration passes or the stream's writer goes away; `control` also
+/// pauses and splits the recording while it runs.
+pub fn record(
     name: &str,
     out: &Path,
     cfg: &RecordConfig,

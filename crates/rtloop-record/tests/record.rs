@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use rtloop_record::{record, RecordConfig, Recording};
+use rtloop_record::{record, Control, RecordConfig, Recording};
 use rtloop_stream::{DType, Event, Stream, StreamConfig};
 use rtloop_testkit::{unique_name, StreamGuard, Watchdog};
 
@@ -35,7 +35,7 @@ fn round_trip_record_then_load_is_identical() {
                     fsync_every: Duration::from_millis(50),
                     ..RecordConfig::default()
                 },
-                &stop,
+                &Control::default(),
             )
             .unwrap()
         });
@@ -120,7 +120,7 @@ fn bad_input_names_the_problem() {
         "no-such-stream-xyz",
         &tmpdir("bad"),
         &RecordConfig::default(),
-        &stop,
+        &Control::default(),
     )
     .unwrap_err();
     assert!(e.to_string().contains("no-such-stream-xyz"), "{e}");
@@ -143,7 +143,6 @@ fn long_recordings_split_into_segments_that_join_up() {
     let _g = StreamGuard::new(&name);
     let s = Stream::create(&name, &StreamConfig::new(DType::I32, 2, 1000.0, 1 << 16)).unwrap();
     let out = tmpdir("split");
-    let stop = AtomicBool::new(false);
     let written: Vec<i32> = (0..20_000).collect();
     let report = std::thread::scope(|sc| {
         let rec = sc.spawn(|| {
@@ -152,7 +151,7 @@ fn long_recordings_split_into_segments_that_join_up() {
                 split_bytes: Some(16_000),
                 ..RecordConfig::default()
             };
-            record(&name, &out, &cfg, &stop).unwrap()
+            record(&name, &out, &cfg, &Control::default()).unwrap()
         });
         std::thread::sleep(Duration::from_millis(200));
         let mut w = s.writer().unwrap();
