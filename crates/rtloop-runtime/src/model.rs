@@ -1,0 +1,163 @@
+//! The model file: YAML naming config, signals, sources, modules and sinks.
+//!
+//! `load` parses the file and then validates the whole graph before anything starts,
+//! reporting every problem at once with its line (docs/runtime.md documents every key).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rtloop_stream::DType;
+
+/// A parsed and validated model.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// The model file.
+    pub path: PathBuf,
+    /// `config.name`, else the file stem. Streams are named `<name>.<signal>`.
+    pub name: String,
+    /// The `config:` section.
+    pub config: Config,
+    /// The `signals:` section, in file order.
+    pub signals: Vec<Signal>,
+    /// Sources, then modules, then sinks, each section in file order.
+    pub processes: Vec<Process>,
+}
+
+/// What a late process does to the model (`config.on_miss`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MissPolicy {
+    /// Count the miss and go on (default).
+    Continue,
+    /// Stop the model at the first miss (LiCoRICE's only behaviour).
+    Stop,
+}
+
+/// The `config:` section.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `tick_us` (default 1000): the tick period.
+    pub tick: Duration,
+    /// `num_ticks` (default -1 = until stopped): ticks to run.
+    pub num_ticks: Option<u64>,
+    /// `busy_wait_us` (default 50): the timer sleeps until this long before each deadline,
+    /// then spins to it (0 = sleep only).
+    pub busy_wait: Duration,
+    /// `spin_us` (default 10): how long a process spins on its inputs before it sleeps on
+    /// the futex.
+    pub spin: Duration,
+    /// `realtime:` (default true) SCHED_FIFO for the timer and every process when permitted.
+    pub realtime: bool,
+    /// `priority` (default 80): SCHED_FIFO priority of the processes; the timer gets +1.
+    pub priority: i32,
+    /// `mlockall` (default true): lock every process's memory when permitted.
+    pub mlockall: bool,
+    /// `cores` (default: all online CPUs): CPUs the model's processes may run on.
+    pub cores: Option<Vec<usize>>,
+    /// `timer_core` (default: the last of `cores`): CPU the timer is pinned to.
+    pub timer_core: Option<usize>,
+    /// `on_miss` (default continue).
+    pub on_miss: MissPolicy,
+    /// `python` (default: `$RTLOOP_PYTHON`, else `python3`): interpreter for Python modules.
+    pub python: Option<String>,
+}
+
+/// One signal: a stream carrying `shape` values per tick, keeping `history` ticks.
+#[derive(Debug, Clone)]
+pub struct Signal {
+    /// Name (a stream name: letters, digits, `_`, `-`, `.`).
+    pub name: String,
+    /// Values per tick: `[channels]` (one sample per tick) or `[samples, channels]`.
+    pub shape: Vec<usize>,
+    /// Value type.
+    pub dtype: DType,
+    /// `history` (default 1): ticks kept and shown to readers.
+    pub history: u64,
+    /// `variable` (default false): each tick carries 0..=shape[0] rows (packets) instead
+    /// of exactly shape[0].
+    pub variable: bool,
+    /// Line of the signal's name in the model file (1-based).
+    pub line: usize,
+}
+
+impl Signal {
+    /// Rows (stream samples) per tick: `shape[0]` for a 2-D shape, else 1.
+    #[must_use]
+    pub fn rows_per_tick(&self) -> usize {
+        if self.shape.len() >= 2 {
+            self.shape[0]
+        } else {
+            1
+        }
+    }
+    /// Values per row (stream channels): the product of the shape after the first
+    /// dimension for a 2-D shape, else the product of the shape.
+    #[must_use]
+    pub fn row_len(&self) -> usize {
+        if self.shape.len() >= 2 {
+            self.shape[1..].iter().product()
+        } else {
+            self.shape.iter().product()
+        }
+    }
+    /// Bytes per row.
+    #[must_use]
+    pub fn row_bytes(&self) -> usize {
+        self.row_len() * self.dtype.itemsize()
+    }
+}
+
+/// Which section a process comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// `sources:` — runs at tick start, writes signals from outside.
+    Source,
+    /// `modules:` — computes outputs from inputs.
+    Module,
+    /// `sinks:` — takes signals out (network, disk).
+    Sink,
+}
+
+/// What a process runs.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// A built-in driver (`driver:` + `options:`), for sources and sinks.
+    Driver {
+        /// Driver name (`synthetic`, `udp_in`, ...).
+        driver: String,
+        /// The `options:` mapping as JSON (empty object if absent).
+        options: serde_json::Value,
+    },
+    /// `language: python`, `code: file.py` (relative to the model file), `numba: bool`.
+    Python {
+        /// Absolute path of the code file.
+        code: PathBuf,
+        /// Compile `step` with numba.
+        numba: bool,
+    },
+    /// `language: rust`, `code: file.rs`.
+    Rust {
+        /// Absolute path of the code file.
+        code: PathBuf,
+    },
+}
+
+/// One source, module or sink.
+#[derive(Debug, Clone)]
+pub struct Process {
+    /// Name (unique across all sections).
+    pub name: String,
+    /// Section.
+    pub kind: Kind,
+    /// `in:` signal names.
+    pub inputs: Vec<String>,
+    /// `out:` signal names.
+    pub outputs: Vec<String>,
+    /// What it runs.
+    pub body: Body,
+    /// `core:` CPU to pin this process to (default: assigned round-robin over `cores`).
+    pub core: Option<usize>,
+    /// Line of the process's name in the model file (1-based).
+    pub line: usize,
+}
