@@ -21,6 +21,9 @@ PY="$VENV/bin/python"
 "$PY" -m pip install -q --disable-pip-version-check --no-deps "eegsynth==0.8.1"
 # the readers that recording exports are tested with
 "$PY" -m pip install -q --disable-pip-version-check pyxdf "pynwb>=3"
+# the runtime's example modules: scipy's sosfilt for the spike detector's band-pass, numba
+# for `numba: true` modules
+"$PY" -m pip install -q --disable-pip-version-check scipy numba
 
 # maturin develop installs into the active virtual environment; its output (and pip's) is
 # shown only when the build fails

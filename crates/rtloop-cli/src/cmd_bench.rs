@@ -31,6 +31,11 @@ pub enum BenchCommand {
     /// a UNIX socket, TCP and the FieldTrip server) and all together, against a profile's data
     /// rate, with raw disk bandwidth measured in the same run.
     Pipeline(crate::cmd_bench_pipeline::PipelineArgs),
+    /// The tick runtime's targets against same-run references: tick-start jitter against a
+    /// bare timer loop (same clock, policy, core), an empty Python module's cost per tick,
+    /// the UDP echo model at 810 packets of 1472 bytes per 1 ms tick against plain loopback
+    /// UDP, and the numerical load example inside a 1 ms tick.
+    Runtime(crate::cmd_bench_runtime::RuntimeBenchArgs),
 }
 
 /// Options of `rtloop bench stream`.
@@ -59,6 +64,7 @@ pub fn run(c: BenchCommand, g: &Global) -> anyhow::Result<()> {
         BenchCommand::Stream(a) => stream_bench(&a, g),
         BenchCommand::Fieldtrip(a) => crate::cmd_bench_fieldtrip::run(&a, g),
         BenchCommand::Pipeline(a) => crate::cmd_bench_pipeline::run(&a, g),
+        BenchCommand::Runtime(a) => crate::cmd_bench_runtime::run(&a, g),
     }
 }
 

@@ -63,6 +63,7 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         split_bytes: a.split_mb.map(|m| (m * 1e6) as u64),
         split_every: a.split_seconds.map(Duration::from_secs_f64),
         lossless: false,
+        start_at: None,
     };
     if !g.json {
         eprintln!(

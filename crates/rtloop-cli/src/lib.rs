@@ -11,9 +11,11 @@ use clap::{Parser, Subcommand};
 pub mod cmd_bench;
 pub mod cmd_bench_fieldtrip;
 pub mod cmd_bench_pipeline;
+pub mod cmd_bench_runtime;
 pub mod cmd_demo;
 pub mod cmd_lab;
 pub mod cmd_record;
+pub mod cmd_run;
 pub mod cmd_serve;
 pub mod cmd_stream;
 pub mod cmd_sysinfo;
@@ -77,6 +79,9 @@ pub enum Command {
     /// tuning workflow, on any transport).
     #[command(subcommand)]
     Lab(cmd_lab::LabCommand),
+    /// Run a model of sources, modules and sinks, each its own process, driven once per tick
+    /// (LiCoRICE-style); timing report at the end.
+    Run(cmd_run::RunArgs),
     /// Record streams to disk at full rate: per stream a flat little-endian data.bin
     /// (numpy.memmap-able), timestamps.bin, events.jsonl and a header.json kept up to date, so
     /// a recording cut by kill -9 is readable up to its last flush.
@@ -151,6 +156,12 @@ where
         Command::Bench(c) => cmd_bench::run(c, &g),
         Command::Serve(a) => cmd_serve::run(&a, &g),
         Command::Lab(c) => cmd_lab::run(c, &g),
+        Command::Run(a) => {
+            return cmd_run::run(&a, &g).unwrap_or_else(|e| {
+                eprintln!("rtloop: error: {e:#}");
+                ExitCode::FAILURE
+            })
+        }
         Command::Record(a) => cmd_record::run(&a, &g),
         Command::Replay(a) => cmd_record::replay(&a, &g),
         Command::SysInfo(a) => cmd_sysinfo::run(&a, &g),

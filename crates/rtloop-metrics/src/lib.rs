@@ -48,6 +48,26 @@ impl LatencyHistogram {
         self.h.saturating_record(ns.max(1));
     }
 
+    /// Forget every value (keeps the allocation: cheap inside a timing loop).
+    pub fn reset(&mut self) {
+        self.h.reset();
+    }
+
+    /// Record `count` occurrences of one value.
+    pub fn record_n(&mut self, ns: u64, count: u64) {
+        let _ = self.h.record_n(ns.max(1).min(self.h.high()), count);
+    }
+
+    /// Every recorded value (the highest-equivalent value of its bucket) with its count: a
+    /// compact form to send a histogram to another process (`record_n` rebuilds it).
+    #[must_use]
+    pub fn recorded(&self) -> Vec<(u64, u64)> {
+        self.h
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
     /// Add another histogram's values.
     pub fn merge(&mut self, other: &LatencyHistogram) {
         let _ = self.h.add(&other.h);

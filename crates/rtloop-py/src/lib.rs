@@ -10,6 +10,7 @@ mod blocking;
 mod convert;
 mod errors;
 mod reader;
+mod runtime;
 mod stream;
 mod writer;
 
@@ -169,6 +170,8 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream_path, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(lab_loadtest, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::runtime_module, m)?)?;
+    m.add_class::<runtime::TickMemory>()?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
     errors::register(m)?;

@@ -118,6 +118,8 @@ pub struct RecordConfig {
     /// Read losslessly, holding the writer back (for measuring the recorder's ceiling; a
     /// recording of a live source uses latest-wins so it never slows the source).
     pub lossless: bool,
+    /// Start at this sample instead of the newest (it must still be in the stream).
+    pub start_at: Option<u64>,
 }
 
 impl Default for RecordConfig {
@@ -129,6 +131,7 @@ impl Default for RecordConfig {
             split_bytes: None,
             split_every: None,
             lossless: false,
+            start_at: None,
         }
     }
 }
@@ -192,6 +195,9 @@ pub struct Control {
     pub samples: std::sync::atomic::AtomicU64,
     /// Samples lost so far.
     pub lost: std::sync::atomic::AtomicU64,
+    /// 0: none; else the recording ends once every sample before this one was written (the
+    /// runtime's recorder sink stops exactly at the model's last tick).
+    pub end_sample: std::sync::atomic::AtomicU64,
 }
 
 /// One segment's open files and header.
@@ -283,6 +289,9 @@ pub fn record(
         ReaderMode::Latest
     };
     let mut reader = stream.reader(mode).map_err(|e| serr(e.to_string()))?;
+    if let Some(first) = cfg.start_at {
+        reader.seek(first);
+    }
     let mut header = Header {
         format: FORMAT.into(),
         version: 1,
@@ -318,6 +327,10 @@ pub fn record(
         if control.stop.load(Ordering::Relaxed) {
             break "stopped".to_string();
         }
+        let end = control.end_sample.load(Ordering::Relaxed);
+        if end > 0 && reader.cursor() >= end {
+            break "stopped".to_string();
+        }
         if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
             break "stopped".to_string();
         }
@@ -336,7 +349,12 @@ pub fn record(
             let old = std::mem::replace(&mut seg, Segment::open(segment_dir(out, name, k), h)?);
             old.close("split")?;
         }
-        match reader.pull_into(&mut buf, Some(&mut st), chunk) {
+        let want = if end > 0 {
+            (end.saturating_sub(reader.cursor()) as usize).min(chunk)
+        } else {
+            chunk
+        };
+        match reader.pull_into(&mut buf, Some(&mut st), want) {
             Ok(p) if p.n > 0 && paused => {
                 // waiting for `start`: the samples pass by unrecorded
                 if seg.header.samples == 0 {

@@ -10,5 +10,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod board;
 pub mod drivers;
 pub mod model;
+pub mod process;
+pub mod run;
+pub mod rust_module;
+pub mod timer;
+pub mod udp_load;

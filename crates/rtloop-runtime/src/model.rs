@@ -1,9 +1,11 @@
 //! The model file: YAML naming config, signals, sources, modules and sinks.
 //!
 //! `load` parses the file and then validates the whole graph before anything starts,
-//! reporting every problem at once with its line (docs/runtime.md documents every key).
+//! reporting every problem at once with its line (docs/runtime-model.md documents every
+//! key and every error).
 
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rtloop_stream::DType;
@@ -161,3 +163,97 @@ pub struct Process {
     /// Line of the process's name in the model file (1-based).
     pub line: usize,
 }
+
+/// One problem in a model file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelError {
+    /// 1-based line the problem is at; 0 = the whole file.
+    pub line: usize,
+    /// What is wrong, and what is allowed.
+    pub message: String,
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "line {}: {}", self.line, self.message)
+        }
+    }
+}
+
+/// Every problem found in a model file, sorted by line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelErrors {
+    /// The model file.
+    pub path: PathBuf,
+    /// The problems, sorted by line (0 = whole file first), never empty.
+    pub errors: Vec<ModelError>,
+}
+
+impl fmt::Display for ModelErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.errors.len();
+        write!(
+            f,
+            "{}: {n} problem{}",
+            self.path.display(),
+            if n == 1 { "" } else { "s" }
+        )?;
+        for e in &self.errors {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ModelErrors {}
+
+mod validate;
+
+/// Read and validate a model file. An unreadable file is one error (line 0); otherwise see
+/// [`parse_str`].
+///
+/// # Errors
+/// Every problem found, each with its line.
+pub fn load(path: &Path) -> Result<Model, ModelErrors> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_str(&text, path),
+        Err(e) => Err(ModelErrors {
+            path: path.to_path_buf(),
+            errors: vec![ModelError {
+                line: 0,
+                message: format!("cannot read the model file: {e}"),
+            }],
+        }),
+    }
+}
+
+/// Parse and validate model text as if read from `path`: the model name defaults to the
+/// file stem and `code:` paths are relative to the file's directory. A YAML syntax error is
+/// one error at the parser's line; otherwise every problem of the whole model is reported.
+///
+/// # Errors
+/// Every problem found, sorted by line.
+pub fn parse_str(text: &str, path: &Path) -> Result<Model, ModelErrors> {
+    parse_checked(text, path, &crate::drivers::check)
+}
+
+/// [`parse_str`] with another driver-options check (tests).
+fn parse_checked(
+    text: &str,
+    path: &Path,
+    check: validate::DriverCheck<'_>,
+) -> Result<Model, ModelErrors> {
+    validate::parse(text, path, check).map_err(|mut errors| {
+        errors.sort_by_key(|e| e.line);
+        ModelErrors {
+            path: path.to_path_buf(),
+            errors,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests;

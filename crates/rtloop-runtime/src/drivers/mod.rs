@@ -44,6 +44,8 @@ pub struct InView<'a> {
     pub bytes: &'a [u8],
     /// Rows this tick (always `rows_per_tick` for a fixed signal).
     pub rows: usize,
+    /// Stream sample index of the first row (the signal's stream is `MODEL.SIGNAL`).
+    pub first: u64,
 }
 
 /// One output signal's space for this tick.
@@ -79,6 +81,7 @@ pub trait Sink {
 }
 
 pub mod logger;
+pub mod recorder;
 pub mod stream_io;
 pub mod synthetic;
 pub mod udp;
@@ -104,6 +107,7 @@ pub const DRIVERS: &[(&str, Kind)] = &[
     ("udp_out", Kind::Sink),
     ("stream_out", Kind::Sink),
     ("logger", Kind::Sink),
+    ("recorder", Kind::Sink),
 ];
 
 fn driver_names(kind: Kind) -> String {
@@ -148,6 +152,7 @@ pub fn check(
         "udp_out" => udp::check_out(options, signals),
         "stream_out" => stream_io::check_out(options, signals),
         "logger" => logger::check(options, signals),
+        "recorder" => recorder::check(options, signals),
         _ => unreachable!("listed in DRIVERS"),
     }
 }
@@ -181,6 +186,7 @@ pub fn open_sink(
         "udp_out" => udp::open_out(options, inputs, ctx),
         "stream_out" => stream_io::open_out(options, inputs, ctx),
         "logger" => logger::open(options, inputs, ctx),
+        "recorder" => recorder::open(options, inputs, ctx),
         other => Err(DriverError(format!(
             "{other:?} is not a sink driver; allowed: {}",
             driver_names(Kind::Sink)

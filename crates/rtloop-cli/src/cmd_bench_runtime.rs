@@ -1,0 +1,393 @@
+//! `rtloop bench runtime`: the tick runtime's targets, each against a reference measured in
+//! the same run — tick-start jitter against a bare timer loop (same clock, policy, core and
+//! busy-wait tail), an empty Python module's cost per tick, the UDP echo model at LiCoRICE's
+//! 810 packets of 1472 bytes per 1 ms tick against plain loopback UDP, and the numerical
+//! load example inside a 1 ms tick.
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rtloop_metrics::{fmt_ns, Summary};
+use rtloop_runtime::run::{RunOptions, RunReport};
+use rtloop_runtime::timer;
+use rtloop_runtime::udp_load::{anyhow_free::Error, udp_load, EchoResult};
+
+use crate::Global;
+
+/// Options of `rtloop bench runtime`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RuntimeBenchArgs {
+    /// Seconds of 1 ms ticks for the jitter comparison (bare loop, then the model).
+    #[arg(long, default_value_t = 60.0)]
+    pub seconds: f64,
+    /// Seconds for each of the other parts (empty module, UDP echo, numerics).
+    #[arg(long, default_value_t = 10.0)]
+    pub part_seconds: f64,
+    /// Short runs (smoke test): 2 s each.
+    #[arg(long)]
+    pub quick: bool,
+    /// UDP packets offered per 1 ms tick to the echo model.
+    #[arg(long, default_value_t = 810)]
+    pub packets: u32,
+    /// Skip the parts that need Python (empty module, numerics).
+    #[arg(long)]
+    pub no_python: bool,
+    /// Write results.json, the reports and PNG histograms here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+struct Row {
+    part: String,
+    figure: String,
+    value: String,
+    reference: String,
+    target: String,
+    met: Option<bool>,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+struct Results {
+    machine: String,
+    bare_timer: Option<Summary>,
+    runtime_tick_start: Option<Summary>,
+    empty_python_module: Option<Summary>,
+    udp_echo: Option<EchoResult>,
+    udp_reference: Option<EchoResult>,
+    numerics: Option<Summary>,
+    numerics_misses: Option<u64>,
+    rows: Vec<Row>,
+}
+
+fn examples_dir() -> Option<PathBuf> {
+    let mut cands = vec![PathBuf::from("examples/models")];
+    if let Ok(exe) = std::env::current_exe() {
+        for a in exe.ancestors().skip(1).take(5) {
+            cands.push(a.join("examples/models"));
+        }
+    }
+    cands.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/models"));
+    cands
+        .into_iter()
+        .find(|p| p.join("udp_echo/model.yaml").exists())
+}
+
+fn copy_example(
+    src: &Path,
+    dst: &Path,
+    model: &str,
+    replace: &[(&str, String)],
+) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dst)?;
+    for e in std::fs::read_dir(src)? {
+        let e = e?;
+        if e.file_type()?.is_file() {
+            std::fs::copy(e.path(), dst.join(e.file_name()))?;
+        }
+    }
+    let mut text = std::fs::read_to_string(dst.join(model))?;
+    for (a, b) in replace {
+        text = text.replace(a, b);
+    }
+    let p = dst.join(model);
+    std::fs::write(&p, text)?;
+    Ok(p)
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn run_model(path: &Path, seconds: f64, stop: &Arc<AtomicBool>) -> anyhow::Result<RunReport> {
+    let opts = RunOptions {
+        seconds: Some(seconds),
+        ticks: None,
+        keep: false,
+        live_every: None,
+        stop: stop.clone(),
+        rtloop_command: crate::self_command,
+    };
+    let r = rtloop_runtime::run::run(path, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(p) = &r.problem {
+        anyhow::bail!("model {} stopped: {p}", r.model);
+    }
+    Ok(r)
+}
+
+fn python_ok() -> Option<String> {
+    let py = std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = std::process::Command::new(&py)
+        .args(["-c", "import rtloop._rtloop, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(py)
+}
+
+fn ratio(a: u64, b: u64) -> String {
+    if b == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}x", a as f64 / b as f64)
+    }
+}
+
+/// Run `rtloop bench runtime`.
+pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
+    let (seconds, part) = if a.quick {
+        (2.0, 2.0)
+    } else {
+        (a.seconds, a.part_seconds)
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let ex = examples_dir().context("cannot find examples/models (run from the repository)")?;
+    let work = std::env::temp_dir().join(format!("rtloop-bench-runtime-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    let mut res = Results {
+        machine: format!(
+            "{} CPUs; {}",
+            rtloop_stream::sys::online_cpus(),
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+        ),
+        ..Results::default()
+    };
+    let say = |s: &str| {
+        if !g.json {
+            eprintln!("{s}");
+        }
+    };
+    let result = (|| -> anyhow::Result<()> {
+        // 1. jitter: the bare loop, then the Rust spike detector model, same settings
+        let (rt, warning) =
+            timer::probe_realtime(true, true, rtloop_stream::sys::online_cpus() - 1);
+        if let Some(w) = warning {
+            eprintln!("{w}");
+        }
+        let core = rtloop_stream::sys::online_cpus().checked_sub(1);
+        say(&format!("bare timer loop: {seconds} s of 1 ms ticks (SCHED_FIFO {}, core {core:?}, busy-wait 50 µs)", rt.fifo));
+        let bare = timer::bare_loop(
+            Duration::from_millis(1),
+            (seconds * 1000.0) as u64,
+            Duration::from_micros(50),
+            rt,
+            core,
+            81,
+        );
+        let port = free_port()?;
+        let spk = copy_example(
+            &ex.join("spike_detector"),
+            &work.join("spikes"),
+            "model_rust.yaml",
+            &[
+                ("127.0.0.1:25002", format!("127.0.0.1:{port}")),
+                (
+                    "name: spike_detector_rust",
+                    format!("name: benchspk{}", std::process::id()),
+                ),
+            ],
+        )?;
+        say(&format!(
+            "runtime: the Rust spike detector model, {seconds} s"
+        ));
+        let model = run_model(&spk, seconds, &stop)?;
+        let (b, m) = (bare.summary(), model.tick_start);
+        res.bare_timer = Some(b);
+        res.runtime_tick_start = Some(m);
+        res.rows.push(Row {
+            part: "tick start jitter".into(),
+            figure: "p99".into(),
+            value: fmt_ns(m.p99_ns),
+            reference: fmt_ns(b.p99_ns),
+            target: "<= 20 µs".into(),
+            met: Some(m.p99_ns <= 20_000),
+        });
+        for (fig, mv, bv) in [("p99.9", m.p999_ns, b.p999_ns), ("max", m.max_ns, b.max_ns)] {
+            res.rows.push(Row {
+                part: "tick start jitter".into(),
+                figure: format!("{fig} (ratio to bare)"),
+                value: format!("{} ({})", fmt_ns(mv), ratio(mv, bv)),
+                reference: fmt_ns(bv),
+                target: "<= 1.2x bare".into(),
+                met: Some(mv as f64 <= 1.2 * bv as f64),
+            });
+        }
+        if let Some(dir) = &a.out {
+            std::fs::create_dir_all(dir)?;
+            let max = (b.p999_ns.max(m.p999_ns) * 2).max(100_000);
+            let _ = rtloop_metrics::charts::latency_histogram_png(
+                &dir.join("tick_start_bare.png"),
+                "bare timer loop: lateness",
+                &bare,
+                max / 100,
+                max,
+            );
+            let _ = rtloop_metrics::charts::latency_histogram_png(
+                &dir.join("tick_start_runtime.png"),
+                "runtime tick start: lateness",
+                model.tick_histogram(),
+                max / 100,
+                max,
+            );
+            model.write_dir(&dir.join("spike_detector"))?;
+        }
+        // 2. an empty Python module
+        let python = if a.no_python { None } else { python_ok() };
+        if let Some(_py) = &python {
+            let d = work.join("empty");
+            std::fs::create_dir_all(&d)?;
+            std::fs::write(d.join("empty.py"), "def step():\n    pass\n")?;
+            let m = d.join("m.yaml");
+            std::fs::write(
+                &m,
+                format!(
+                    "config: {{name: benchempty{}}}\nsignals: {{}}\nmodules:\n  empty: {{language: python, code: empty.py}}\n",
+                    std::process::id()
+                ),
+            )?;
+            say(&format!("an empty Python module, {part} s"));
+            let r = run_model(&m, part, &stop)?;
+            let e = r.processes[0].exec;
+            res.empty_python_module = e;
+            if let Some(e) = e {
+                res.rows.push(Row {
+                    part: "empty Python module".into(),
+                    figure: "cost per tick p50 / p99".into(),
+                    value: format!("{} / {}", fmt_ns(e.p50_ns), fmt_ns(e.p99_ns)),
+                    reference: "LiCoRICE 2.98 µs".into(),
+                    target: "<= 5 µs".into(),
+                    met: Some(e.p50_ns <= 5_000),
+                });
+            }
+        } else {
+            say("skipping the Python parts (no python3 with rtloop and numpy)");
+        }
+        // 3. UDP echo against plain loopback UDP
+        let (p_in, p_out) = (free_port()?, free_port()?);
+        say(&format!(
+            "UDP: plain loopback reference, {part} s, {} packets of 1472 B per ms",
+            a.packets
+        ));
+        let reference =
+            udp_load(p_in, p_in, a.packets, part, || Ok(())).map_err(|e| anyhow::anyhow!("{e}"))?;
+        res.udp_reference = Some(reference);
+        let echo = copy_example(
+            &ex.join("udp_echo"),
+            &work.join("echo"),
+            "model.yaml",
+            &[
+                ("127.0.0.1:25000", format!("127.0.0.1:{p_in}")),
+                ("127.0.0.1:25001", format!("127.0.0.1:{p_out}")),
+                (
+                    "name: udp_echo",
+                    format!("name: benchecho{}", std::process::id()),
+                ),
+            ],
+        )?;
+        say(&format!("UDP echo model, {part} s"));
+        let echo_res = udp_load(p_in, p_out, a.packets, part, || {
+            run_model(&echo, part + 3.0, &stop)
+                .map(|_| ())
+                .map_err(|e| Error(format!("{e:#}")))
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        res.udp_echo = Some(echo_res);
+        res.rows.push(Row {
+            part: "UDP echo (1472 B)".into(),
+            figure: "packets per 1 ms tick echoed, drops".into(),
+            value: format!(
+                "{:.0}, {} dropped",
+                echo_res.received_per_tick, echo_res.dropped
+            ),
+            reference: format!(
+                "plain loopback: {:.0}/ms, {} dropped",
+                reference.received_per_tick, reference.dropped
+            ),
+            target: ">= 810 with 0 drops".into(),
+            met: Some(echo_res.received_per_tick >= 810.0 && echo_res.dropped == 0),
+        });
+        // 4. numerics
+        if python.is_some() {
+            let num = copy_example(
+                &ex.join("numeric_load"),
+                &work.join("numeric"),
+                "model.yaml",
+                &[(
+                    "name: numeric_load",
+                    format!("name: benchnum{}", std::process::id()),
+                )],
+            )?;
+            say(&format!("numeric load example, {part} s"));
+            let r = run_model(&num, part, &stop)?;
+            let load = r
+                .processes
+                .iter()
+                .find(|p| p.name == "load")
+                .context("load")?;
+            res.numerics = load.exec;
+            res.numerics_misses = Some(load.misses);
+            if let Some(e) = load.exec {
+                res.rows.push(Row {
+                    part: "200x200 matmul + 20x20 inv + 35x35 pinv".into(),
+                    figure: "time per tick p50 / p99 / max, misses".into(),
+                    value: format!(
+                        "{} / {} / {}, {} misses",
+                        fmt_ns(e.p50_ns),
+                        fmt_ns(e.p99_ns),
+                        fmt_ns(e.max_ns),
+                        load.misses
+                    ),
+                    reference: "tick 1 ms".into(),
+                    target: "inside a 1 ms tick".into(),
+                    met: Some(e.p99_ns < 1_000_000),
+                });
+            }
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result?;
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&res)?);
+    } else {
+        let mut t = rtloop_metrics::Table::new(&[
+            "part",
+            "figure",
+            "measured",
+            "reference (same run)",
+            "target",
+            "met",
+        ]);
+        for r in &res.rows {
+            t.row(&[
+                r.part.clone(),
+                r.figure.clone(),
+                r.value.clone(),
+                r.reference.clone(),
+                r.target.clone(),
+                r.met
+                    .map_or("-", |m| if m { "yes" } else { "no" })
+                    .to_string(),
+            ]);
+        }
+        println!("{}", t.render());
+        println!(
+            "machine: {}; LiCoRICE (PREEMPT_RT, bare metal): worst-case tick jitter 18.2 µs",
+            res.machine
+        );
+    }
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(&res)?)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! `rtloop run MODEL`: run a model of sources, modules and sinks driven by a tick.
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rtloop_runtime::run::{RunError, RunOptions};
+
+use crate::Global;
+
+/// Run a model file: each source, module and sink in its own process, driven once per tick.
+///
+/// The model (YAML: config, signals, sources, modules, sinks; docs/runtime-model.md) is
+/// validated as a whole before anything starts, and every problem is listed with its line.
+/// Signals are rtloop streams named MODEL.SIGNAL (removed at the end unless --keep). During
+/// the run a summary line is printed every second; at the end a timing table (tick-start
+/// lateness, execution time per process, deadline misses), or JSON with --json, and with
+/// --out a directory with report.json and PNG histograms. Ctrl-C stops the model cleanly.
+/// Exit status: 0 ran to its limit or Ctrl-C, 1 a process failed or a deadline was missed
+/// under `on_miss: stop`, 2 the model was refused.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The model file (YAML).
+    pub model: PathBuf,
+    /// Stop after this many seconds (besides the model's num_ticks).
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
+    /// Run this many ticks (overrides the model's num_ticks).
+    #[arg(long, value_name = "N")]
+    pub ticks: Option<u64>,
+    /// Keep the signals' streams after the run (to inspect them with `rtloop stream`).
+    #[arg(long)]
+    pub keep: bool,
+    /// Write report.json and PNG histograms (tick start, each process's execution time) here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// No live summary lines.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Only validate the model (and compile its Rust modules), then exit.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// Run `rtloop run`.
+pub fn run(a: &RunArgs, g: &Global) -> anyhow::Result<ExitCode> {
+    if a.check {
+        return match rtloop_runtime::model::load(&a.model) {
+            Ok(m) => {
+                for p in &m.processes {
+                    if let rtloop_runtime::model::Body::Rust { code } = &p.body {
+                        if let Err(e) = rtloop_runtime::rust_module::compile(
+                            code,
+                            &rtloop_runtime::rust_module::default_cache_dir(),
+                        ) {
+                            eprintln!("rtloop: module {:?}: {e}", p.name);
+                            return Ok(ExitCode::from(2));
+                        }
+                    }
+                }
+                println!(
+                    "{}: ok ({} signals, {} processes, tick {} µs)",
+                    a.model.display(),
+                    m.signals.len(),
+                    m.processes.len(),
+                    m.config.tick.as_micros()
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("rtloop: {e}");
+                Ok(ExitCode::from(2))
+            }
+        };
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let opts = RunOptions {
+        seconds: a.seconds,
+        ticks: a.ticks,
+        keep: a.keep,
+        live_every: (!a.quiet && !g.json).then_some(Duration::from_secs(1)),
+        stop,
+        rtloop_command: crate::self_command,
+    };
+    let report = match rtloop_runtime::run::run(&a.model, &opts) {
+        Ok(r) => r,
+        Err(
+            e @ (RunError::Model(_) | RunError::TickTooShort { .. } | RunError::Compile { .. }),
+        ) => {
+            eprintln!("rtloop: {e}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+    }
+    if let Some(dir) = &a.out {
+        let files = report.write_dir(dir)?;
+        if !g.json {
+            println!("wrote {} files:", files.len());
+            for f in files {
+                println!("  {}", f.display());
+            }
+        }
+    }
+    if let Some(p) = &report.problem {
+        eprintln!("rtloop: model {} stopped: {p}", report.model);
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rtloop child runtime-process ...`: one driver or Rust-module process of a running model.
+pub fn process_role(args: &[String]) -> anyhow::Result<()> {
+    // Ctrl-C in the terminal reaches the whole process group: the supervisor stops the
+    // model through the board, so a process must not die on SIGINT itself
+    let _ = ctrlc::set_handler(|| {});
+    let ca = rtloop_runtime::process::ChildArgs::parse(args).map_err(anyhow::Error::msg)?;
+    let result = match &ca.module_so {
+        Some(so) => run_rust_module(&ca, so),
+        None => rtloop_runtime::process::run_driver_process(&ca),
+    };
+    result.map_err(|e| anyhow::anyhow!("process {:?}: {e}", ca.process))
+}
+
+fn run_rust_module(
+    ca: &rtloop_runtime::process::ChildArgs,
+    so: &std::path::Path,
+) -> Result<(), String> {
+    let mut p = rtloop_runtime::process::Process::open(ca)?;
+    match rtloop_runtime::rust_module::RustModule::load(so) {
+        Ok(m) => p.run(&mut RustStep(m)),
+        Err(e) => {
+            p.fail(&e);
+            Err(e)
+        }
+    }
+}
+
+struct RustStep(rtloop_runtime::rust_module::RustModule);
+
+impl rtloop_runtime::process::Step for RustStep {
+    fn step(
+        &mut self,
+        t: &rtloop_runtime::drivers::TickInfo,
+        inputs: &[rtloop_runtime::drivers::InView<'_>],
+        outputs: &mut [rtloop_runtime::drivers::OutBuf<'_>],
+    ) -> Result<(), String> {
+        self.0.step(t.tick, inputs, outputs)
+    }
+}

@@ -1,0 +1,273 @@
+//! The host of a Python module of a running model (`python -m rtloop.runtime ...`): the tick
+//! loop is the runtime's own (Rust); each tick it hands the module's `step` numpy views of
+//! its inputs (with history, read-only) and of its outputs (writable, straight into the
+//! output streams' reserved space), so nothing is copied between processes.
+
+use numpy::ndarray::{ArrayViewD, ArrayViewMutD, IxDyn};
+use numpy::{PyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use rtloop_runtime::drivers::{InView, OutBuf, TickInfo};
+use rtloop_runtime::model::{Body, Signal};
+use rtloop_runtime::process::{ChildArgs, Process, Step};
+
+use crate::convert::with_dtype;
+
+/// The base object of every view handed to a module: the memory belongs to the process's
+/// streams, which stay mapped until the tick loop (and the module's `finish`) ends.
+#[pyclass(frozen, module = "rtloop._rtloop")]
+pub(crate) struct TickMemory;
+
+fn input_shape(sig: &Signal, rows: usize) -> Vec<usize> {
+    if sig.variable {
+        let mut s = vec![rows];
+        s.extend_from_slice(&sig.shape[1..]);
+        s
+    } else if sig.history > 1 {
+        let mut s = vec![sig.history as usize];
+        s.extend_from_slice(&sig.shape);
+        s
+    } else {
+        sig.shape.clone()
+    }
+}
+
+fn output_shape(sig: &Signal) -> Vec<usize> {
+    sig.shape.clone()
+}
+
+/// A read-only numpy view of `bytes` as `shape` of the signal's dtype.
+fn view_in<'py>(
+    base: &Bound<'py, PyAny>,
+    sig: &Signal,
+    bytes: &[u8],
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    let arr = with_dtype!(sig.dtype, T => {
+        debug_assert_eq!(bytes.len(), shape.iter().product::<usize>() * std::mem::size_of::<T>());
+        // SAFETY: `bytes` is the input's window in the stream's doubled mapping: contiguous,
+        // aligned for T (page-aligned region, row size a multiple of T) and exactly
+        // shape.product() values long. The mapping outlives every step call (the module's
+        // process unmaps it only after the tick loop and `finish` returned).
+        let v = unsafe { ArrayViewD::<T>::from_shape_ptr(IxDyn(shape), bytes.as_ptr().cast::<T>()) };
+        // SAFETY: `base` (a TickMemory) becomes the base object; see above for the memory.
+        unsafe { PyArrayDyn::<T>::borrow_from_array(&v, base.clone()) }.into_any()
+    });
+    let untyped = arr.cast::<PyUntypedArray>()?;
+    // SAFETY: clearing NPY_ARRAY_WRITEABLE on an array we just created and nobody else
+    // holds yet (numpy's own PyArray_CLEARFLAGS does exactly this store).
+    unsafe {
+        (*untyped.as_array_ptr()).flags &= !numpy::npyffi::NPY_ARRAY_WRITEABLE;
+    }
+    Ok(arr)
+}
+
+/// A writable numpy view of an output's reserved rows.
+fn view_out<'py>(
+    base: &Bound<'py, PyAny>,
+    sig: &Signal,
+    bytes: &mut [u8],
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(with_dtype!(sig.dtype, T => {
+        // SAFETY: as in `view_in`, for the writer's reservation, which only this process
+        // stores to until it commits after the step.
+        let v = unsafe {
+            ArrayViewMutD::<T>::from_shape_ptr(IxDyn(shape), bytes.as_mut_ptr().cast::<T>())
+        };
+        // SAFETY: as in `view_in`.
+        unsafe { PyArrayDyn::<T>::borrow_from_array(&v.view(), base.clone()) }.into_any()
+    }))
+}
+
+struct PyStep<'py> {
+    py: Python<'py>,
+    name: String,
+    step: Bound<'py, PyAny>,
+    finish: Option<Bound<'py, PyAny>>,
+    base: Bound<'py, PyAny>,
+    args: Vec<Bound<'py, PyAny>>,
+}
+
+fn describe(a: &Bound<'_, PyAny>) -> String {
+    let shape = a
+        .getattr("shape")
+        .map_or_else(|_| "?".into(), |s| s.to_string());
+    let dtype = a
+        .getattr("dtype")
+        .map_or_else(|_| a.get_type().to_string(), |d| d.to_string());
+    format!("shape {shape} {dtype}")
+}
+
+impl PyStep<'_> {
+    fn report(&self, tick: u64, e: &PyErr) -> String {
+        eprintln!("module {:?} raised at tick {tick}:", self.name);
+        e.print(self.py);
+        format!("raised {e} (traceback above)")
+    }
+
+    /// A returned value is the module's outputs: one array for one output, else a tuple
+    /// with one per output, each of exactly the signal's shape and dtype.
+    fn store_returned(
+        &self,
+        ret: &Bound<'_, PyAny>,
+        outputs: &mut [OutBuf<'_>],
+    ) -> Result<(), String> {
+        let items: Vec<Bound<'_, PyAny>> = if outputs.len() == 1 {
+            vec![ret.clone()]
+        } else if let Ok(t) = ret.cast::<PyTuple>() {
+            t.iter().collect()
+        } else if let Ok(l) = ret.cast::<PyList>() {
+            l.iter().collect()
+        } else {
+            return Err(format!(
+                "step returned {} but the module has {} outputs: return None (write into the \
+                 output arrays) or a tuple of {} arrays",
+                describe(ret),
+                outputs.len(),
+                outputs.len()
+            ));
+        };
+        if items.len() != outputs.len() {
+            return Err(format!(
+                "step returned {} values for {} outputs",
+                items.len(),
+                outputs.len()
+            ));
+        }
+        for (item, out) in items.iter().zip(outputs.iter_mut()) {
+            let sig = out.signal;
+            let want = output_shape(sig);
+            let ok = item.cast::<PyUntypedArray>().ok().and_then(|a| {
+                let same_shape = a.shape() == want.as_slice();
+                let same_dtype = a.dtype().to_string() == sig.dtype.name();
+                (same_shape && same_dtype).then_some(a.clone())
+            });
+            let Some(arr) = ok else {
+                return Err(format!(
+                    "step returned {} for signal {:?}, which is shape {:?} {}",
+                    describe(item),
+                    sig.name,
+                    want,
+                    sig.dtype
+                ));
+            };
+            // copy into the reserved rows (numpy handles any strides)
+            let dst = view_out(&self.base, sig, out.bytes, &want).map_err(|e| e.to_string())?;
+            dst.call_method1("__setitem__", (pyo3::types::PyEllipsis::get(self.py), arr))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+impl Step for PyStep<'_> {
+    fn step(
+        &mut self,
+        t: &TickInfo,
+        inputs: &[InView<'_>],
+        outputs: &mut [OutBuf<'_>],
+    ) -> Result<(), String> {
+        self.args.clear();
+        for i in inputs {
+            let shape = input_shape(i.signal, i.rows);
+            let a = view_in(&self.base, i.signal, i.bytes, &shape).map_err(|e| e.to_string())?;
+            self.args.push(a);
+        }
+        for o in outputs.iter_mut() {
+            let a = view_out(&self.base, o.signal, o.bytes, &output_shape(o.signal))
+                .map_err(|e| e.to_string())?;
+            self.args.push(a);
+        }
+        let args = PyTuple::new(self.py, self.args.drain(..)).map_err(|e| e.to_string())?;
+        match self.step.call1(args) {
+            Ok(ret) if ret.is_none() => Ok(()),
+            Ok(ret) => self.store_returned(&ret, outputs),
+            Err(e) => Err(self.report(t.tick, &e)),
+        }
+    }
+
+    fn finish(&mut self) -> Result<String, String> {
+        match &self.finish {
+            None => Ok(String::new()),
+            Some(f) => match f.call0() {
+                Ok(r) if r.is_none() => Ok(String::new()),
+                Ok(r) => Ok(r.str().map_or_else(|_| String::new(), |s| s.to_string())),
+                Err(e) => Err(self.report(u64::MAX, &e)),
+            },
+        }
+    }
+}
+
+/// Run one Python module process of a running model: `args` are the child arguments the
+/// supervisor passed (`--model M --process P --run-dir D`). Returns the exit status.
+#[pyfunction]
+pub(crate) fn runtime_module(py: Python<'_>, args: Vec<String>) -> PyResult<i32> {
+    let ca = ChildArgs::parse(&args).map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let mut p = match Process::open(&ca) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("rtloop: process {:?}: {e}", ca.process);
+            return Ok(1);
+        }
+    };
+    let spec = p.spec().clone();
+    let Body::Python { code, numba } = &spec.body else {
+        eprintln!("rtloop: process {:?} is not a Python module", spec.name);
+        return Ok(1);
+    };
+    let sig = |n: &String| p.model().signals.iter().find(|s| &s.name == n).cloned();
+    let ins: Vec<Signal> = spec.inputs.iter().filter_map(sig).collect();
+    let outs: Vec<Signal> = spec.outputs.iter().filter_map(sig).collect();
+    let specs = |v: &[Signal], input: bool| -> Vec<(Vec<usize>, String)> {
+        v.iter()
+            .map(|s| {
+                let shape = if input {
+                    input_shape(s, s.rows_per_tick())
+                } else {
+                    output_shape(s)
+                };
+                (shape, s.dtype.name().to_string())
+            })
+            .collect()
+    };
+    let loader = py.import("rtloop.runtime")?.getattr("_load_module")?;
+    let loaded = loader.call1((
+        code.display().to_string(),
+        *numba,
+        spec.name.clone(),
+        specs(&ins, true),
+        specs(&outs, false),
+    ));
+    let (step, finish) =
+        match loaded.and_then(|r| r.extract::<(Bound<'_, PyAny>, Option<Bound<'_, PyAny>>)>()) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!(
+                    "rtloop: module {:?} could not be loaded from {}:",
+                    spec.name,
+                    code.display()
+                );
+                e.print(py);
+                p.fail(&format!("could not be loaded: {e}"));
+                return Ok(1);
+            }
+        };
+    let base = Bound::new(py, TickMemory)?.into_any();
+    let mut s = PyStep {
+        py,
+        name: spec.name.clone(),
+        step,
+        finish,
+        base,
+        args: Vec::with_capacity(ins.len() + outs.len()),
+    };
+    match p.run(&mut s) {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            eprintln!("rtloop: module {:?}: {e}", spec.name);
+            Ok(1)
+        }
+    }
+}

@@ -1,0 +1,539 @@
+//! One process of a running model: opens the board and its signals' streams, then once per
+//! tick waits for its own inputs (or the tick, if it has none), runs its step over zero-copy
+//! views, commits its outputs and says it is done. The same loop hosts drivers, Rust
+//! modules and (through the Python package) Python modules.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rtloop_metrics::LatencyHistogram;
+use rtloop_stream::{ReaderMode, Stream, Window, Writer};
+
+use crate::board::{Board, ProcState};
+use crate::drivers::{InView, OutBuf, TickInfo};
+use crate::model::{Body, Kind, Model, Signal};
+use crate::timer;
+
+/// What a process runs each tick.
+pub trait Step {
+    /// Compute this tick. `inputs` hold each input's rows including history (oldest first);
+    /// `outputs` this tick's writable rows.
+    fn step(
+        &mut self,
+        t: &TickInfo,
+        inputs: &[InView<'_>],
+        outputs: &mut [OutBuf<'_>],
+    ) -> Result<(), String>;
+
+    /// The model is stopping: one summary line (or empty).
+    fn finish(&mut self) -> Result<String, String> {
+        Ok(String::new())
+    }
+}
+
+/// A driver source as a [`Step`].
+pub struct SourceStep(pub Box<dyn crate::drivers::Source>);
+impl Step for SourceStep {
+    fn step(
+        &mut self,
+        t: &TickInfo,
+        _: &[InView<'_>],
+        out: &mut [OutBuf<'_>],
+    ) -> Result<(), String> {
+        self.0.tick(t, out).map_err(|e| e.0)
+    }
+    fn finish(&mut self) -> Result<String, String> {
+        self.0.finish().map_err(|e| e.0)
+    }
+}
+
+/// A driver sink as a [`Step`].
+pub struct SinkStep(pub Box<dyn crate::drivers::Sink>);
+impl Step for SinkStep {
+    fn step(
+        &mut self,
+        t: &TickInfo,
+        inputs: &[InView<'_>],
+        _: &mut [OutBuf<'_>],
+    ) -> Result<(), String> {
+        self.0.tick(t, inputs).map_err(|e| e.0)
+    }
+    fn finish(&mut self) -> Result<String, String> {
+        self.0.finish().map_err(|e| e.0)
+    }
+}
+
+/// The stream name of a signal.
+#[must_use]
+pub fn stream_name(model: &str, signal: &str) -> String {
+    format!("{model}.{signal}")
+}
+
+/// Capacity (samples) of a signal's stream.
+#[must_use]
+pub fn stream_capacity(sig: &Signal) -> u64 {
+    let per_tick = (sig.rows_per_tick() * sig.row_bytes()).max(1) as u64;
+    let slack = ((64u64 << 20) / per_tick).clamp(8, 256);
+    (sig.history + slack) * sig.rows_per_tick().max(1) as u64
+}
+
+/// The CPU each process is pinned to: its `core:`, else round-robin over the model's
+/// cores (all online CPUs by default), skipping none: on 2 CPUs every core is shared.
+#[must_use]
+pub fn assign_cores(model: &Model) -> Vec<Option<usize>> {
+    let cores: Vec<usize> = model
+        .config
+        .cores
+        .clone()
+        .unwrap_or_else(|| (0..rtloop_stream::sys::online_cpus()).collect());
+    let mut next = 0usize;
+    model
+        .processes
+        .iter()
+        .map(|p| {
+            p.core.or_else(|| {
+                let c = cores.get(next % cores.len().max(1)).copied();
+                next += 1;
+                c
+            })
+        })
+        .collect()
+}
+
+/// The timer's CPU: `timer_core`, else the last of the model's cores.
+#[must_use]
+pub fn timer_core(model: &Model) -> Option<usize> {
+    model.config.timer_core.or_else(|| {
+        model
+            .config
+            .cores
+            .as_ref()
+            .and_then(|c| c.last().copied())
+            .or_else(|| rtloop_stream::sys::online_cpus().checked_sub(1))
+    })
+}
+
+/// A stable hash of the model file's text (children check they read what the supervisor
+/// validated).
+#[must_use]
+pub fn model_hash(text: &str) -> u64 {
+    // FNV-1a: stable across processes and builds, unlike std's RandomState
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Everything a child needs to know, from its command line.
+#[derive(Debug, Clone)]
+pub struct ChildArgs {
+    /// The model file.
+    pub model: PathBuf,
+    /// This process's name in it.
+    pub process: String,
+    /// Where to write its timing at the end.
+    pub run_dir: PathBuf,
+    /// A compiled Rust module (for `language: rust`).
+    pub module_so: Option<PathBuf>,
+}
+
+impl ChildArgs {
+    /// As command-line arguments (`--model M --process P --run-dir D [--so S]`).
+    #[must_use]
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = vec![
+            "--model".into(),
+            self.model.display().to_string(),
+            "--process".into(),
+            self.process.clone(),
+            "--run-dir".into(),
+            self.run_dir.display().to_string(),
+        ];
+        if let Some(so) = &self.module_so {
+            v.push("--so".into());
+            v.push(so.display().to_string());
+        }
+        v
+    }
+
+    /// Parse [`ChildArgs::to_args`]'s form.
+    pub fn parse(args: &[String]) -> Result<ChildArgs, String> {
+        let mut it = args.iter();
+        let (mut model, mut process, mut run_dir, mut so) = (None, None, None, None);
+        while let Some(a) = it.next() {
+            let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
+            match a.as_str() {
+                "--model" => model = Some(PathBuf::from(v)),
+                "--process" => process = Some(v.clone()),
+                "--run-dir" => run_dir = Some(PathBuf::from(v)),
+                "--so" => so = Some(PathBuf::from(v)),
+                other => return Err(format!("unknown argument {other}")),
+            }
+        }
+        Ok(ChildArgs {
+            model: model.ok_or("--model missing")?,
+            process: process.ok_or("--process missing")?,
+            run_dir: run_dir.ok_or("--run-dir missing")?,
+            module_so: so,
+        })
+    }
+}
+
+struct Input {
+    sig_index: usize,
+    signal: Signal,
+    reader: rtloop_stream::Reader,
+    producer: usize,
+}
+
+struct Output {
+    sig_index: usize,
+    signal: Signal,
+    writer: Writer,
+}
+
+/// The timing a process reports at its end (written as JSON to the run directory).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct ProcessReport {
+    /// Process name.
+    pub name: String,
+    /// Ticks completed.
+    pub ticks: u64,
+    /// Execution time per tick (inputs ready → outputs committed): (value ns, count).
+    pub exec: Vec<(u64, u64)>,
+    /// Time from the tick's start to this process's outputs being committed.
+    pub done_after_start: Vec<(u64, u64)>,
+    /// Ticks whose inputs were overwritten before or while the step read them.
+    pub input_overruns: u64,
+    /// The step's summary line at the end.
+    pub summary: String,
+    /// The error that ended it, if any.
+    pub error: Option<String>,
+}
+
+/// An opened process of a model, ready to run its step.
+pub struct Process {
+    model: Model,
+    index: usize,
+    board: Board,
+    inputs: Vec<Input>,
+    outputs: Vec<Output>,
+    core: Option<usize>,
+    args: ChildArgs,
+}
+
+impl Process {
+    /// Load the model, check it is the one the supervisor runs, open the board and this
+    /// process's streams, write the outputs' initial history (zeros).
+    pub fn open(args: &ChildArgs) -> Result<Process, String> {
+        let text = std::fs::read_to_string(&args.model)
+            .map_err(|e| format!("cannot read {}: {e}", args.model.display()))?;
+        let model = crate::model::load(&args.model).map_err(|e| e.to_string())?;
+        let board = Board::open(&model.name).map_err(|e| e.to_string())?;
+        if board.model_hash() != model_hash(&text) {
+            return Err(format!(
+                "{} changed since `rtloop run` started it; restart the model",
+                args.model.display()
+            ));
+        }
+        let index = model
+            .processes
+            .iter()
+            .position(|p| p.name == args.process)
+            .ok_or_else(|| format!("no process {:?} in the model", args.process))?;
+        board.set_pid(index, rtloop_stream::sys::pid());
+        let sig_index = |n: &str| model.signals.iter().position(|s| s.name == n).unwrap_or(0);
+        let writer_of = |n: &str| {
+            model
+                .processes
+                .iter()
+                .position(|p| p.outputs.iter().any(|o| o == n))
+                .unwrap_or(0)
+        };
+        let me = &model.processes[index];
+        let mut outputs = Vec::new();
+        for name in &me.outputs {
+            let si = sig_index(name);
+            let signal = model.signals[si].clone();
+            let stream =
+                Stream::open(&stream_name(&model.name, name)).map_err(|e| e.to_string())?;
+            let mut writer = stream.writer().map_err(|e| e.to_string())?;
+            if !signal.variable {
+                let rows = signal.history as usize * signal.rows_per_tick();
+                let mut g = writer.reserve(rows).map_err(|e| e.to_string())?;
+                g.bytes_mut().fill(0);
+                g.commit();
+            }
+            outputs.push(Output {
+                sig_index: si,
+                signal,
+                writer,
+            });
+        }
+        let mut inputs = Vec::new();
+        for name in &me.inputs {
+            let si = sig_index(name);
+            let stream =
+                Stream::open(&stream_name(&model.name, name)).map_err(|e| e.to_string())?;
+            let reader = stream
+                .reader(ReaderMode::Latest)
+                .map_err(|e| e.to_string())?;
+            inputs.push(Input {
+                sig_index: si,
+                signal: model.signals[si].clone(),
+                reader,
+                producer: writer_of(name),
+            });
+        }
+        let core = assign_cores(&model)[index];
+        Ok(Process {
+            model,
+            index,
+            board,
+            inputs,
+            outputs,
+            core,
+            args: args.clone(),
+        })
+    }
+
+    /// The model.
+    #[must_use]
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// This process's entry in the model.
+    #[must_use]
+    pub fn spec(&self) -> &crate::model::Process {
+        &self.model.processes[self.index]
+    }
+
+    /// Apply realtime set-up, say ready, and run `step` once per tick until the model
+    /// stops. Writes this process's timing to the run directory, and its state to the
+    /// board (Failed with the error printed on stderr if the step failed).
+    pub fn run(&mut self, step: &mut dyn Step) -> Result<(), String> {
+        let flags = self.board.flags();
+        let rt = timer::Realtime {
+            fifo: flags & crate::board::FLAG_FIFO != 0,
+            mlock: flags & crate::board::FLAG_MLOCK != 0,
+            pin: flags & crate::board::FLAG_PIN != 0,
+        };
+        timer::apply_realtime(rt, self.core, self.model.config.priority);
+        let spin = self.model.config.spin;
+        let mut report = ProcessReport {
+            name: self.spec().name.clone(),
+            ..ProcessReport::default()
+        };
+        let mut exec = LatencyHistogram::new();
+        let mut after_start = LatencyHistogram::new();
+        self.board.set_state(self.index, ProcState::Ready);
+        let result = self.tick_loop(step, spin, &mut report, &mut exec, &mut after_start);
+        match step.finish() {
+            Ok(s) => report.summary = s,
+            Err(e) if result.is_ok() => report.error = Some(e),
+            Err(_) => {}
+        }
+        if let Err(e) = &result {
+            report.error = Some(e.clone());
+        }
+        report.exec = exec.recorded();
+        report.done_after_start = after_start.recorded();
+        let path = self.args.run_dir.join(format!("{}.json", report.name));
+        let _ = std::fs::write(&path, serde_json::to_vec(&report).unwrap_or_default());
+        let state = if report.error.is_some() {
+            ProcState::Failed
+        } else {
+            ProcState::Exited
+        };
+        self.board.set_state(self.index, state);
+        match report.error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn tick_loop(
+        &mut self,
+        step: &mut dyn Step,
+        spin: Duration,
+        report: &mut ProcessReport,
+        exec: &mut LatencyHistogram,
+        after_start: &mut LatencyHistogram,
+    ) -> Result<(), String> {
+        let board = &self.board;
+        let me = self.index;
+        let kind = self.model.processes[me].kind;
+        let mut windows: Vec<Option<Window>> = Vec::with_capacity(self.inputs.len());
+        for k in 0u64.. {
+            // wait for the tick (a process without inputs) or for each input's producer
+            if (self.inputs.is_empty() || kind == Kind::Source) && !board.wait_tick(k, spin) {
+                return Ok(());
+            }
+            for inp in &self.inputs {
+                if !board.wait_done(inp.producer, k, spin) {
+                    return Ok(());
+                }
+            }
+            let ready = rtloop_stream::sys::monotonic_ns();
+            let (deadline_ns, start_ns) = board.tick_times(k);
+            let info = TickInfo {
+                tick: k,
+                deadline_ns,
+                start_ns,
+                realtime_ns: rtloop_stream::sys::realtime_ns(),
+                monotonic_ns: ready,
+            };
+            // zero-copy windows of the inputs: history for fixed signals, this tick's rows
+            // for variable ones
+            windows.clear();
+            let mut lost = false;
+            for inp in &self.inputs {
+                let end = board.tick_end(inp.sig_index, k);
+                let first = if inp.signal.variable {
+                    if k == 0 {
+                        0
+                    } else {
+                        board.tick_end(inp.sig_index, k - 1)
+                    }
+                } else if kind == Kind::Module {
+                    // a module sees the signal's history; a sink only this tick's rows
+                    end - inp.signal.history * inp.signal.rows_per_tick() as u64
+                } else {
+                    end - inp.signal.rows_per_tick() as u64
+                };
+                match inp.reader.window(first, end) {
+                    Ok(w) => windows.push(Some(w)),
+                    Err(_) => {
+                        lost = true;
+                        windows.push(None);
+                    }
+                }
+            }
+            let mut guards = Vec::with_capacity(self.outputs.len());
+            for o in &mut self.outputs {
+                let n = o.signal.rows_per_tick();
+                let g = o.writer.reserve(n).map_err(|e| e.to_string())?;
+                guards.push((&o.signal, g));
+            }
+            let mut step_result = Ok(());
+            let mut rows_out: Vec<usize> = Vec::with_capacity(guards.len());
+            if lost {
+                report.input_overruns += 1;
+                for (sig, g) in &mut guards {
+                    g.bytes_mut().fill(0);
+                    rows_out.push(if sig.variable { 0 } else { sig.rows_per_tick() });
+                }
+            } else {
+                let views: Vec<InView<'_>> = self
+                    .inputs
+                    .iter()
+                    .zip(&windows)
+                    .map(|(inp, w)| {
+                        let w = w.as_ref().expect("not lost");
+                        InView {
+                            signal: &inp.signal,
+                            bytes: w.bytes(),
+                            rows: w.len(),
+                            first: w.first,
+                        }
+                    })
+                    .collect();
+                let mut outs: Vec<OutBuf<'_>> = guards
+                    .iter_mut()
+                    .map(|(sig, g)| {
+                        let sig: &Signal = sig;
+                        OutBuf {
+                            signal: sig,
+                            bytes: g.bytes_mut(),
+                            rows: sig.rows_per_tick(),
+                        }
+                    })
+                    .collect();
+                step_result = step.step(&info, &views, &mut outs);
+                rows_out.extend(outs.iter().map(|o| o.rows));
+                drop(outs);
+                if windows.iter().flatten().any(|w| w.check().is_err()) {
+                    report.input_overruns += 1;
+                }
+            }
+            for ((sig, g), rows) in guards.into_iter().zip(rows_out) {
+                if sig.variable {
+                    g.commit_n(rows.min(sig.rows_per_tick()))
+                        .map_err(|e| e.to_string())?;
+                } else {
+                    g.commit_stamped(Some(deadline_ns));
+                }
+            }
+            step_result.map_err(|e| format!("tick {k}: {e}"))?;
+            for o in &self.outputs {
+                board.set_tick_end(o.sig_index, k, o.writer.written());
+            }
+            let done = rtloop_stream::sys::monotonic_ns();
+            board.finish_tick(me, k);
+            exec.record(done - ready);
+            after_start.record(done.saturating_sub(start_ns));
+            board.record_exec(me, done - ready);
+            report.ticks = k + 1;
+            if board.stop_at() <= k + 1 {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Open and run a driver process (sources and sinks) to its end.
+pub fn run_driver_process(args: &ChildArgs) -> Result<(), String> {
+    let mut p = Process::open(args)?;
+    let spec = p.spec().clone();
+    let Body::Driver { driver, options } = &spec.body else {
+        return Err(format!("{} is not a driver process", spec.name));
+    };
+    let sigs = |names: &[String]| -> Vec<Signal> {
+        names
+            .iter()
+            .filter_map(|n| p.model().signals.iter().find(|s| &s.name == n).cloned())
+            .collect()
+    };
+    let ctx = crate::drivers::DriverCtx {
+        model: p.model().name.clone(),
+        tick: p.model().config.tick,
+        dir: p
+            .model()
+            .path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+        process: spec.name.clone(),
+    };
+    let result = match spec.kind {
+        Kind::Source => crate::drivers::open_source(driver, options, &sigs(&spec.outputs), &ctx)
+            .map(|s| Box::new(SourceStep(s)) as Box<dyn Step>),
+        _ => crate::drivers::open_sink(driver, options, &sigs(&spec.inputs), &ctx)
+            .map(|s| Box::new(SinkStep(s)) as Box<dyn Step>),
+    };
+    match result {
+        Ok(mut step) => p.run(step.as_mut()),
+        Err(e) => {
+            let msg = format!("cannot open driver {driver:?}: {e}");
+            p.fail(&msg);
+            Err(msg)
+        }
+    }
+}
+
+impl Process {
+    /// Report a failure before the loop started (the board and the run directory say so).
+    pub fn fail(&self, msg: &str) {
+        let report = ProcessReport {
+            name: self.spec().name.clone(),
+            error: Some(msg.to_string()),
+            ..ProcessReport::default()
+        };
+        let path = self.args.run_dir.join(format!("{}.json", report.name));
+        let _ = std::fs::write(&path, serde_json::to_vec(&report).unwrap_or_default());
+        self.board.set_state(self.index, ProcState::Failed);
+    }
+}

@@ -1,0 +1,762 @@
+//! The supervisor (`rtloop run model.yaml`): validates the model, refuses a tick the machine
+//! cannot schedule, compiles Rust modules, creates the signals' streams and the board,
+//! starts one process per source, module and sink, drives the tick from its timer thread,
+//! prints live summary lines, stops everything on a time limit, Ctrl-C, a crash or (if the
+//! model says so) a deadline miss, and reports the timing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary};
+use rtloop_stream::{Stream, StreamConfig};
+
+use crate::board::{Board, ProcState, RUNNING};
+use crate::model::{Body, Kind, Model};
+use crate::process::{self, ChildArgs, ProcessReport};
+use crate::timer::{self, MinimumTick, Realtime};
+
+/// Stop reasons (board codes).
+pub mod reason {
+    /// `num_ticks` or the time limit was reached.
+    pub const LIMIT: u64 = 1;
+    /// Ctrl-C / SIGTERM.
+    pub const INTERRUPT: u64 = 2;
+    /// A process failed or died.
+    pub const FAILED: u64 = 3;
+    /// A deadline was missed under `on_miss: stop`.
+    pub const MISS: u64 = 4;
+}
+
+/// How to run a model.
+#[derive(Clone)]
+pub struct RunOptions {
+    /// Stop after this long (besides `num_ticks`).
+    pub seconds: Option<f64>,
+    /// Run this many ticks (overrides `num_ticks`).
+    pub ticks: Option<u64>,
+    /// Keep the signals' streams after the run.
+    pub keep: bool,
+    /// Print live summary lines on stderr every this often (None = quiet).
+    pub live_every: Option<Duration>,
+    /// Set to stop the model (Ctrl-C).
+    pub stop: Arc<AtomicBool>,
+    /// The rtloop command that runs `child runtime-process ...` (drivers, Rust modules).
+    pub rtloop_command: fn() -> Command,
+}
+
+/// Why a model did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The model file has problems (every one listed).
+    #[error("{0}")]
+    Model(#[from] crate::model::ModelErrors),
+    /// The tick is shorter than this machine can schedule.
+    #[error("tick_us {tick_us} is below what this machine can schedule: measured minimum {min_us} µs (p99 timer wake-up {wake_us} µs + 3 hand-offs of p99 {handoff_us} µs); allowed: tick_us >= {min_us}")]
+    TickTooShort {
+        /// The model's tick in µs.
+        tick_us: u64,
+        /// Measured minimum in µs.
+        min_us: u64,
+        /// Its parts.
+        wake_us: u64,
+        /// Its parts.
+        handoff_us: u64,
+    },
+    /// A Rust module did not compile.
+    #[error("module {process:?}: {message}")]
+    Compile {
+        /// The module.
+        process: String,
+        /// rustc's diagnostics.
+        message: String,
+    },
+    /// Streams, board or processes could not be set up.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// One process's part of the report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ProcessTiming {
+    /// Name.
+    pub name: String,
+    /// Section.
+    pub kind: Kind,
+    /// What it runs (`driver synthetic`, `python filt.py`, `rust detect.rs`).
+    pub runs: String,
+    /// CPU it was pinned to.
+    pub core: Option<usize>,
+    /// Ticks it completed.
+    pub ticks: u64,
+    /// Execution time per tick.
+    pub exec: Option<Summary>,
+    /// Outputs committed this long after the tick started.
+    pub done_after_start: Option<Summary>,
+    /// Deadlines missed (not done with a tick when the next one started).
+    pub misses: u64,
+    /// Ticks whose inputs were overwritten before it read them.
+    pub input_overruns: u64,
+    /// Its summary line (drivers say what they counted).
+    pub summary: String,
+    /// Its error, or how it died.
+    pub error: Option<String>,
+    #[serde(skip)]
+    exec_hist: Option<LatencyHistogram>,
+}
+
+impl ProcessTiming {
+    /// The execution-time histogram, if the process reported one.
+    #[must_use]
+    pub fn exec_histogram(&self) -> Option<&LatencyHistogram> {
+        self.exec_hist.as_ref()
+    }
+}
+
+/// The timing report of a run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunReport {
+    /// Model name.
+    pub model: String,
+    /// Tick period in ns.
+    pub tick_ns: u64,
+    /// Ticks the timer started.
+    pub ticks: u64,
+    /// Wall time of the run in s.
+    pub seconds: f64,
+    /// Realtime set-up in effect.
+    pub realtime: Realtime,
+    /// The machine's measured minimum tick.
+    pub minimum_tick: MinimumTick,
+    /// Tick-start lateness (actual start − deadline).
+    pub tick_start: Summary,
+    /// Per process.
+    pub processes: Vec<ProcessTiming>,
+    /// Why it stopped: `limit`, `interrupt`, `failed`, `miss`.
+    pub stopped_by: String,
+    /// The first problem, when it did not end by its limit or Ctrl-C.
+    pub problem: Option<String>,
+    #[serde(skip)]
+    tick_hist: LatencyHistogram,
+}
+
+impl RunReport {
+    /// Whether the run ended as asked (limit or Ctrl-C) with no process failing.
+    #[must_use]
+    pub fn ok(&self) -> bool {
+        self.problem.is_none()
+    }
+
+    /// The tick-start lateness histogram.
+    #[must_use]
+    pub fn tick_histogram(&self) -> &LatencyHistogram {
+        &self.tick_hist
+    }
+
+    /// The report as a table for people.
+    #[must_use]
+    pub fn table(&self) -> String {
+        let s = &self.tick_start;
+        let mut out = format!(
+            "model {}: {} ticks of {} ({:.2} s); realtime: {}\n\
+             tick start lateness: p50 {}  p99 {}  p99.9 {}  max {}  (minimum tick here: {})\n",
+            self.model,
+            self.ticks,
+            fmt_ns(self.tick_ns),
+            self.seconds,
+            describe_rt(self.realtime),
+            fmt_ns(s.p50_ns),
+            fmt_ns(s.p99_ns),
+            fmt_ns(s.p999_ns),
+            fmt_ns(s.max_ns),
+            fmt_ns(self.minimum_tick.min_ns),
+        );
+        let mut t = rtloop_metrics::Table::new(&[
+            "process", "kind", "runs", "core", "ticks", "exec p50", "exec p99", "exec max",
+            "done p99", "misses", "overruns", "note",
+        ]);
+        let q = |s: &Option<Summary>, f: fn(&Summary) -> u64| {
+            s.as_ref().map_or_else(|| "-".to_string(), |s| fmt_ns(f(s)))
+        };
+        for p in &self.processes {
+            t.row(&[
+                p.name.clone(),
+                format!("{:?}", p.kind).to_lowercase(),
+                p.runs.clone(),
+                p.core.map_or_else(|| "-".into(), |c| c.to_string()),
+                p.ticks.to_string(),
+                q(&p.exec, |s| s.p50_ns),
+                q(&p.exec, |s| s.p99_ns),
+                q(&p.exec, |s| s.max_ns),
+                q(&p.done_after_start, |s| s.p99_ns),
+                p.misses.to_string(),
+                p.input_overruns.to_string(),
+                p.error.clone().unwrap_or_else(|| p.summary.clone()),
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push_str(&format!("stopped by: {}", self.stopped_by));
+        if let Some(p) = &self.problem {
+            out.push_str(&format!(" — {p}"));
+        }
+        out.push('\n');
+        out
+    }
+
+    /// Write `report.json` and PNG histograms (tick start, each process's execution time)
+    /// into `dir`. Returns the files written.
+    pub fn write_dir(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let mut files = Vec::new();
+        let json = dir.join("report.json");
+        std::fs::write(&json, serde_json::to_vec_pretty(self)?)?;
+        files.push(json);
+        let plot = |name: &str, title: &str, h: &LatencyHistogram| -> Option<PathBuf> {
+            if h.is_empty() {
+                return None;
+            }
+            let max = (h.quantile(0.999) * 2).max(1000);
+            let bin = (max / 100).max(1);
+            let path = dir.join(name);
+            rtloop_metrics::charts::latency_histogram_png(&path, title, h, bin, max)
+                .ok()
+                .map(|()| path)
+        };
+        files.extend(plot(
+            "tick_start.png",
+            &format!("{}: tick start lateness", self.model),
+            &self.tick_hist,
+        ));
+        for p in &self.processes {
+            if let Some(h) = &p.exec_hist {
+                files.extend(plot(
+                    &format!("exec_{}.png", p.name),
+                    &format!("{}: {} execution time per tick", self.model, p.name),
+                    h,
+                ));
+            }
+        }
+        Ok(files)
+    }
+}
+
+fn describe_rt(rt: Realtime) -> String {
+    let mut v = Vec::new();
+    if rt.fifo {
+        v.push("SCHED_FIFO");
+    }
+    if rt.pin {
+        v.push("pinned");
+    }
+    if rt.mlock {
+        v.push("mlockall");
+    }
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn describe_body(b: &Body) -> String {
+    let file = |p: &Path| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        )
+    };
+    match b {
+        Body::Driver { driver, .. } => format!("driver {driver}"),
+        Body::Python { code, numba: true } => format!("python+numba {}", file(code)),
+        Body::Python { code, .. } => format!("python {}", file(code)),
+        Body::Rust { code } => format!("rust {}", file(code)),
+    }
+}
+
+/// The Python interpreter for Python modules: the model's `python`, else `$RTLOOP_PYTHON`
+/// (set when rtloop runs from its Python package), else `python3`.
+fn python_for(model: &Model) -> String {
+    model
+        .config
+        .python
+        .clone()
+        .or_else(|| std::env::var("RTLOOP_PYTHON").ok())
+        .unwrap_or_else(|| "python3".into())
+}
+
+struct Running {
+    name: String,
+    child: Option<Child>,
+    exit: Option<String>,
+}
+
+/// Validate and run a model to its end; returns its timing report.
+pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> {
+    let model = crate::model::load(model_path)?;
+    let text = std::fs::read_to_string(model_path)
+        .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", model_path.display())))?;
+    let cfg = &model.config;
+    let timer_core = process::timer_core(&model);
+    let (rt, warning) = if cfg.realtime {
+        timer::probe_realtime(true, cfg.mlockall, timer_core.unwrap_or(0))
+    } else {
+        (Realtime::default(), None)
+    };
+    if let Some(w) = warning {
+        eprintln!("{w}");
+    }
+    let minimum = timer::measure_minimum_tick(rt, timer_core, cfg.priority);
+    let tick_ns = cfg.tick.as_nanos() as u64;
+    if tick_ns < minimum.min_ns {
+        return Err(RunError::TickTooShort {
+            tick_us: tick_ns / 1000,
+            min_us: minimum.min_ns.div_ceil(1000),
+            wake_us: minimum.wake_p99_ns.div_ceil(1000),
+            handoff_us: minimum.handoff_p99_ns.div_ceil(1000),
+        });
+    }
+    // compile Rust modules before anything starts
+    let mut so_of = Vec::new();
+    for p in &model.processes {
+        so_of.push(match &p.body {
+            Body::Rust { code } => Some(
+                crate::rust_module::compile(code, &crate::rust_module::default_cache_dir())
+                    .map_err(|message| RunError::Compile {
+                        process: p.name.clone(),
+                        message,
+                    })?,
+            ),
+            _ => None,
+        });
+    }
+    // the board first: it refuses a second run of a model that is running
+    let flags = (u64::from(rt.fifo) * crate::board::FLAG_FIFO)
+        | (u64::from(rt.mlock) * crate::board::FLAG_MLOCK)
+        | (u64::from(rt.pin) * crate::board::FLAG_PIN);
+    let board = Board::create(
+        &model.name,
+        model.processes.len(),
+        model.signals.len(),
+        tick_ns,
+        process::model_hash(&text),
+        flags,
+    )
+    .map_err(|e| RunError::Setup(e.to_string()))?;
+    let streams = create_streams(&model)?;
+    let run_dir =
+        std::env::temp_dir().join(format!("rtloop-run-{}-{}", model.name, std::process::id()));
+    std::fs::create_dir_all(&run_dir)
+        .map_err(|e| RunError::Setup(format!("cannot create {}: {e}", run_dir.display())))?;
+    let result = supervise(
+        &model, model_path, &board, &run_dir, &so_of, rt, minimum, opts,
+    );
+    if !opts.keep {
+        for s in &streams {
+            let _ = Stream::remove(s);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&run_dir);
+    result
+}
+
+fn create_streams(model: &Model) -> Result<Vec<String>, RunError> {
+    let mut names: Vec<String> = Vec::new();
+    let tick_s = model.config.tick.as_secs_f64();
+    for sig in &model.signals {
+        let name = process::stream_name(&model.name, &sig.name);
+        let mut cfg = StreamConfig::new(
+            sig.dtype,
+            sig.row_len(),
+            if sig.variable {
+                0.0
+            } else {
+                sig.rows_per_tick() as f64 / tick_s
+            },
+            process::stream_capacity(sig),
+        );
+        cfg.event_capacity = 64;
+        // a stream left by a run that was killed (the board said no run is alive)
+        if Stream::open(&name).is_ok() {
+            let _ = Stream::remove(&name);
+        }
+        if let Err(e) = Stream::create(&name, &cfg) {
+            for n in &names {
+                let _ = Stream::remove(n);
+            }
+            return Err(RunError::Setup(format!(
+                "signal {:?}: cannot create stream {name:?}: {e}",
+                sig.name
+            )));
+        }
+        names.push(name);
+    }
+    Ok(names)
+}
+
+fn spawn(
+    model: &Model,
+    model_path: &Path,
+    run_dir: &Path,
+    index: usize,
+    so: Option<&PathBuf>,
+    opts: &RunOptions,
+) -> std::io::Result<Child> {
+    let p = &model.processes[index];
+    let args = ChildArgs {
+        model: model_path.to_path_buf(),
+        process: p.name.clone(),
+        run_dir: run_dir.to_path_buf(),
+        module_so: so.cloned(),
+    }
+    .to_args();
+    let mut cmd = match &p.body {
+        Body::Python { .. } => {
+            let mut c = Command::new(python_for(model));
+            c.args(["-m", "rtloop.runtime"]);
+            // one core per process: BLAS must not start a thread pool that competes with
+            // the model's other processes (the user's environment wins if it says otherwise)
+            for var in ["OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"] {
+                if std::env::var_os(var).is_none() {
+                    c.env(var, "1");
+                }
+            }
+            c
+        }
+        _ => {
+            let mut c = (opts.rtloop_command)();
+            c.args(["child", "runtime-process"]);
+            c
+        }
+    };
+    cmd.args(args).stdin(std::process::Stdio::null());
+    cmd.spawn()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn supervise(
+    model: &Model,
+    model_path: &Path,
+    board: &Board,
+    run_dir: &Path,
+    so_of: &[Option<PathBuf>],
+    rt: Realtime,
+    minimum: MinimumTick,
+    opts: &RunOptions,
+) -> Result<RunReport, RunError> {
+    let model_path = model_path
+        .canonicalize()
+        .unwrap_or_else(|_| model_path.to_path_buf());
+    let n = model.processes.len();
+    let cores = process::assign_cores(model);
+    let mut procs: Vec<Running> = Vec::with_capacity(n);
+    let mut problem: Option<String> = None;
+    for (i, so) in so_of.iter().enumerate().take(n) {
+        let name = model.processes[i].name.clone();
+        match spawn(model, &model_path, run_dir, i, so.as_ref(), opts) {
+            Ok(c) => procs.push(Running {
+                name,
+                child: Some(c),
+                exit: None,
+            }),
+            Err(e) => {
+                let what = match &model.processes[i].body {
+                    Body::Python { .. } => format!("python interpreter {:?}", python_for(model)),
+                    _ => "the rtloop executable".into(),
+                };
+                problem = Some(format!("cannot start {name:?} ({what}): {e}"));
+                procs.push(Running {
+                    name,
+                    child: None,
+                    exit: Some(format!("not started: {e}")),
+                });
+                break;
+            }
+        }
+    }
+    // every process ready (Python with numba may take a while to import and compile)
+    let ready_deadline = Instant::now() + Duration::from_secs(120);
+    while problem.is_none() {
+        if (0..n).all(|i| board.state(i) == ProcState::Ready) {
+            break;
+        }
+        if let Some(p) = reap(board, &mut procs) {
+            problem = Some(p);
+            break;
+        }
+        if opts.stop.load(Ordering::Relaxed) {
+            problem = Some("interrupted before the model started".into());
+            break;
+        }
+        if Instant::now() > ready_deadline {
+            let slow: Vec<&str> = (0..n)
+                .filter(|&i| board.state(i) != ProcState::Ready)
+                .map(|i| model.processes[i].name.as_str())
+                .collect();
+            problem = Some(format!("not ready after 120 s: {}", slow.join(", ")));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t_start = Instant::now();
+    let mut tick_hist = LatencyHistogram::new();
+    let stopped_by;
+    if problem.is_some() {
+        board.request_stop(0, reason::FAILED);
+        stopped_by = reason::FAILED;
+    } else {
+        let limit = match (opts.ticks.or(model.config.num_ticks), opts.seconds) {
+            (Some(t), Some(s)) => Some(t.min(seconds_to_ticks(s, board.tick_ns()))),
+            (Some(t), None) => Some(t),
+            (None, Some(s)) => Some(seconds_to_ticks(s, board.tick_ns())),
+            (None, None) => None,
+        };
+        let (live_tx, live_rx) = mpsc::channel::<(u64, Summary)>();
+        let timer_done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let timer = s.spawn(|| {
+                let h = timer_thread(model, board, rt, limit, opts.live_every, &live_tx);
+                timer_done.store(true, Ordering::Release);
+                h
+            });
+            let mut next_live = Instant::now() + opts.live_every.unwrap_or(Duration::MAX / 4);
+            loop {
+                if timer_done.load(Ordering::Acquire) {
+                    break;
+                }
+                if opts.stop.load(Ordering::Relaxed) && board.stop_at() == RUNNING {
+                    board.request_stop(board.started(), reason::INTERRUPT);
+                }
+                if let Some(p) = reap(board, &mut procs) {
+                    problem.get_or_insert(p);
+                    board.request_stop(board.started(), reason::FAILED);
+                }
+                while let Ok((tick, sum)) = live_rx.try_recv() {
+                    if opts.live_every.is_some() && Instant::now() >= next_live {
+                        next_live = Instant::now() + opts.live_every.unwrap_or_default();
+                        eprintln!("{}", live_line(model, board, t_start, tick, &sum));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            tick_hist = timer.join().unwrap_or_default();
+        });
+        stopped_by = board.stop_reason();
+        if stopped_by == reason::MISS {
+            let late: Vec<String> = (0..n)
+                .filter(|&i| board.misses(i) > 0)
+                .map(|i| model.processes[i].name.clone())
+                .collect();
+            problem.get_or_insert(format!(
+                "deadline missed by {} (on_miss: stop)",
+                late.join(", ")
+            ));
+        }
+    }
+    // let every process finish its last ticks and exit; then make sure
+    let end_deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(p) = reap(board, &mut procs) {
+            problem.get_or_insert(p);
+        }
+        if procs.iter().all(|r| r.child.is_none()) {
+            break;
+        }
+        if Instant::now() > end_deadline {
+            for r in &mut procs {
+                if let Some(c) = &mut r.child {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    r.exit = Some("did not stop within 10 s; killed".into());
+                    problem.get_or_insert(format!("{:?} did not stop within 10 s", r.name));
+                    r.child = None;
+                }
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let seconds = t_start.elapsed().as_secs_f64();
+    let mut processes = Vec::new();
+    for (i, p) in model.processes.iter().enumerate() {
+        let rep: Option<ProcessReport> = std::fs::read(run_dir.join(format!("{}.json", p.name)))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let hist = |pairs: &[(u64, u64)]| {
+            let mut h = LatencyHistogram::new();
+            for &(v, c) in pairs {
+                h.record_n(v, c);
+            }
+            h
+        };
+        let (exec_hist, after) = rep.as_ref().map_or((None, None), |r| {
+            (Some(hist(&r.exec)), Some(hist(&r.done_after_start)))
+        });
+        let error = rep
+            .as_ref()
+            .and_then(|r| r.error.clone())
+            .or_else(|| procs[i].exit.clone());
+        processes.push(ProcessTiming {
+            name: p.name.clone(),
+            kind: p.kind,
+            runs: describe_body(&p.body),
+            core: cores[i],
+            ticks: rep.as_ref().map_or(0, |r| r.ticks),
+            exec: exec_hist
+                .as_ref()
+                .filter(|h| !h.is_empty())
+                .map(LatencyHistogram::summary),
+            done_after_start: after
+                .as_ref()
+                .filter(|h| !h.is_empty())
+                .map(LatencyHistogram::summary),
+            misses: board.misses(i),
+            input_overruns: rep.as_ref().map_or(0, |r| r.input_overruns),
+            summary: rep.as_ref().map(|r| r.summary.clone()).unwrap_or_default(),
+            error,
+            exec_hist,
+        });
+    }
+    // name the process that failed and why (its own report), not only its exit status
+    if stopped_by == reason::FAILED {
+        if let Some(p) = processes.iter().find(|p| p.error.is_some()) {
+            let kind = format!("{:?}", p.kind).to_lowercase();
+            problem = Some(format!(
+                "{kind} {:?} failed: {}",
+                p.name,
+                p.error.clone().unwrap_or_default()
+            ));
+        }
+    }
+    Ok(RunReport {
+        model: model.name.clone(),
+        tick_ns: board.tick_ns(),
+        ticks: board.started(),
+        seconds,
+        realtime: rt,
+        minimum_tick: minimum,
+        tick_start: tick_hist.summary(),
+        processes,
+        stopped_by: match stopped_by {
+            reason::INTERRUPT => "interrupt",
+            reason::FAILED => "failed",
+            reason::MISS => "miss",
+            _ => "limit",
+        }
+        .into(),
+        problem,
+        tick_hist,
+    })
+}
+
+fn seconds_to_ticks(s: f64, tick_ns: u64) -> u64 {
+    ((s * 1e9) / tick_ns as f64).ceil().max(1.0) as u64
+}
+
+/// Collect exited children: a non-zero exit or a signal is a problem, named with the
+/// process and its status; the board marks it Failed so its consumers stop waiting.
+fn reap(board: &Board, procs: &mut [Running]) -> Option<String> {
+    let mut problem = None;
+    for (i, r) in procs.iter_mut().enumerate() {
+        let Some(c) = &mut r.child else { continue };
+        let Ok(Some(status)) = c.try_wait() else {
+            continue;
+        };
+        let pid = c.id();
+        r.child = None;
+        if status.success() {
+            continue;
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let how = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(sig)) => format!("was killed by signal {sig}"),
+            _ => format!("ended: {status}"),
+        };
+        r.exit = Some(how.clone());
+        if board.state(i) != ProcState::Failed {
+            board.set_state(i, ProcState::Failed);
+        }
+        problem.get_or_insert(format!("{:?} (pid {pid}) {how}", r.name));
+    }
+    problem
+}
+
+fn live_line(model: &Model, board: &Board, t0: Instant, tick: u64, s: &Summary) -> String {
+    let mut line = format!(
+        "[{:7.1} s] tick {tick:>8} | start late p50 {} p99 {} max {}",
+        t0.elapsed().as_secs_f64(),
+        fmt_ns(s.p50_ns),
+        fmt_ns(s.p99_ns),
+        fmt_ns(s.max_ns)
+    );
+    let mut misses = 0;
+    for (i, p) in model.processes.iter().enumerate() {
+        let (max, sum, count) = board.take_exec(i);
+        misses += board.misses(i);
+        if let Some(mean) = sum.checked_div(count) {
+            line.push_str(&format!(
+                " | {} {} (max {})",
+                p.name,
+                fmt_ns(mean),
+                fmt_ns(max)
+            ));
+        }
+    }
+    line.push_str(&format!(" | misses {misses}"));
+    line
+}
+
+/// The tick: absolute deadlines, busy-wait tail, misses counted at every tick start.
+fn timer_thread(
+    model: &Model,
+    board: &Board,
+    rt: Realtime,
+    limit: Option<u64>,
+    live_every: Option<Duration>,
+    live: &mpsc::Sender<(u64, Summary)>,
+) -> LatencyHistogram {
+    let cfg = &model.config;
+    timer::apply_realtime(rt, process::timer_core(model), (cfg.priority + 1).min(99));
+    let n = model.processes.len();
+    let p = board.tick_ns();
+    let mut h = LatencyHistogram::new();
+    let mut interval = LatencyHistogram::new();
+    let live_ticks = live_every.map_or(u64::MAX, |d| (d.as_nanos() as u64 / p).max(1));
+    let t0 = rtloop_stream::sys::monotonic_ns() + p;
+    for k in 0u64.. {
+        if limit.is_some_and(|l| k >= l) {
+            board.request_stop(k, reason::LIMIT);
+        }
+        if board.stop_at() <= k {
+            break;
+        }
+        let deadline = t0 + k * p;
+        let now = timer::sleep_until(deadline, cfg.busy_wait);
+        // a process not done with tick k-1 when tick k starts missed its deadline
+        if k > 0 {
+            for i in 0..n {
+                if board.done(i) < k {
+                    board.add_miss(i);
+                    if cfg.on_miss == crate::model::MissPolicy::Stop {
+                        board.request_stop(k, reason::MISS);
+                    }
+                }
+            }
+            if board.stop_at() <= k {
+                break;
+            }
+        }
+        board.start_tick(k, deadline, now);
+        let late = now - deadline;
+        h.record(late);
+        interval.record(late);
+        if (k + 1) % live_ticks == 0 {
+            let _ = live.send((k + 1, interval.summary()));
+            interval.reset();
+        }
+    }
+    h
+}

@@ -1,0 +1,247 @@
+//! A UDP load generator and checker for the echo benchmark: offers N datagrams of 1472
+//! bytes every millisecond (`sendmmsg`, one call per millisecond) and receives with
+//! `recvmmsg`, checking every datagram's sequence-number pattern. Used against plain
+//! loopback (the reference) and through the UDP echo model.
+
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Datagram size (a full Ethernet frame's UDP payload).
+pub const SIZE: usize = 1472;
+
+/// What a load run counted.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct EchoResult {
+    /// Seconds of offered load.
+    pub seconds: f64,
+    /// Datagrams offered per millisecond.
+    pub offered_per_tick: f64,
+    /// Datagrams sent.
+    pub sent: u64,
+    /// Datagrams received.
+    pub received: u64,
+    /// sent − received.
+    pub dropped: u64,
+    /// Datagrams received per millisecond.
+    pub received_per_tick: f64,
+    /// Datagrams whose size or bytes were wrong.
+    pub corrupted: u64,
+}
+
+fn fill(pkt: &mut [u8], seq: u64) {
+    pkt[..8].copy_from_slice(&seq.to_le_bytes());
+    pkt[8..].fill(seq as u8);
+}
+
+fn intact(pkt: &[u8]) -> bool {
+    pkt.len() == SIZE && {
+        let seq = u64::from_le_bytes(pkt[..8].try_into().unwrap_or_default());
+        pkt[8..].iter().all(|&b| b == seq as u8)
+    }
+}
+
+/// Offer `per_tick` datagrams every millisecond to 127.0.0.1:`to_port` for `seconds` while
+/// `during` runs (it starts first and gets 1.5 s to come up, unless `to_port == from_port`),
+/// and count what arrives on 127.0.0.1:`from_port`.
+pub fn udp_load(
+    to_port: u16,
+    from_port: u16,
+    per_tick: u32,
+    seconds: f64,
+    during: impl FnOnce() -> Result<(), anyhow_free::Error> + Send,
+) -> Result<EchoResult, anyhow_free::Error> {
+    let rx = UdpSocket::bind(("127.0.0.1", from_port))
+        .map_err(|e| anyhow_free::Error(format!("bind 127.0.0.1:{from_port}: {e}")))?;
+    set_rcvbuf(&rx, 64 << 20);
+    rx.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| anyhow_free::Error(e.to_string()))?;
+    let received = AtomicU64::new(0);
+    let corrupted = AtomicU64::new(0);
+    let stop_rx = AtomicBool::new(false);
+    let mut sent = 0u64;
+    let mut elapsed = 0.0;
+    let plain = to_port == from_port;
+    let mut during_result = Ok(());
+    std::thread::scope(|s| {
+        s.spawn(|| receive(&rx, &received, &corrupted, &stop_rx));
+        let runner = s.spawn(during);
+        if !plain {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        tx.connect(("127.0.0.1", to_port)).expect("connect");
+        let n = per_tick as usize;
+        let mut bufs = vec![0u8; n * SIZE];
+        let t0 = Instant::now();
+        let ticks = (seconds * 1000.0) as u64;
+        let mut seq = 0u64;
+        for k in 0..ticks {
+            let due = t0 + Duration::from_micros(k * 1000);
+            while Instant::now() < due {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            for (i, pkt) in bufs.chunks_exact_mut(SIZE).enumerate() {
+                fill(pkt, seq + i as u64);
+            }
+            sent += send_all(&tx, &bufs, n);
+            seq += n as u64;
+        }
+        elapsed = t0.elapsed().as_secs_f64();
+        std::thread::sleep(Duration::from_millis(300));
+        stop_rx.store(true, Ordering::Relaxed);
+        during_result = runner
+            .join()
+            .unwrap_or_else(|_| Err(anyhow_free::Error("the model thread panicked".into())));
+    });
+    during_result?;
+    let received = received.load(Ordering::Relaxed);
+    Ok(EchoResult {
+        seconds: elapsed,
+        offered_per_tick: sent as f64 / (elapsed * 1000.0),
+        sent,
+        received,
+        dropped: sent.saturating_sub(received),
+        received_per_tick: received as f64 / (elapsed * 1000.0),
+        corrupted: corrupted.load(Ordering::Relaxed),
+    })
+}
+
+/// A plain error type (this crate does not depend on anyhow).
+pub mod anyhow_free {
+    /// An error message.
+    #[derive(Debug)]
+    pub struct Error(pub String);
+    impl std::fmt::Display for Error {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+    impl std::error::Error for Error {}
+}
+
+fn send_all(tx: &UdpSocket, bufs: &[u8], n: usize) -> u64 {
+    let mut iov: Vec<libc::iovec> = bufs
+        .chunks_exact(SIZE)
+        .map(|c| libc::iovec {
+            iov_base: c.as_ptr() as *mut libc::c_void,
+            iov_len: SIZE,
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain old data; all-zero is a valid value (no name, no control).
+    let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    let mut done = 0usize;
+    let mut tries = 0;
+    while done < n && tries < 1000 {
+        // SAFETY: `msgs[done..]` are valid mmsghdrs whose iovecs point into `bufs`, which
+        // outlives the call; the socket fd is open.
+        let r = unsafe {
+            libc::sendmmsg(
+                tx.as_raw_fd(),
+                msgs.as_mut_ptr().add(done),
+                (n - done) as u32,
+                0,
+            )
+        };
+        if r > 0 {
+            done += r as usize;
+        } else {
+            tries += 1;
+            std::thread::yield_now();
+        }
+    }
+    done as u64
+}
+
+fn receive(rx: &UdpSocket, received: &AtomicU64, corrupted: &AtomicU64, stop: &AtomicBool) {
+    const BATCH: usize = 256;
+    let mut bufs = vec![0u8; BATCH * 2048];
+    let mut iov: Vec<libc::iovec> = bufs
+        .chunks_exact_mut(2048)
+        .map(|c| libc::iovec {
+            iov_base: c.as_mut_ptr().cast(),
+            iov_len: 2048,
+        })
+        .collect();
+    // SAFETY: as in `send_all`.
+    let mut msgs: Vec<libc::mmsghdr> = (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    let mut timeout = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000_000,
+    };
+    loop {
+        // SAFETY: `msgs` are valid mmsghdrs whose iovecs point into `bufs`, which outlives
+        // the call; MSG_WAITFORONE returns as soon as one datagram arrived.
+        let r = unsafe {
+            libc::recvmmsg(
+                rx.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_WAITFORONE,
+                &mut timeout,
+            )
+        };
+        if r > 0 {
+            for m in &msgs[..r as usize] {
+                let base = m.msg_hdr.msg_iov;
+                // SAFETY: the kernel filled `msg_len` bytes of this message's one iovec,
+                // which points into `bufs`.
+                let data = unsafe {
+                    std::slice::from_raw_parts((*base).iov_base as *const u8, m.msg_len as usize)
+                };
+                if !intact(data) {
+                    corrupted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            received.fetch_add(r as u64, Ordering::Relaxed);
+        } else if stop.load(Ordering::Relaxed) {
+            return;
+        }
+    }
+}
+
+fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
+    let v = bytes as libc::c_int;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt with a valid fd and a pointer to an int of the given size.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&raw const v).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_loopback_counts_what_it_sends() {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let r = udp_load(port, port, 20, 0.1, || Ok(())).unwrap();
+        assert_eq!(r.sent, 2000);
+        assert_eq!(r.corrupted, 0);
+        assert!(r.received <= r.sent);
+    }
+}

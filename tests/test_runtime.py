@@ -1,0 +1,421 @@
+"""The tick runtime from Python: Python modules (zero-copy views, history, returned outputs,
+numba), every example model, and each bad input's message. Real processes, streams,
+UDP sockets and SQLite files; no timing thresholds (only counts, data and messages)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import List, Tuple
+
+import numpy as np
+import pytest
+
+import rtloop
+import rtloop.runtime
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "models"
+
+# a model pins its processes and the timer spins its busy-wait tail: never two at once
+pytestmark = pytest.mark.timeout(300)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{os.getpid()}{uuid.uuid4().hex[:6]}"
+
+
+def write(d: Path, name: str, text: str) -> Path:
+    p = d / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def rtloop_run(model: Path, *args: str) -> Tuple[int, dict, str]:
+    """Run ``rtloop --json run MODEL --quiet ARGS``; returns (exit code, report, stderr)."""
+    p = subprocess.run(
+        [sys.executable, "-m", "rtloop", "--json", "run", str(model), "--quiet", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    try:
+        report = json.loads(p.stdout) if p.stdout.strip() else {}
+    except json.JSONDecodeError:
+        report = {}
+    return p.returncode, report, p.stderr
+
+
+def proc(report: dict, name: str) -> dict:
+    return next(p for p in report["processes"] if p["name"] == name)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_python_module_gets_zero_copy_views_with_history_and_its_outputs_arrive(
+    tmp_path: Path,
+) -> None:
+    name = unique("pyhist")
+    write(
+        tmp_path,
+        "mod.py",
+        """
+        import numpy as np
+        seen = []
+
+        def step(raw, total, last):
+            # raw: (4, 3, 2) history of 4 ticks of 3x2, oldest first, read-only
+            assert raw.shape == (4, 3, 2) and raw.dtype == np.int32
+            assert not raw.flags.writeable
+            total[:] = raw.sum(axis=(0, 1))      # write into the view
+            return_last = raw[-1, -1].astype(np.float64)
+            last[:] = return_last
+            seen.append(int(raw[-1, 0, 0]))
+
+        def finish():
+            return f"saw {len(seen)} ticks"
+        """,
+    )
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}}}
+        signals:
+          raw: {{shape: [3, 2], dtype: int32, history: 4}}
+          total: {{shape: [2], dtype: int64}}
+          last: {{shape: [2], dtype: float64}}
+        sources:
+          gen: {{driver: synthetic, out: [raw], options: {{waveform: noise, amplitude: 100, seed: 5}}}}
+        modules:
+          m: {{language: python, code: mod.py, in: [raw], out: [total, last]}}
+        sinks:
+          keep_total: {{driver: stream_out, in: [total], options: {{stream: {name}-t, keep: true}}}}
+          keep_raw: {{driver: stream_out, in: [raw], options: {{stream: {name}-r, keep: true}}}}
+        """,
+    )
+    code, report, err = rtloop_run(model, "--ticks", "200")
+    try:
+        assert code == 0, err
+        assert proc(report, "m")["ticks"] == 200
+        assert proc(report, "m")["summary"] == "saw 200 ticks"
+        assert proc(report, "m")["runs"] == "python mod.py"
+        raw = rtloop.Stream.open(f"{name}-r")
+        total = rtloop.Stream.open(f"{name}-t")
+        # the raw stream holds the 200 ticks the module saw (the sink writes only new rows)
+        r = raw.reader().window(0, raw.written).reshape(-1, 3, 2)
+        t = total.reader().window(0, total.written)
+        assert r.shape == (200, 3, 2) and t.shape == (200, 2)
+        for k in range(200):
+            hist = r[max(0, k - 3) : k + 1]
+            np.testing.assert_array_equal(t[k], hist.sum(axis=(0, 1)))
+    finally:
+        for s in (f"{name}-r", f"{name}-t"):
+            if s in rtloop.Stream.list():
+                rtloop.Stream.remove(s)
+
+
+def test_a_module_may_return_its_outputs_and_a_wrong_shape_or_dtype_is_named(
+    tmp_path: Path,
+) -> None:
+    good = write(tmp_path, "good.py", "import numpy as np\ndef step(y):\n    return np.ones(3, np.float32)\n")
+    bad = write(tmp_path, "bad.py", "import numpy as np\ndef step(y):\n    return np.ones(4)\n")
+    for code_file, ok in ((good, True), (bad, False)):
+        model = write(
+            tmp_path,
+            "m.yaml",
+            f"""
+            config: {{name: {unique("ret")}}}
+            signals:
+              y: {{shape: [3], dtype: float32}}
+            modules:
+              m: {{language: python, code: {code_file.name}, out: [y]}}
+            """,
+        )
+        code, report, err = rtloop_run(model, "--ticks", "50")
+        if ok:
+            assert code == 0, err
+        else:
+            assert code == 1
+            assert "signal 'y'" in err or 'signal "y"' in err, err
+            assert "(4,)" in err and "float64" in err and "float32" in err, err
+            assert report["stopped_by"] == "failed"
+
+
+def test_a_module_that_raises_shows_its_traceback_and_the_model_stops_cleanly(
+    tmp_path: Path,
+) -> None:
+    name = unique("raise")
+    write(
+        tmp_path,
+        "boom.py",
+        """
+        n = 0
+        def step(raw):
+            global n
+            n += 1
+            if n == 30:
+                raise RuntimeError("electrode unplugged")
+        """,
+    )
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}}}
+        signals:
+          raw: {{shape: [4], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [raw]}}
+        modules:
+          boom: {{language: python, code: boom.py, in: [raw]}}
+        """,
+    )
+    code, report, err = rtloop_run(model, "--ticks", "5000")
+    assert code == 1
+    assert "Traceback" in err and "electrode unplugged" in err and "boom" in err, err
+    assert report["stopped_by"] == "failed"
+    assert proc(report, "boom")["ticks"] == 29
+    assert proc(report, "gen")["error"] is None
+    assert not [s for s in rtloop.Stream.list() if s.startswith(name)]
+
+
+def test_a_module_file_without_step_is_reported(tmp_path: Path) -> None:
+    write(tmp_path, "nostep.py", "x = 1\n")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {unique("nostep")}}}
+        signals:
+          y: {{shape: [1], dtype: float32}}
+        modules:
+          m: {{language: python, code: nostep.py, out: [y]}}
+        """,
+    )
+    code, _, err = rtloop_run(model, "--ticks", "10")
+    assert code == 1
+    assert "no step function" in err, err
+
+
+def test_the_model_file_errors_are_listed_with_their_lines(tmp_path: Path) -> None:
+    model = write(
+        tmp_path,
+        "m.yaml",
+        """
+        config: {tick_us: 1000, bogus: 1}
+        signals:
+          a: {shape: [2], dtype: float32}
+          b: {shape: [2], dtype: float32}
+        modules:
+          m1: {language: python, code: nothere.py, in: [b], out: [a]}
+          m2: {language: python, code: nothere.py, in: [a], out: [b]}
+        """,
+    )
+    (tmp_path / "nothere.py").unlink(missing_ok=True)
+    code, _, err = rtloop_run(model)
+    assert code == 2
+    assert "bogus" in err
+    assert "cycle" in err
+    assert "nothere.py" in err
+    assert "line " in err
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and False, reason="")
+def test_numba_compiles_step_before_tick_0(tmp_path: Path) -> None:
+    pytest.importorskip("numba")
+    write(
+        tmp_path,
+        "nb.py",
+        """
+        def step(raw, power):
+            for c in range(raw.shape[1]):
+                acc = 0.0
+                for r in range(raw.shape[0]):
+                    acc += raw[r, c] * raw[r, c]
+                power[c] = acc / raw.shape[0]
+        """,
+    )
+    name = unique("nb")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}}}
+        signals:
+          raw: {{shape: [30, 8], dtype: float32}}
+          power: {{shape: [8], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [raw], options: {{amplitude: 2.0, frequency: 1000}}}}
+        modules:
+          p: {{language: python, code: nb.py, numba: true, in: [raw], out: [power]}}
+        sinks:
+          o: {{driver: stream_out, in: [power], options: {{stream: {name}-p, keep: true}}}}
+        """,
+    )
+    code, report, err = rtloop_run(model, "--ticks", "300")
+    try:
+        assert code == 0, err
+        assert proc(report, "p")["runs"] == "python+numba nb.py"
+        s = rtloop.Stream.open(f"{name}-p")
+        power = s.reader().window(s.written - 100, s.written)
+        # mean power of a sine of amplitude 2 is 2.0 (30 samples = one 1 kHz period)
+        np.testing.assert_allclose(power, 2.0, rtol=1e-3)
+    finally:
+        if f"{name}-p" in rtloop.Stream.list():
+            rtloop.Stream.remove(f"{name}-p")
+
+
+def _example(tmp_path: Path, sub: str, model: str, replace: dict) -> Path:
+    src = EXAMPLES / sub
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy(f, tmp_path / f.name)
+    text = (tmp_path / model).read_text()
+    for a, b in replace.items():
+        text = text.replace(a, b)
+    (tmp_path / model).write_text(text)
+    return tmp_path / model
+
+
+def test_udp_echo_returns_every_packet(tmp_path: Path) -> None:
+    port_in, port_out = free_port(), free_port()
+    model = _example(
+        tmp_path,
+        "udp_echo",
+        "model.yaml",
+        {
+            "127.0.0.1:25000": f"127.0.0.1:{port_in}",
+            "127.0.0.1:25001": f"127.0.0.1:{port_out}",
+            "name: udp_echo": f"name: {unique('echo')}",
+        },
+    )
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    rx.bind(("127.0.0.1", port_out))
+    rx.settimeout(0.5)
+    got: List[bytes] = []
+
+    def receive() -> None:
+        while True:
+            try:
+                got.append(rx.recv(2048))
+            except socket.timeout:
+                if done.is_set():
+                    return
+
+    done = threading.Event()
+    t = threading.Thread(target=receive)
+    t.start()
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "rtloop", "--json", "run", str(model), "--quiet", "--seconds", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)  # the model is running (a packet sent before would be lost, like a NIC's)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sent = []
+    for i in range(500):
+        payload = (i.to_bytes(4, "little") * 368)[: 16 + (i * 37) % 1457]
+        tx.sendto(payload, ("127.0.0.1", port_in))
+        sent.append(payload)
+        if i % 50 == 0:
+            time.sleep(0.002)
+    tx.sendto(b"x" * 1473, ("127.0.0.1", port_in))  # larger than a row: dropped, counted
+    out, err = runner.communicate(timeout=120)
+    done.set()
+    t.join()
+    assert runner.returncode == 0, err
+    assert got == sent, f"{len(got)} of {len(sent)} echoed"
+    report = json.loads(out)
+    assert "1 oversized" in proc(report, "udp_rx")["summary"], proc(report, "udp_rx")
+    assert "larger than" in err and "1472" in err, err
+
+
+def test_spike_detector_triggers_over_udp(tmp_path: Path) -> None:
+    pytest.importorskip("scipy")
+    port = free_port()
+    model = _example(
+        tmp_path,
+        "spike_detector",
+        "model.yaml",
+        {"127.0.0.1:25002": f"127.0.0.1:{port}", "name: spike_detector": f"name: {unique('spk')}"},
+    )
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", port))
+    rx.settimeout(0.2)
+    code, report, err = rtloop_run(model, "--ticks", "2000")
+    assert code == 0, err
+    triggers = []
+    while True:
+        try:
+            triggers.append(rx.recv(16))
+        except socket.timeout:
+            break
+    assert len(triggers) > 10 and all(t == b"\x01" for t in triggers)
+    detections = int(proc(report, "detect")["summary"].split()[0])
+    assert detections >= len(triggers)
+    # the logger's flags: one row per tick, and the ticks with a flag are the triggers
+    db = sqlite3.connect(tmp_path / "spikes.db")
+    rows = db.execute('SELECT COUNT(*) FROM "ticks"').fetchone()[0]
+    assert rows == 2000
+    cols = [r[1] for r in db.execute('PRAGMA table_info("sig_spikes")')]
+    flagged = db.execute(
+        f'SELECT COUNT(*) FROM "sig_spikes" WHERE {" + ".join(c for c in cols if c.startswith("v"))} > 0'
+    ).fetchone()[0]
+    assert flagged == len(triggers)
+
+
+def test_numeric_load_example_runs_all_three_operations_every_tick(tmp_path: Path) -> None:
+    model = _example(
+        tmp_path, "numeric_load", "model.yaml", {"name: numeric_load": f"name: {unique('num')}"}
+    )
+    code, report, err = rtloop_run(model, "--ticks", "500")
+    assert code == 0, err
+    assert proc(report, "load")["ticks"] == 500
+    db = sqlite3.connect(tmp_path / "numeric.db")
+    v = db.execute('SELECT v0, v1, v2 FROM "sig_result" ORDER BY tick DESC LIMIT 1').fetchone()
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((200, 200))
+    B = rng.standard_normal((200, 200))
+    C = rng.standard_normal((20, 20)) + 20.0 * np.eye(20)
+    D = rng.standard_normal((35, 35))
+    np.testing.assert_allclose(
+        v, [(A @ B)[0, 0], np.linalg.inv(C)[0, 0], np.linalg.pinv(D)[0, 0]], rtol=1e-9
+    )
+
+
+def test_run_from_python_returns_the_report_and_writes_plots(tmp_path: Path) -> None:
+    write(tmp_path, "empty.py", "def step():\n    pass\n")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {unique("empty")}}}
+        signals: {{}}
+        modules:
+          empty: {{language: python, code: empty.py}}
+        """,
+    )
+    report = rtloop.runtime.run(model, ticks=300, out=tmp_path / "report")
+    assert report["ticks"] == 300
+    assert proc(report, "empty")["exec"]["count"] == 300
+    assert (tmp_path / "report" / "report.json").exists()
+    assert (tmp_path / "report" / "tick_start.png").stat().st_size > 1000
+    assert (tmp_path / "report" / "exec_empty.png").exists()
+    with pytest.raises(RuntimeError, match="exit 2"):
+        rtloop.runtime.run(tmp_path / "missing.yaml")
