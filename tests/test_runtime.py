@@ -339,6 +339,8 @@ def test_udp_echo_returns_every_packet(tmp_path: Path) -> None:
     out, err = runner.communicate(timeout=120)
     done.set()
     t.join()
+    rx.close()
+    tx.close()
     assert runner.returncode == 0, err
     assert got == sent, f"{len(got)} of {len(sent)} echoed"
     report = json.loads(out)
@@ -358,15 +360,28 @@ def test_spike_detector_triggers_over_udp(tmp_path: Path) -> None:
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.bind(("127.0.0.1", port))
     rx.settimeout(0.2)
+    triggers: List[bytes] = []
+    done = threading.Event()
+
+    def receive() -> None:
+        # read while the model runs: a socket buffer holds only a few hundred datagrams
+        while True:
+            try:
+                triggers.append(rx.recv(16))
+            except socket.timeout:
+                if done.is_set():
+                    return
+
+    t = threading.Thread(target=receive)
+    t.start()
     code, report, err = rtloop_run(model, "--ticks", "2000")
+    done.set()
+    t.join()
+    rx.close()
     assert code == 0, err
-    triggers = []
-    while True:
-        try:
-            triggers.append(rx.recv(16))
-        except socket.timeout:
-            break
     assert len(triggers) > 10 and all(t == b"\x01" for t in triggers)
+    sent = int(proc(report, "stim")["summary"].split()[1])
+    assert len(triggers) == sent
     detections = int(proc(report, "detect")["summary"].split()[0])
     assert detections >= len(triggers)
     # the logger's flags: one row per tick, and the ticks with a flag are the triggers

@@ -1,16 +1,520 @@
-//! SQLite logger sink. (Being written: placeholder so the crate builds.)
-use super::{DriverCtx, DriverError, Sink};
+//! `logger` sink: LiCoRICE's SQLite logger, without its limits. Every tick's clocks go to a
+//! `ticks` table and each input signal to its own table; the tick path only copies the
+//! tick's bytes into a batch, and a writer thread inserts batches in transactions. If the
+//! disk cannot keep up, whole batches are dropped and counted — the tick never waits.
+//! Table names are derived from signal names and always quoted (no SQL is spliced from
+//! user text).
+
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+
+use rtloop_stream::DType;
+use rusqlite::{params_from_iter, Connection};
+
+use super::{parse_options, DriverCtx, DriverError, InView, Sink, TickInfo};
 use crate::model::Signal;
 
-/// Validate `logger` options.
-pub fn check(_options: &serde_json::Value, _signals: &[&Signal]) -> Result<(), String> {
-    Err("logger is not built yet".into())
+/// `options:` of `logger`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    /// The SQLite file (relative to the model file).
+    path: String,
+    /// Replace an existing file (default false: refuse).
+    #[serde(default)]
+    overwrite: bool,
+    /// Ticks per transaction (default 100).
+    #[serde(default = "default_batch")]
+    batch_ticks: usize,
+    /// Batches queued for the writer thread before new ones are dropped (default 64).
+    #[serde(default = "default_queue")]
+    queue_batches: usize,
 }
-/// Open `logger`.
+
+fn default_batch() -> usize {
+    100
+}
+fn default_queue() -> usize {
+    64
+}
+
+/// Most values per tick stored as one typed column each (more go into a BLOB).
+pub const MAX_COLUMNS: usize = 64;
+
+/// Validate `logger` options.
+pub fn check(options: &serde_json::Value, signals: &[&Signal]) -> Result<(), String> {
+    let o: Options = parse_options(options)?;
+    if o.path.trim().is_empty() {
+        return Err("path: give the SQLite file to write".into());
+    }
+    if o.batch_ticks == 0 || o.queue_batches == 0 {
+        return Err("batch_ticks and queue_batches must be at least 1".into());
+    }
+    if signals.is_empty() {
+        return Err("reads at least one signal (in: [...])".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for s in signals {
+        if !seen.insert(table_name(&s.name)) {
+            return Err(format!(
+                "two signals map to table {:?}; rename one",
+                table_name(&s.name)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The table of signal `name`: `sig_` + the name with every character outside
+/// `[A-Za-z0-9_]` replaced by `_`.
+#[must_use]
+pub fn table_name(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("sig_{clean}")
+}
+
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// How a signal is stored.
+#[derive(Clone)]
+struct Layout {
+    table: String,
+    /// One column per value (fixed signals of at most MAX_COLUMNS values per tick).
+    columns: Option<usize>,
+    dtype: DType,
+    row_bytes: usize,
+}
+
+fn is_float(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F64)
+}
+
+/// One value of `dtype` at `b`, as SQLite's REAL or INTEGER.
+fn value(d: DType, b: &[u8]) -> rusqlite::types::Value {
+    use rusqlite::types::Value as V;
+    let a = |n: usize| -> [u8; 8] {
+        let mut x = [0u8; 8];
+        x[..n].copy_from_slice(&b[..n]);
+        x
+    };
+    match d {
+        DType::F32 => V::Real(f64::from(f32::from_ne_bytes(
+            b[..4].try_into().unwrap_or_default(),
+        ))),
+        DType::F64 => V::Real(f64::from_ne_bytes(a(8))),
+        DType::U8 => V::Integer(i64::from(b[0])),
+        DType::I8 => V::Integer(i64::from(b[0] as i8)),
+        DType::U16 => V::Integer(i64::from(u16::from_ne_bytes([b[0], b[1]]))),
+        DType::I16 => V::Integer(i64::from(i16::from_ne_bytes([b[0], b[1]]))),
+        DType::U32 => V::Integer(i64::from(u32::from_ne_bytes(
+            b[..4].try_into().unwrap_or_default(),
+        ))),
+        DType::I32 => V::Integer(i64::from(i32::from_ne_bytes(
+            b[..4].try_into().unwrap_or_default(),
+        ))),
+        // SQLite integers are i64: a u64 above i64::MAX is stored as its two's complement
+        DType::U64 | DType::I64 => V::Integer(i64::from_ne_bytes(a(8))),
+    }
+}
+
+/// A batch of ticks: the clocks, and per signal (rows, bytes) of each tick.
+#[derive(Default)]
+struct Batch {
+    ticks: Vec<[i64; 5]>,
+    rows: Vec<Vec<usize>>,
+    bytes: Vec<Vec<u8>>,
+}
+
+/// Open `logger`: creates the file and its tables.
 pub fn open(
-    _o: &serde_json::Value,
-    _s: &[Signal],
-    _c: &DriverCtx,
+    options: &serde_json::Value,
+    signals: &[Signal],
+    ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
-    Err(DriverError::new("logger is not built yet"))
+    let o: Options = parse_options(options).map_err(DriverError)?;
+    let path = ctx.dir.join(&o.path);
+    if path.exists() {
+        if !o.overwrite {
+            return Err(DriverError(format!(
+                "{} exists; remove it, choose another path, or set `overwrite: true`",
+                path.display()
+            )));
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+    let db = Connection::open(&path)
+        .map_err(|e| DriverError(format!("cannot create {}: {e}", path.display())))?;
+    let sql = |e: rusqlite::Error| DriverError(format!("{}: {e}", path.display()));
+    db.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
+         CREATE TABLE ticks(tick INTEGER PRIMARY KEY, deadline_ns INTEGER, start_ns INTEGER,
+                            monotonic_ns INTEGER, realtime_ns INTEGER);
+         CREATE TABLE signals(name TEXT PRIMARY KEY, dtype TEXT, shape TEXT,
+                              rows_per_tick INTEGER, variable INTEGER, table_name TEXT);",
+    )
+    .map_err(sql)?;
+    let mut layouts = Vec::new();
+    for s in signals {
+        let values = s.rows_per_tick() * s.row_len();
+        let columns = (!s.variable && values <= MAX_COLUMNS).then_some(values);
+        let table = table_name(&s.name);
+        let cols = match columns {
+            Some(n) => {
+                let ty = if is_float(s.dtype) { "REAL" } else { "INTEGER" };
+                (0..n).map(|i| format!(", v{i} {ty}")).collect::<String>()
+            }
+            None => ", rows INTEGER, data BLOB".into(),
+        };
+        db.execute_batch(&format!(
+            "CREATE TABLE {}(tick INTEGER{cols});",
+            quote(&table)
+        ))
+        .map_err(sql)?;
+        db.execute(
+            "INSERT INTO signals VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            rusqlite::params![
+                s.name,
+                s.dtype.name(),
+                serde_json::to_string(&s.shape).unwrap_or_default(),
+                s.rows_per_tick() as i64,
+                i64::from(s.variable),
+                table
+            ],
+        )
+        .map_err(sql)?;
+        layouts.push(Layout {
+            table,
+            columns,
+            dtype: s.dtype,
+            row_bytes: s.row_bytes(),
+        });
+    }
+    let (tx, rx) = sync_channel::<Batch>(o.queue_batches);
+    let (ret_tx, ret_rx) = sync_channel::<Batch>(o.queue_batches + 2);
+    let l2 = layouts.clone();
+    let writer = std::thread::Builder::new()
+        .name("logger".into())
+        .spawn(move || write_batches(db, &l2, &rx, &ret_tx))
+        .map_err(|e| DriverError(format!("cannot start the logger thread: {e}")))?;
+    Ok(Box::new(Logger {
+        path,
+        batch_ticks: o.batch_ticks,
+        n_signals: layouts.len(),
+        current: Batch::default(),
+        tx: Some(tx),
+        recycled: ret_rx,
+        writer: Some(writer),
+        logged: 0,
+        dropped: 0,
+    }))
+}
+
+fn write_batches(
+    mut db: Connection,
+    layouts: &[Layout],
+    rx: &Receiver<Batch>,
+    recycle: &SyncSender<Batch>,
+) -> Result<u64, String> {
+    let mut written = 0u64;
+    let inserts: Vec<String> = layouts
+        .iter()
+        .map(|l| {
+            let n = l.columns.map_or(3, |c| c + 1);
+            let marks = (1..=n)
+                .map(|i| format!("?{i}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("INSERT INTO {} VALUES ({marks})", quote(&l.table))
+        })
+        .collect();
+    while let Ok(mut batch) = rx.recv() {
+        let tx = db.transaction().map_err(|e| e.to_string())?;
+        {
+            let mut ticks = tx
+                .prepare_cached("INSERT INTO ticks VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(|e| e.to_string())?;
+            for t in &batch.ticks {
+                ticks
+                    .execute(rusqlite::params![t[0], t[1], t[2], t[3], t[4]])
+                    .map_err(|e| e.to_string())?;
+            }
+            for (s, l) in layouts.iter().enumerate() {
+                let mut st = tx.prepare_cached(&inserts[s]).map_err(|e| e.to_string())?;
+                let mut off = 0;
+                for (k, t) in batch.ticks.iter().enumerate() {
+                    let rows = batch.rows[s][k];
+                    let len = rows * l.row_bytes;
+                    let b = &batch.bytes[s][off..off + len];
+                    off += len;
+                    match l.columns {
+                        Some(_) => {
+                            let w = l.dtype.itemsize();
+                            let vals = std::iter::once(rusqlite::types::Value::Integer(t[0]))
+                                .chain(b.chunks_exact(w).map(|c| value(l.dtype, c)));
+                            st.execute(params_from_iter(vals))
+                                .map_err(|e| e.to_string())?;
+                        }
+                        None => {
+                            st.execute(rusqlite::params![t[0], rows as i64, b])
+                                .map_err(|e| e.to_string())?;
+                        }
+                    }
+                }
+            }
+        }
+        tx.commit().map_err(|e| e.to_string())?;
+        written += batch.ticks.len() as u64;
+        batch.ticks.clear();
+        for r in &mut batch.rows {
+            r.clear();
+        }
+        for b in &mut batch.bytes {
+            b.clear();
+        }
+        let _ = recycle.try_send(batch);
+    }
+    Ok(written)
+}
+
+struct Logger {
+    path: PathBuf,
+    batch_ticks: usize,
+    n_signals: usize,
+    current: Batch,
+    tx: Option<SyncSender<Batch>>,
+    recycled: Receiver<Batch>,
+    writer: Option<JoinHandle<Result<u64, String>>>,
+    logged: u64,
+    dropped: u64,
+}
+
+impl Logger {
+    fn send(&mut self) {
+        if self.current.ticks.is_empty() {
+            return;
+        }
+        // reuse a batch the writer is done with: no allocation once warmed up
+        let next = self.recycled.try_recv().unwrap_or_default();
+        let batch = std::mem::replace(&mut self.current, next);
+        let n = batch.ticks.len() as u64;
+        match self.tx.as_ref().map(|t| t.try_send(batch)) {
+            Some(Ok(())) => self.logged += n,
+            Some(Err(TrySendError::Full(_) | TrySendError::Disconnected(_))) | None => {
+                self.dropped += n;
+            }
+        }
+    }
+}
+
+impl Sink for Logger {
+    fn tick(&mut self, t: &TickInfo, inputs: &[InView<'_>]) -> Result<(), DriverError> {
+        let b = &mut self.current;
+        if b.rows.len() != self.n_signals {
+            b.rows.resize_with(self.n_signals, Vec::new);
+            b.bytes.resize_with(self.n_signals, Vec::new);
+        }
+        b.ticks.push([
+            t.tick as i64,
+            t.deadline_ns as i64,
+            t.start_ns as i64,
+            t.monotonic_ns as i64,
+            t.realtime_ns as i64,
+        ]);
+        for (s, i) in inputs.iter().enumerate() {
+            b.rows[s].push(i.rows);
+            b.bytes[s].extend_from_slice(i.bytes);
+        }
+        if b.ticks.len() >= self.batch_ticks {
+            self.send();
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<String, DriverError> {
+        self.send();
+        self.tx = None; // the writer thread ends when the queue is drained
+        let result = self.writer.take().map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("the logger thread panicked".into()))
+        });
+        match result {
+            Some(Err(e)) => Err(DriverError(format!(
+                "{}: {e} (ticks committed before it stay readable)",
+                self.path.display()
+            ))),
+            _ => Ok(format!(
+                "logged {} ticks to {} ({} dropped)",
+                self.logged,
+                self.path.display(),
+                self.dropped
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn sig(name: &str, shape: Vec<usize>, dtype: DType, variable: bool) -> Signal {
+        Signal {
+            name: name.into(),
+            shape,
+            dtype,
+            history: 1,
+            variable,
+            line: 1,
+        }
+    }
+
+    fn ctx(dir: &std::path::Path) -> DriverCtx {
+        DriverCtx {
+            model: "m".into(),
+            tick: Duration::from_millis(1),
+            dir: dir.to_path_buf(),
+            process: "log".into(),
+        }
+    }
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("logger-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn every_tick_and_value_is_in_the_database() {
+        let d = tmp("ok");
+        let small = sig("power.alpha", vec![4], DType::F32, false);
+        let pk = sig("pk", vec![8, 16], DType::U8, true);
+        let opts = serde_json::json!({"path": "log.db", "batch_ticks": 7});
+        check(&opts, &[&small, &pk]).unwrap();
+        let mut l = open(&opts, &[small.clone(), pk.clone()], &ctx(&d)).unwrap();
+        for k in 0..50u64 {
+            let v: Vec<u8> = (0..4)
+                .flat_map(|c| (k as f32 + c as f32 / 10.0).to_ne_bytes())
+                .collect();
+            let rows = (k % 3) as usize;
+            let p: Vec<u8> = (0..rows * 16).map(|i| (k as usize + i) as u8).collect();
+            let t = TickInfo {
+                tick: k,
+                deadline_ns: 1000 * k,
+                start_ns: 1000 * k + 5,
+                ..TickInfo::default()
+            };
+            l.tick(
+                &t,
+                &[
+                    InView {
+                        signal: &small,
+                        bytes: &v,
+                        rows: 1,
+                        first: k,
+                    },
+                    InView {
+                        signal: &pk,
+                        bytes: &p,
+                        rows,
+                        first: 0,
+                    },
+                ],
+            )
+            .unwrap();
+        }
+        let s = l.finish().unwrap();
+        assert!(
+            s.starts_with("logged 50 ticks") && s.contains("(0 dropped)"),
+            "{s}"
+        );
+        let db = Connection::open(d.join("log.db")).unwrap();
+        let n: i64 = db
+            .query_row("SELECT COUNT(*) FROM ticks", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 50);
+        let (dl, st): (i64, i64) = db
+            .query_row(
+                "SELECT deadline_ns, start_ns FROM ticks WHERE tick = 7",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((dl, st), (7000, 7005));
+        let v: (f64, f64) = db
+            .query_row(
+                "SELECT v0, v3 FROM \"sig_power_alpha\" WHERE tick = 12",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert!(
+            (v.0 - 12.0).abs() < 1e-6 && (v.1 - 12.3).abs() < 1e-5,
+            "{v:?}"
+        );
+        let (rows, blob): (i64, Vec<u8>) = db
+            .query_row("SELECT rows, data FROM sig_pk WHERE tick = 11", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(rows, 2);
+        assert_eq!(blob, (0..32).map(|i| (11 + i) as u8).collect::<Vec<_>>());
+        let meta: String = db
+            .query_row("SELECT shape FROM signals WHERE name = 'pk'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(meta, "[8,16]");
+        // an existing file is refused unless overwrite
+        let e = open(&opts, &[small.clone()], &ctx(&d)).err().unwrap();
+        assert!(
+            e.0.contains("exists") && e.0.contains("overwrite: true"),
+            "{e}"
+        );
+        let again = serde_json::json!({"path": "log.db", "overwrite": true});
+        assert!(open(&again, &[small], &ctx(&d)).is_ok());
+    }
+
+    #[test]
+    fn bad_options_say_what_is_allowed() {
+        let s = sig("a", vec![2], DType::F32, false);
+        let e = check(&serde_json::json!({"file": "x.db"}), &[&s]).unwrap_err();
+        assert!(
+            e.contains("unknown field `file`") && e.contains("path"),
+            "{e}"
+        );
+        let e = check(&serde_json::json!({"path": ""}), &[&s]).unwrap_err();
+        assert!(e.contains("path"), "{e}");
+        let e = check(
+            &serde_json::json!({"path": "x.db", "batch_ticks": 0}),
+            &[&s],
+        )
+        .unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
+        let (a, b) = (
+            sig("x.y", vec![2], DType::F32, false),
+            sig("x_y", vec![2], DType::F32, false),
+        );
+        let e = check(&serde_json::json!({"path": "x.db"}), &[&a, &b]).unwrap_err();
+        assert!(e.contains("sig_x_y"), "{e}");
+        // SQL in a name stays a name
+        assert_eq!(
+            table_name("a\"; DROP TABLE ticks; --"),
+            "sig_a___DROP_TABLE_ticks____"
+        );
+    }
 }
