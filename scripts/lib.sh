@@ -23,7 +23,10 @@ ensure_cargo() {
 # libclang: iceoryx2 (the peer column of `rtloop bench stream`) generates its POSIX
 # bindings with bindgen at build time. Debian's libclang-dev.
 ensure_libclang() {
-    if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && [ -z "${LIBCLANG_PATH:-}" ]; then
+    # libclang itself (libclang.so / libclang-NN.so), not libclang-cpp, which a machine
+    # with LLVM but without libclang-dev also has
+    if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* >/dev/null 2>&1 \
+        && [ -z "${LIBCLANG_PATH:-}" ]; then
         if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
             say "installing libclang-dev (bindgen, for the iceoryx2 peer benchmark)"
             apt-get update -qq && apt-get install -y -qq libclang-dev >/dev/null

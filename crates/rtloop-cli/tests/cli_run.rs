@@ -519,3 +519,118 @@ fn a_recorder_whose_directory_cannot_be_written_is_refused_by_name() {
     let e = stderr(&o);
     assert!(e.contains("rec") && e.contains("afile/sub"), "{e}");
 }
+
+fn late_model(d: &Path, name: &str, on_miss: &str) -> PathBuf {
+    write(
+        d,
+        "late.rs",
+        "pub fn step(t: &mut Tick) {\n    if t.tick() == 20 { std::thread::sleep(std::time::Duration::from_millis(5)); }\n    \
+         t.output::<f32>(0)[0] = t.input::<f32>(0)[0];\n}\n",
+    );
+    write(
+        d,
+        "m.yaml",
+        &format!(
+            "config: {{name: {name}, on_miss: {on_miss}}}\nsignals:\n  raw: {{shape: [1], dtype: float32}}\n  \
+             y: {{shape: [1], dtype: float32}}\n\
+             sources:\n  gen: {{driver: synthetic, out: [raw]}}\n\
+             modules:\n  late: {{language: rust, code: late.rs, in: [raw], out: [y]}}\n"
+        ),
+    )
+}
+
+#[test]
+fn a_late_process_is_counted_as_a_miss_and_the_model_goes_on_by_default() {
+    let _g = serial();
+    let d = dir("miss-continue");
+    let model = late_model(&d, &format!("missc{}", std::process::id()), "continue");
+    let (v, o) = run_json(&model, &["--ticks", "200"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(v["stopped_by"], "limit");
+    let late = proc(&v, "late");
+    assert_eq!(late["ticks"], 200, "it caught up and did every tick");
+    assert!(late["misses"].as_u64().unwrap() >= 1, "{late}");
+}
+
+#[test]
+fn on_miss_stop_ends_the_model_at_the_first_miss_naming_the_late_process() {
+    let _g = serial();
+    let d = dir("miss-stop");
+    let model = late_model(&d, &format!("misss{}", std::process::id()), "stop");
+    let (v, o) = run_json(&model, &["--ticks", "2000"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(v["stopped_by"], "miss");
+    let e = stderr(&o);
+    assert!(
+        e.contains("deadline missed by late") && e.contains("on_miss: stop"),
+        "{e}"
+    );
+    assert!(v["ticks"].as_u64().unwrap() < 100, "{}", v["ticks"]);
+}
+
+#[test]
+fn keep_leaves_the_signals_streams_with_their_data() {
+    let _g = serial();
+    let d = dir("keep");
+    let name = format!("keep{}", std::process::id());
+    let model = write(
+        &d,
+        "m.yaml",
+        &format!(
+            "config: {{name: {name}}}\nsignals:\n  raw: {{shape: [10, 3], dtype: int32, history: 2}}\n\
+             sources:\n  gen: {{driver: synthetic, out: [raw], options: {{waveform: noise, amplitude: 1000}}}}\n"
+        ),
+    );
+    let (_, o) = run_json(&model, &["--ticks", "50", "--keep"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = Stream::open(&format!("{name}.raw")).unwrap();
+    // 2 ticks of zero history, then 50 ticks of 10 samples
+    assert_eq!(s.written(), 520);
+    assert_eq!(s.info().n_channels, 3);
+    assert!((s.info().nominal_rate - 10_000.0).abs() < 1e-6);
+    drop(s);
+    Stream::remove(&format!("{name}.raw")).unwrap();
+}
+
+#[test]
+fn without_realtime_permissions_one_warning_says_what_is_missing_and_the_model_runs() {
+    let _g = serial();
+    if Command::new("capsh").arg("--help").output().is_err() {
+        eprintln!("capsh not installed: skipped");
+        return;
+    }
+    let d = dir("nort");
+    let model = write(
+        &d,
+        "m.yaml",
+        &format!(
+            "config: {{name: nort{}}}\nsignals:\n  raw: {{shape: [4], dtype: float32}}\n\
+             sources:\n  gen: {{driver: synthetic, out: [raw]}}\n",
+            std::process::id()
+        ),
+    );
+    // drop the capabilities SCHED_FIFO and mlockall need, with no rtprio/memlock allowance
+    let cmd = format!(
+        "ulimit -r 0; ulimit -l 64; exec {} --json run {} --ticks 100 --quiet",
+        env!("CARGO_BIN_EXE_rtloop"),
+        model.display()
+    );
+    let o = Command::new("capsh")
+        .args(["--drop=cap_sys_nice,cap_ipc_lock", "--", "-c", &cmd])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(
+        e.matches("warning: realtime set-up not permitted").count(),
+        1,
+        "{e}"
+    );
+    assert!(
+        e.contains("SCHED_FIFO") && e.contains("mlockall") && e.contains("CAP_SYS_NICE"),
+        "{e}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["realtime"]["fifo"], false);
+    assert_eq!(v["ticks"], 100);
+}

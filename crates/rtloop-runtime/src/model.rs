@@ -45,6 +45,10 @@ pub struct Config {
     /// `busy_wait_us` (default 50): the timer sleeps until this long before each deadline,
     /// then spins to it (0 = sleep only).
     pub busy_wait: Duration,
+    /// `phase_us` (default 500, 0 for ticks of 500 µs or less): deadlines fall on multiples
+    /// of the tick on CLOCK_MONOTONIC plus this offset. Whole milliseconds are where this
+    /// VM's host does its periodic work (docs/runtime.md), so they are avoided by default.
+    pub phase: Duration,
     /// `spin_us` (default 10): how long a process spins on its inputs before it sleeps on
     /// the futex.
     pub spin: Duration,
@@ -54,6 +58,9 @@ pub struct Config {
     pub priority: i32,
     /// `mlockall` (default true): lock every process's memory when permitted.
     pub mlockall: bool,
+    /// `pm_qos` (default true): while the model runs, hold `/dev/cpu_dma_latency` at 0
+    /// when permitted, so idle CPUs stay out of deep sleep and wake-ups take a few µs.
+    pub pm_qos: bool,
     /// `cores` (default: all online CPUs): CPUs the model's processes may run on.
     pub cores: Option<Vec<usize>>,
     /// `timer_core` (default: the last of `cores`): CPU the timer is pinned to.

@@ -77,15 +77,22 @@ pub fn stream_capacity(sig: &Signal) -> u64 {
     (sig.history + slack) * sig.rows_per_tick().max(1) as u64
 }
 
-/// The CPU each process is pinned to: its `core:`, else round-robin over the model's
-/// cores (all online CPUs by default), skipping none: on 2 CPUs every core is shared.
+/// The CPU each process is pinned to: its `core:`, else round-robin over the model's cores
+/// (all online CPUs by default) other than the timer's, so the timer's core stays free for
+/// it: on a kernel without full preemption, a process in a long system call on the timer's
+/// core would delay the tick. With a single core everything shares it.
 #[must_use]
 pub fn assign_cores(model: &Model) -> Vec<Option<usize>> {
-    let cores: Vec<usize> = model
+    let mut cores: Vec<usize> = model
         .config
         .cores
         .clone()
         .unwrap_or_else(|| (0..rtloop_stream::sys::online_cpus()).collect());
+    if let Some(t) = timer_core(model) {
+        if cores.len() > 1 {
+            cores.retain(|&c| c != t);
+        }
+    }
     let mut next = 0usize;
     model
         .processes

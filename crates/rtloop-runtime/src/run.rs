@@ -308,6 +308,11 @@ pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> 
     if let Some(w) = warning {
         eprintln!("{w}");
     }
+    // PM QoS: keep idle CPUs out of deep sleep while the model runs (the file stays open);
+    // taken before the minimum tick is measured, so that measures the conditions of the run
+    let _pm_qos = (cfg.realtime && cfg.pm_qos)
+        .then(rtloop_stream::sys::hold_cpu_dma_latency)
+        .and_then(Result::ok);
     let minimum = timer::measure_minimum_tick(rt, timer_core, cfg.priority);
     let tick_ns = cfg.tick.as_nanos() as u64;
     if tick_ns < minimum.min_ns {
@@ -725,7 +730,7 @@ fn timer_thread(
     let mut h = LatencyHistogram::new();
     let mut interval = LatencyHistogram::new();
     let live_ticks = live_every.map_or(u64::MAX, |d| (d.as_nanos() as u64 / p).max(1));
-    let t0 = rtloop_stream::sys::monotonic_ns() + p;
+    let t0 = timer::first_deadline(p, cfg.phase.as_nanos() as u64);
     for k in 0u64.. {
         if limit.is_some_and(|l| k >= l) {
             board.request_stop(k, reason::LIMIT);

@@ -36,6 +36,15 @@ pub fn sleep_until(deadline_ns: u64, busy_wait: Duration) -> u64 {
     now
 }
 
+/// The first deadline of a tick of `period_ns` at `phase_ns`: the multiple of the period on
+/// CLOCK_MONOTONIC plus the phase that is at least one period away.
+#[must_use]
+pub fn first_deadline(period_ns: u64, phase_ns: u64) -> u64 {
+    let t = sys::monotonic_ns() + period_ns;
+    let aligned = (t / period_ns + 1) * period_ns + phase_ns % period_ns;
+    aligned.max(t)
+}
+
 /// What realtime set-up was permitted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Realtime {
@@ -111,6 +120,7 @@ pub fn apply_realtime(rt: Realtime, core: Option<usize>, priority: i32) {
 #[must_use]
 pub fn bare_loop(
     period: Duration,
+    phase: Duration,
     ticks: u64,
     busy_wait: Duration,
     rt: Realtime,
@@ -122,7 +132,7 @@ pub fn bare_loop(
         s.spawn(|| {
             apply_realtime(rt, core, priority);
             let p = period.as_nanos() as u64;
-            let t0 = sys::monotonic_ns() + p;
+            let t0 = first_deadline(p, phase.as_nanos() as u64);
             for k in 0..ticks {
                 let deadline = t0 + k * p;
                 let now = sleep_until(deadline, busy_wait);
@@ -220,6 +230,7 @@ mod tests {
     fn bare_loop_records_every_tick() {
         let h = bare_loop(
             Duration::from_micros(500),
+            Duration::from_micros(100),
             50,
             Duration::from_micros(20),
             Realtime::default(),
@@ -227,6 +238,13 @@ mod tests {
             0,
         );
         assert_eq!(h.len(), 50);
+    }
+
+    #[test]
+    fn the_first_deadline_is_on_the_phase() {
+        let d = first_deadline(1_000_000, 500_000);
+        assert_eq!(d % 1_000_000, 500_000);
+        assert!(d > sys::monotonic_ns());
     }
 
     #[test]

@@ -42,27 +42,30 @@ fn intact(pkt: &[u8]) -> bool {
     }
 }
 
-/// Offer `per_tick` datagrams every millisecond to 127.0.0.1:`to_port` for `seconds` while
-/// `during` runs (it starts first and gets 1.5 s to come up, unless `to_port == from_port`),
-/// and count what arrives on 127.0.0.1:`from_port`.
-pub fn udp_load(
+/// Offer each of `rates` (datagrams per millisecond) for `seconds_each` to
+/// 127.0.0.1:`to_port` while `during` runs (it starts first and gets 1.5 s to come up,
+/// unless `to_port == from_port`), and count what arrives on 127.0.0.1:`from_port`, rate by
+/// rate (300 ms after each rate for stragglers). The sender never builds a backlog: a
+/// millisecond it could not serve in time is skipped, so `offered_per_tick` is what it
+/// managed.
+pub fn udp_sweep(
     to_port: u16,
     from_port: u16,
-    per_tick: u32,
-    seconds: f64,
+    rates: &[u32],
+    seconds_each: f64,
     during: impl FnOnce() -> Result<(), anyhow_free::Error> + Send,
-) -> Result<EchoResult, anyhow_free::Error> {
+) -> Result<Vec<EchoResult>, anyhow_free::Error> {
     let rx = UdpSocket::bind(("127.0.0.1", from_port))
         .map_err(|e| anyhow_free::Error(format!("bind 127.0.0.1:{from_port}: {e}")))?;
     set_rcvbuf(&rx, 64 << 20);
+    // recvmmsg's own timeout is only checked after a datagram; SO_RCVTIMEO bounds the wait
     rx.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| anyhow_free::Error(e.to_string()))?;
     let received = AtomicU64::new(0);
     let corrupted = AtomicU64::new(0);
     let stop_rx = AtomicBool::new(false);
-    let mut sent = 0u64;
-    let mut elapsed = 0.0;
     let plain = to_port == from_port;
+    let mut out = Vec::new();
     let mut during_result = Ok(());
     std::thread::scope(|s| {
         s.spawn(|| receive(&rx, &received, &corrupted, &stop_rx));
@@ -72,40 +75,50 @@ pub fn udp_load(
         }
         let tx = UdpSocket::bind("127.0.0.1:0").expect("bind an ephemeral port");
         tx.connect(("127.0.0.1", to_port)).expect("connect");
-        let n = per_tick as usize;
-        let mut bufs = vec![0u8; n * SIZE];
-        let t0 = Instant::now();
-        let ticks = (seconds * 1000.0) as u64;
         let mut seq = 0u64;
-        for k in 0..ticks {
-            let due = t0 + Duration::from_micros(k * 1000);
-            while Instant::now() < due {
-                std::thread::sleep(Duration::from_micros(50));
+        for &per_tick in rates {
+            let n = per_tick as usize;
+            let mut bufs = vec![0u8; n * SIZE];
+            let (r0, c0) = (
+                received.load(Ordering::Relaxed),
+                corrupted.load(Ordering::Relaxed),
+            );
+            let mut sent = 0u64;
+            let t0 = Instant::now();
+            let mut k = 0u64;
+            while t0.elapsed().as_secs_f64() < seconds_each {
+                let due = t0 + Duration::from_micros(k * 1000);
+                while Instant::now() < due {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                for (i, pkt) in bufs.chunks_exact_mut(SIZE).enumerate() {
+                    fill(pkt, seq + i as u64);
+                }
+                sent += send_all(&tx, &bufs, n);
+                seq += n as u64;
+                // the next millisecond slot, skipping those already past
+                k = (k + 1).max(t0.elapsed().as_micros() as u64 / 1000);
             }
-            for (i, pkt) in bufs.chunks_exact_mut(SIZE).enumerate() {
-                fill(pkt, seq + i as u64);
-            }
-            sent += send_all(&tx, &bufs, n);
-            seq += n as u64;
+            let elapsed = t0.elapsed().as_secs_f64();
+            std::thread::sleep(Duration::from_millis(300));
+            let got = received.load(Ordering::Relaxed) - r0;
+            out.push(EchoResult {
+                seconds: elapsed,
+                offered_per_tick: sent as f64 / (elapsed * 1000.0),
+                sent,
+                received: got,
+                dropped: sent.saturating_sub(got),
+                received_per_tick: got as f64 / (elapsed * 1000.0),
+                corrupted: corrupted.load(Ordering::Relaxed) - c0,
+            });
         }
-        elapsed = t0.elapsed().as_secs_f64();
-        std::thread::sleep(Duration::from_millis(300));
         stop_rx.store(true, Ordering::Relaxed);
         during_result = runner
             .join()
             .unwrap_or_else(|_| Err(anyhow_free::Error("the model thread panicked".into())));
     });
     during_result?;
-    let received = received.load(Ordering::Relaxed);
-    Ok(EchoResult {
-        seconds: elapsed,
-        offered_per_tick: sent as f64 / (elapsed * 1000.0),
-        sent,
-        received,
-        dropped: sent.saturating_sub(received),
-        received_per_tick: received as f64 / (elapsed * 1000.0),
-        corrupted: corrupted.load(Ordering::Relaxed),
-    })
+    Ok(out)
 }
 
 /// A plain error type (this crate does not depend on anyhow).
@@ -239,9 +252,12 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let r = udp_load(port, port, 20, 0.1, || Ok(())).unwrap();
-        assert_eq!(r.sent, 2000);
-        assert_eq!(r.corrupted, 0);
-        assert!(r.received <= r.sent);
+        let r = udp_sweep(port, port, &[20, 5], 0.1, || Ok(())).unwrap();
+        assert_eq!(r.len(), 2);
+        for x in &r {
+            assert!(x.sent > 0 && x.sent % 5 == 0);
+            assert_eq!(x.corrupted, 0);
+            assert!(x.received <= x.sent);
+        }
     }
 }

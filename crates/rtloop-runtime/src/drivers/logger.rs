@@ -480,7 +480,9 @@ mod tests {
             .unwrap();
         assert_eq!(meta, "[8,16]");
         // an existing file is refused unless overwrite
-        let e = open(&opts, std::slice::from_ref(&small), &ctx(&d)).err().unwrap();
+        let e = open(&opts, std::slice::from_ref(&small), &ctx(&d))
+            .err()
+            .unwrap();
         assert!(
             e.0.contains("exists") && e.0.contains("overwrite: true"),
             "{e}"

@@ -285,7 +285,7 @@ mod tests {
         let (b, _) = run(
             serde_json::json!({"frequency": 10.0, "amplitude": 2.0}),
             &s,
-            100,
+            200,
         );
         let v: Vec<f64> = b
             .chunks_exact(8)

@@ -27,10 +27,12 @@ const CONFIG_KEYS: &[&str] = &[
     "tick_us",
     "num_ticks",
     "busy_wait_us",
+    "phase_us",
     "spin_us",
     "realtime",
     "priority",
     "mlockall",
+    "pm_qos",
     "cores",
     "timer_core",
     "on_miss",
@@ -671,13 +673,30 @@ impl Cx<'_> {
                 None => ok = false,
             }
         }
+        c.phase = Duration::from_micros(if 500 < tick_us { 500 } else { 0 });
+        if let Some((_, v)) = f.get("phase_us") {
+            match self.int(
+                v,
+                W,
+                "phase_us",
+                &format!("an integer 0..{tick_us} (less than tick_us)"),
+                |i| i >= 0 && i.unsigned_abs() < tick_us,
+            ) {
+                Some(b) => c.phase = Duration::from_micros(b.unsigned_abs()),
+                None => ok = false,
+            }
+        }
         if let Some((_, v)) = f.get("spin_us") {
             match self.int(v, W, "spin_us", "an integer >= 0", |i| i >= 0) {
                 Some(s) => c.spin = Duration::from_micros(s.unsigned_abs()),
                 None => ok = false,
             }
         }
-        for (key, slot) in [("realtime", &mut c.realtime), ("mlockall", &mut c.mlockall)] {
+        for (key, slot) in [
+            ("realtime", &mut c.realtime),
+            ("mlockall", &mut c.mlockall),
+            ("pm_qos", &mut c.pm_qos),
+        ] {
             if let Some((_, v)) = f.get(key) {
                 match self.boolean(v, W, key) {
                     Some(b) => *slot = b,
@@ -1525,10 +1544,12 @@ fn default_config() -> Config {
         tick: Duration::from_micros(1000),
         num_ticks: None,
         busy_wait: Duration::from_micros(50),
+        phase: Duration::from_micros(500),
         spin: Duration::from_micros(10),
         realtime: true,
         priority: 80,
         mlockall: true,
+        pm_qos: true,
         cores: None,
         timer_core: None,
         on_miss: MissPolicy::Continue,
