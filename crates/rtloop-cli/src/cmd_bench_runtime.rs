@@ -255,7 +255,7 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
             let _ = rtloop_metrics::charts::latency_histogram_png(
                 &dir.join("tick_start_runtime.png"),
                 "runtime tick start: lateness",
-                model.tick_histogram(),
+                &model_hist,
                 max / 100,
                 max,
             );

@@ -1,7 +1,10 @@
-//! `udp_in` (source) and `udp_out` (sink): LiCoRICE's network drivers. A tick drains every
-//! datagram that arrived (up to the signal's rows) with one `recvmmsg`, straight into the
-//! signal's rows, and sends a tick's rows with one `sendmmsg`. Never blocks the tick.
+//! `udp_in` (source) and `udp_out` (sink): LiCoRICE's network drivers. A tick drains the
+//! datagrams that arrived (up to the signal's rows) with `recvmmsg`, straight into the
+//! signal's rows, and sends a tick's rows with `sendmmsg`. Neither ever blocks the tick:
+//! every call is `MSG_DONTWAIT`, what does not fit waits for the next tick (`udp_in`) or
+//! is counted as dropped (`udp_out`).
 
+use std::io;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -10,6 +13,16 @@ use rtloop_stream::DType;
 
 use super::{parse_options, DriverCtx, DriverError, InView, OutBuf, Sink, Source, TickInfo};
 use crate::model::Signal;
+
+/// Most messages the kernel takes in one `recvmmsg` / `sendmmsg` (UIO_MAXIOV); more rows
+/// are handled by further calls in the same tick.
+const MAX_VLEN: usize = 1024;
+
+/// Largest UDP payload (IPv4).
+const MAX_DATAGRAM: usize = 65_507;
+
+/// Warnings about dropped datagrams are rate-limited to one per this.
+const WARN_EVERY: Duration = Duration::from_secs(1);
 
 /// `options:` of `udp_in`.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -50,77 +63,94 @@ fn default_send() -> SendWhat {
     SendWhat::All
 }
 
+/// `s` as a socket address (`std::net::ToSocketAddrs`: `host:port`, IPv6 as `[::1]:port`).
 fn addr(s: &str, key: &str) -> Result<SocketAddr, String> {
     s.to_socket_addrs()
         .map_err(|e| {
-            format!("{key}: {s:?} is not an address ({e}); give host:port, e.g. 127.0.0.1:5000")
+            format!(
+                "{key}: {s:?} is not an address ({e}); give host:port, e.g. 127.0.0.1:5000 \
+                 or [::1]:5000"
+            )
         })?
         .next()
-        .ok_or_else(|| format!("{key}: {s:?} resolves to no address"))
+        .ok_or_else(|| format!("{key}: {s:?} resolves to no address; give host:port"))
 }
 
-fn check_lengths(data: &Signal, lengths: &Signal, what: &str) -> Result<(), String> {
+/// The optional second signal of both drivers: one length per row of `data`.
+fn check_lengths(data: &Signal, lengths: &Signal) -> Result<(), String> {
     if !matches!(
         lengths.dtype,
         DType::U16 | DType::U32 | DType::I32 | DType::I64
     ) {
         return Err(format!(
-            "{what} {:?} is {}; lengths are uint16, uint32, int32 or int64",
+            "lengths signal {:?} is {}; allowed dtypes for lengths: uint16, uint32, int32, int64",
             lengths.name, lengths.dtype
         ));
     }
-    if lengths.row_len() != 1 || lengths.rows_per_tick() != data.rows_per_tick() {
+    let rows = data.rows_per_tick();
+    let shape_ok = lengths.shape == [rows, 1] || (rows == 1 && lengths.shape == [1]);
+    if !shape_ok {
         return Err(format!(
-            "{what} {:?} must be shape [{}, 1] (one length per row of {:?}), not {:?}",
+            "lengths signal {:?} must have shape {:?} (one length per row of {:?}), not {:?}",
             lengths.name,
-            data.rows_per_tick(),
+            [rows, 1],
             data.name,
             lengths.shape
         ));
     }
     if lengths.variable != data.variable {
         return Err(format!(
-            "{what} {:?} must be variable exactly when {:?} is",
-            lengths.name, data.name
+            "lengths signal {:?} must be variable: {} like {:?} (a length per row it carries)",
+            lengths.name, data.variable, data.name
         ));
     }
     Ok(())
 }
 
-/// Validate `udp_in` options: `packets` variable `[max, bytes]` uint8, optional `lengths`.
+/// Validate `udp_in` options and signals: the packets, variable `[max_packets,
+/// packet_bytes]` uint8, and optionally their lengths, variable `[max_packets, 1]`.
 pub fn check_in(options: &serde_json::Value, signals: &[&Signal]) -> Result<(), String> {
     let o: InOptions = parse_options(options)?;
     addr(&o.bind, "bind")?;
     let Some(p) = signals.first() else {
-        return Err("writes one packets signal (and optionally their lengths)".into());
+        return Err(
+            "writes one packets signal (variable, [max_packets, packet_bytes], uint8) and \
+             optionally their lengths"
+                .into(),
+        );
     };
     if signals.len() > 2 {
         return Err(format!(
-            "writes 1 or 2 signals (packets, lengths), got {}",
+            "writes 1 or 2 signals (packets, optional lengths), got {}",
             signals.len()
         ));
     }
-    if p.dtype != DType::U8 || p.shape.len() != 2 || !p.variable {
+    let mut wrong = Vec::new();
+    if !p.variable {
+        wrong.push("it is not variable".to_string());
+    }
+    if p.shape.len() != 2 || p.shape.contains(&0) {
+        wrong.push(format!("its shape is {:?}", p.shape));
+    }
+    if p.dtype != DType::U8 {
+        wrong.push(format!("its dtype is {}", p.dtype));
+    }
+    if !wrong.is_empty() {
         return Err(format!(
-            "signal {:?} must be variable: true, shape [max_packets, packet_bytes], dtype uint8 \
-             (it is shape {:?} {}{})",
+            "packets signal {:?} must be variable: true, shape [max_packets, packet_bytes] \
+             (both at least 1), dtype uint8, but {}",
             p.name,
-            p.shape,
-            p.dtype,
-            if p.variable {
-                ", variable"
-            } else {
-                ", not variable"
-            }
+            wrong.join(", ")
         ));
     }
     if let Some(l) = signals.get(1) {
-        check_lengths(p, l, "lengths signal")?;
+        check_lengths(p, l)?;
     }
     Ok(())
 }
 
-/// Validate `udp_out` options: any data signal (a row is a datagram), optional `lengths`.
+/// Validate `udp_out` options and signals: any data signal (a row is a datagram), and
+/// optionally one length per row.
 pub fn check_out(options: &serde_json::Value, signals: &[&Signal]) -> Result<(), String> {
     let o: OutOptions = parse_options(options)?;
     addr(&o.to, "to")?;
@@ -133,23 +163,25 @@ pub fn check_out(options: &serde_json::Value, signals: &[&Signal]) -> Result<(),
             signals.len()
         ));
     }
-    if signals[0].row_bytes() > 65_507 {
+    if signals[0].row_bytes() > MAX_DATAGRAM {
         return Err(format!(
-            "signal {:?} has {}-byte rows; a UDP datagram holds at most 65507",
+            "signal {:?} has {}-byte rows; a UDP datagram holds at most {MAX_DATAGRAM}",
             signals[0].name,
             signals[0].row_bytes()
         ));
     }
     if let Some(l) = signals.get(1) {
-        check_lengths(signals[0], l, "lengths signal")?;
+        check_lengths(signals[0], l)?;
     }
     Ok(())
 }
 
+/// Ask for `bytes` of receive buffer: SO_RCVBUFFORCE passes `net.core.rmem_max` when we
+/// may (root / CAP_NET_ADMIN), else SO_RCVBUF (capped by the kernel); failure is silent.
 fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt on an open fd with a pointer to a c_int of the given size.
+        // SAFETY: setsockopt on an open fd with a pointer to a live c_int and its size.
         let r = unsafe {
             libc::setsockopt(
                 s.as_raw_fd(),
@@ -166,6 +198,7 @@ fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
 }
 
 fn store_len(dtype: DType, out: &mut [u8], row: usize, len: usize) {
+    // a length is at most 65535 (a datagram), so every allowed dtype holds it
     match dtype {
         DType::U16 => out[row * 2..row * 2 + 2].copy_from_slice(&(len as u16).to_ne_bytes()),
         DType::U32 => out[row * 4..row * 4 + 4].copy_from_slice(&(len as u32).to_ne_bytes()),
@@ -174,14 +207,26 @@ fn store_len(dtype: DType, out: &mut [u8], row: usize, len: usize) {
     }
 }
 
-fn load_len(dtype: DType, b: &[u8], row: usize) -> i64 {
-    let get = |w: usize| &b[row * w..row * w + w];
-    match dtype {
-        DType::U16 => i64::from(u16::from_ne_bytes(get(2).try_into().unwrap_or_default())),
-        DType::U32 => i64::from(u32::from_ne_bytes(get(4).try_into().unwrap_or_default())),
-        DType::I32 => i64::from(i32::from_ne_bytes(get(4).try_into().unwrap_or_default())),
-        _ => i64::from_ne_bytes(get(8).try_into().unwrap_or_default()),
-    }
+/// Length of `row` in a lengths signal of `dtype`; `None` if `b` is too short.
+fn load_len(dtype: DType, b: &[u8], row: usize) -> Option<i64> {
+    let w = dtype.itemsize();
+    let x = b.get(row * w..row * w + w)?;
+    Some(match dtype {
+        DType::U16 => i64::from(u16::from_ne_bytes(x.try_into().ok()?)),
+        DType::U32 => i64::from(u32::from_ne_bytes(x.try_into().ok()?)),
+        DType::I32 => i64::from(i32::from_ne_bytes(x.try_into().ok()?)),
+        _ => i64::from_ne_bytes(x.try_into().ok()?),
+    })
+}
+
+/// An all-zero message header with one iovec.
+fn header(iov: &mut libc::iovec) -> libc::mmsghdr {
+    // SAFETY: mmsghdr is plain old data (integers and raw pointers); all-zero is a valid
+    // value (no address, no control data, no iovecs).
+    let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+    m.msg_hdr.msg_iov = iov;
+    m.msg_hdr.msg_iovlen = 1;
+    m
 }
 
 /// Open `udp_in`: binds the socket (an address in use is named).
@@ -192,19 +237,22 @@ pub fn open_in(
 ) -> Result<Box<dyn Source>, DriverError> {
     let o: InOptions = parse_options(options).map_err(DriverError)?;
     let a = addr(&o.bind, "bind").map_err(DriverError)?;
+    let p = signals
+        .first()
+        .ok_or_else(|| DriverError::new("udp_in writes a packets signal"))?;
     let sock = UdpSocket::bind(a).map_err(|e| DriverError(format!("cannot bind {a}: {e}")))?;
     sock.set_nonblocking(true)?;
     set_rcvbuf(&sock, o.recv_buffer);
-    let p = &signals[0];
     let max = p.rows_per_tick();
     Ok(Box::new(UdpIn {
         name: ctx.process.clone(),
         signal: p.name.clone(),
         row: p.row_bytes(),
+        max,
         lengths: signals.get(1).map(|l| l.dtype),
         sock,
-        iov: Vec::with_capacity(max),
-        msgs: Vec::with_capacity(max),
+        iov: Vec::with_capacity(max.min(MAX_VLEN)),
+        msgs: Vec::with_capacity(max.min(MAX_VLEN)),
         packets: 0,
         bytes: 0,
         oversized: 0,
@@ -213,11 +261,18 @@ pub fn open_in(
 }
 
 struct UdpIn {
+    /// The process's name.
     name: String,
+    /// The packets signal's name.
     signal: String,
+    /// Bytes per row (largest datagram kept).
     row: usize,
+    /// Rows per tick.
+    max: usize,
+    /// Dtype of the lengths signal, if there is one.
     lengths: Option<DType>,
     sock: UdpSocket,
+    /// Reused for every call: no allocation in the tick.
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     packets: u64,
@@ -227,78 +282,89 @@ struct UdpIn {
 }
 
 impl UdpIn {
-    /// One `recvmmsg` into rows `[first, max)`; returns (accepted rows, whether the socket
-    /// may hold more). A datagram larger than a row is dropped (MSG_TRUNC) and counted.
+    /// One `recvmmsg` into rows `first..max` of `rows` (lengths into `lens`); returns the
+    /// rows accepted and whether the socket may hold more. A datagram larger than a row
+    /// is dropped and counted, the ones after it move up into its row.
     fn recv(
         &mut self,
         rows: &mut [u8],
         first: usize,
         max: usize,
-        lens: &mut Vec<usize>,
-    ) -> (usize, bool) {
-        let want = max - first;
+        mut lens: Option<&mut [u8]>,
+    ) -> Result<(usize, bool), DriverError> {
+        let row = self.row;
+        let want = (max - first).min(MAX_VLEN);
+        if want == 0 {
+            return Ok((0, false));
+        }
         self.iov.clear();
         self.msgs.clear();
-        for r in first..max {
+        for r in rows[first * row..(first + want) * row].chunks_exact_mut(row) {
             self.iov.push(libc::iovec {
-                iov_base: rows[r * self.row..].as_mut_ptr().cast(),
+                iov_base: r.as_mut_ptr().cast(),
                 // a larger datagram is cut to this and flagged MSG_TRUNC
-                iov_len: self.row,
+                iov_len: row,
             });
         }
         for v in &mut self.iov {
-            // SAFETY: mmsghdr is plain old data; all-zero is valid (no name, no control).
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-            self.msgs.push(m);
+            self.msgs.push(header(v));
         }
-        // SAFETY: `msgs` holds `want` valid headers whose iovecs point at disjoint rows of
-        // `rows` (each `row` bytes, inside the slice), which outlives the call.
+        // SAFETY: `msgs` holds `want` valid headers, each with one iovec (in `self.iov`,
+        // not touched during the call) pointing at a distinct `row`-byte row inside `rows`,
+        // which is borrowed mutably for the whole call. No address or control buffers.
         let n = unsafe {
             libc::recvmmsg(
                 self.sock.as_raw_fd(),
                 self.msgs.as_mut_ptr(),
-                want as u32,
-                libc::MSG_DONTWAIT,
+                want as libc::c_uint,
+                // MSG_TRUNC: msg_len is the datagram's real length, even if cut
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
                 std::ptr::null_mut(),
             )
         };
-        if n <= 0 {
-            return (0, false);
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok((0, false)),
+                _ => Err(DriverError(format!(
+                    "udp_in {:?}: cannot receive: {e}",
+                    self.name
+                ))),
+            };
         }
         let n = n as usize;
-        // keep the datagrams that fit, in order, compacting over dropped ones
         let mut kept = 0;
         for i in 0..n {
-            let m = &self.msgs[i];
-            let len = m.msg_len as usize;
-            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            let len = self.msgs[i].msg_len as usize;
+            let cut = self.msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            if cut || len > row {
                 self.oversized += 1;
-                self.warn_oversized();
+                self.warn_oversized(len);
                 continue;
             }
+            // keep the datagrams that fit in order, moving them over dropped ones
             let (src, dst) = (first + i, first + kept);
             if src != dst {
-                rows.copy_within(src * self.row..src * self.row + len, dst * self.row);
+                rows.copy_within(src * row..src * row + len, dst * row);
             }
-            rows[dst * self.row + len..(dst + 1) * self.row].fill(0);
-            lens.push(len);
+            rows[dst * row + len..(dst + 1) * row].fill(0);
+            if let (Some(dt), Some(l)) = (self.lengths, lens.as_deref_mut()) {
+                store_len(dt, l, dst, len);
+            }
             self.bytes += len as u64;
             kept += 1;
         }
-        (kept, n == want)
+        // rows a dropped datagram was cut into, or moved away from, are zeroed again
+        rows[(first + kept) * row..(first + n) * row].fill(0);
+        Ok((kept, n == want))
     }
 
-    fn warn_oversized(&mut self) {
-        if self
-            .last_warn
-            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-        {
+    fn warn_oversized(&mut self, len: usize) {
+        if self.last_warn.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
             self.last_warn = Some(Instant::now());
             tracing::warn!(
-                "udp_in {:?}: a packet larger than signal {:?}'s rows ({} bytes) was dropped \
-                 ({} so far); make the signal's second dimension larger",
+                "udp_in '{}': a {len}-byte packet is larger than signal '{}' rows ({} bytes); \
+                 dropped ({} so far)",
                 self.name,
                 self.signal,
                 self.row,
@@ -310,22 +376,26 @@ impl UdpIn {
 
 impl Source for UdpIn {
     fn tick(&mut self, _t: &TickInfo, out: &mut [OutBuf<'_>]) -> Result<(), DriverError> {
-        let max = out[0].rows;
-        let mut lens = Vec::with_capacity(16);
+        let Some((pk, rest)) = out.split_first_mut() else {
+            return Ok(());
+        };
+        let max = self.max.min(pk.bytes.len() / self.row.max(1));
+        let mut lens = match (self.lengths, rest.first_mut()) {
+            (Some(_), Some(l)) => Some(l),
+            _ => None,
+        };
         let mut filled = 0;
         loop {
-            let (got, more) = self.recv(out[0].bytes, filled, max, &mut lens);
+            let (got, more) =
+                self.recv(pk.bytes, filled, max, lens.as_mut().map(|l| &mut *l.bytes))?;
             filled += got;
             if !more || filled >= max {
                 break;
             }
         }
         self.packets += filled as u64;
-        out[0].rows = filled;
-        if let (Some(dt), Some(l)) = (self.lengths, out.get_mut(1)) {
-            for (r, &len) in lens.iter().enumerate() {
-                store_len(dt, l.bytes, r, len);
-            }
+        pk.rows = filled;
+        if let Some(l) = lens {
             l.rows = filled;
         }
         Ok(())
@@ -339,354 +409,208 @@ impl Source for UdpIn {
     }
 }
 
-/// Open `udp_out`.
+/// Open `udp_out`: binds (to `bind` or any port) and connects the socket to `to`, so a
+/// missing listener is reported (ECONNREFUSED) and counted.
 pub fn open_out(
     options: &serde_json::Value,
     signals: &[Signal],
-    _ctx: &DriverCtx,
+    ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
     let o: OutOptions = parse_options(options).map_err(DriverError)?;
     let to = addr(&o.to, "to").map_err(DriverError)?;
+    let d = signals
+        .first()
+        .ok_or_else(|| DriverError::new("udp_out reads a data signal"))?;
     let local = match &o.bind {
         Some(b) => addr(b, "bind").map_err(DriverError)?,
-        None if to.is_ipv4() => "0.0.0.0:0".parse().expect("literal"),
-        None => "[::]:0".parse().expect("literal"),
+        None if to.is_ipv4() => SocketAddr::from(([0, 0, 0, 0], 0)),
+        None => SocketAddr::from(([0u16; 8], 0)),
     };
     let sock =
         UdpSocket::bind(local).map_err(|e| DriverError(format!("cannot bind {local}: {e}")))?;
     sock.connect(to)
         .map_err(|e| DriverError(format!("cannot send to {to}: {e}")))?;
     sock.set_nonblocking(true)?;
+    let rows = d.rows_per_tick();
     Ok(Box::new(UdpOut {
+        name: ctx.process.clone(),
+        to,
         send: o.send,
         sock,
-        row: signals[0].row_bytes(),
+        row: d.row_bytes(),
         lengths: signals.get(1).map(|l| l.dtype),
-        iov: Vec::new(),
-        msgs: Vec::new(),
+        iov: Vec::with_capacity(rows),
+        msgs: Vec::with_capacity(rows),
         sent: 0,
         bytes: 0,
         refused: 0,
+        last_error: None,
+        last_warn: None,
     }))
 }
 
 struct UdpOut {
+    /// The process's name.
+    name: String,
+    to: SocketAddr,
     send: SendWhat,
     sock: UdpSocket,
+    /// Bytes per row of the data signal.
     row: usize,
+    /// Dtype of the lengths signal, if there is one.
     lengths: Option<DType>,
+    /// Reused every tick: no allocation once the first tick sized them.
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     sent: u64,
     bytes: u64,
+    /// Datagrams not sent: ECONNREFUSED, socket buffer full, other send errors.
     refused: u64,
+    /// The last send error other than ECONNREFUSED / EAGAIN.
+    last_error: Option<io::Error>,
+    last_warn: Option<Instant>,
 }
 
-impl Sink for UdpOut {
-    fn tick(&mut self, _t: &TickInfo, inputs: &[InView<'_>]) -> Result<(), DriverError> {
-        let data = &inputs[0];
+impl UdpOut {
+    /// Build this tick's iovecs: one per row to send, cut to its length.
+    fn gather(&mut self, inputs: &[InView<'_>]) -> Result<(), DriverError> {
         self.iov.clear();
+        let Some(data) = inputs.first() else {
+            return Ok(());
+        };
+        let lens = match (self.lengths, inputs.get(1)) {
+            (Some(dt), Some(l)) => {
+                if l.rows != data.rows {
+                    return Err(DriverError(format!(
+                        "udp_out '{}': lengths signal '{}' has {} rows this tick but data \
+                         signal '{}' has {}; they must match",
+                        self.name, l.signal.name, l.rows, data.signal.name, data.rows
+                    )));
+                }
+                Some((dt, l))
+            }
+            _ => None,
+        };
+        let row = self.row;
         for r in 0..data.rows {
-            let row = &data.bytes[r * self.row..(r + 1) * self.row];
-            let len = match (self.lengths, inputs.get(1)) {
-                (Some(dt), Some(l)) => {
-                    let n = load_len(dt, l.bytes, r);
-                    if n < 0 || n as usize > self.row {
+            let Some(bytes) = data.bytes.get(r * row..(r + 1) * row) else {
+                return Err(DriverError(format!(
+                    "udp_out '{}': signal '{}' has {} rows but only {} bytes",
+                    self.name,
+                    data.signal.name,
+                    data.rows,
+                    data.bytes.len()
+                )));
+            };
+            let len = match lens {
+                Some((dt, l)) => {
+                    let n = load_len(dt, l.bytes, r).unwrap_or(-1);
+                    if n < 0 || n as usize > row {
                         return Err(DriverError(format!(
-                            "length {n} of row {r} is outside 0..={} (the row size of {:?})",
-                            self.row, data.signal.name
+                            "udp_out '{}': length {n} in row {r} of signal '{}' is outside \
+                             0..={row}, the {row}-byte rows of signal '{}'",
+                            self.name, l.signal.name, data.signal.name
                         )));
                     }
                     n as usize
                 }
-                _ => self.row,
+                None => row,
             };
-            if self.send == SendWhat::Nonzero && row.iter().all(|&b| b == 0) {
+            if self.send == SendWhat::Nonzero && bytes.iter().all(|&b| b == 0) {
                 continue;
             }
             self.iov.push(libc::iovec {
-                iov_base: row.as_ptr() as *mut libc::c_void,
+                // the kernel only reads from it (sendmmsg)
+                iov_base: bytes.as_ptr().cast_mut().cast(),
                 iov_len: len,
             });
         }
+        Ok(())
+    }
+
+    fn warn_error(&mut self, e: io::Error) {
+        if self.last_warn.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
+            self.last_warn = Some(Instant::now());
+            tracing::warn!(
+                "udp_out '{}': cannot send to {}: {e}; datagrams dropped ({} so far)",
+                self.name,
+                self.to,
+                self.refused
+            );
+        }
+        self.last_error = Some(e);
+    }
+}
+
+impl Sink for UdpOut {
+    fn tick(&mut self, _t: &TickInfo, inputs: &[InView<'_>]) -> Result<(), DriverError> {
+        self.gather(inputs)?;
         self.msgs.clear();
         for v in &mut self.iov {
-            // SAFETY: as in `UdpIn::recv`.
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-            self.msgs.push(m);
+            self.msgs.push(header(v));
         }
+        let total = self.msgs.len();
         let mut done = 0;
-        while done < self.msgs.len() {
-            // SAFETY: `msgs[done..]` are valid headers whose iovecs point into the input's
-            // rows, which the kernel only reads and which outlive the call.
+        while done < total {
+            let vlen = (total - done).min(MAX_VLEN);
+            // SAFETY: `msgs[done..done + vlen]` are valid headers, each with one iovec (in
+            // `self.iov`, untouched during the call) pointing at bytes of a row of the
+            // input, which the kernel only reads and which is borrowed for this tick.
             let r = unsafe {
                 libc::sendmmsg(
                     self.sock.as_raw_fd(),
                     self.msgs.as_mut_ptr().add(done),
-                    (self.msgs.len() - done) as u32,
+                    vlen as libc::c_uint,
                     libc::MSG_DONTWAIT,
                 )
             };
             if r > 0 {
-                for m in &self.msgs[done..done + r as usize] {
+                let r = r as usize;
+                for m in &self.msgs[done..done + r] {
                     self.bytes += u64::from(m.msg_len);
                 }
-                done += r as usize;
+                done += r;
                 self.sent += r as u64;
+                continue;
+            }
+            let e = if r == 0 {
+                io::Error::from(io::ErrorKind::WriteZero)
             } else {
-                // ECONNREFUSED (nobody listening, reported by the previous send), EAGAIN
-                // (socket buffer full): count the datagram and go on, never wait
-                self.refused += 1;
-                done += 1;
+                io::Error::last_os_error()
+            };
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                // nobody listening (an ICMP error of an earlier datagram): this datagram
+                // was not sent, the error is cleared, the next ones go out
+                Some(libc::ECONNREFUSED) => {
+                    self.refused += 1;
+                    done += 1;
+                }
+                // socket buffer full: the rest of this tick is dropped, never waited for
+                Some(libc::EAGAIN | libc::ENOBUFS) => {
+                    self.refused += (total - done) as u64;
+                    done = total;
+                }
+                // anything else (no route, ...): counted and reported, the model goes on
+                _ => {
+                    self.refused += 1;
+                    done += 1;
+                    self.warn_error(e);
+                }
             }
         }
         Ok(())
     }
 
     fn finish(&mut self) -> Result<String, DriverError> {
+        let last = self
+            .last_error
+            .as_ref()
+            .map(|e| format!(" (last error: {e})"))
+            .unwrap_or_default();
         Ok(format!(
-            "sent {} datagrams ({} bytes), {} refused or dropped",
+            "sent {} datagrams ({} bytes), {} refused/dropped{last}",
             self.sent, self.bytes, self.refused
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sig(name: &str, shape: Vec<usize>, dtype: DType, variable: bool) -> Signal {
-        Signal {
-            name: name.into(),
-            shape,
-            dtype,
-            history: 1,
-            variable,
-            line: 1,
-        }
-    }
-
-    fn ctx() -> DriverCtx {
-        DriverCtx {
-            model: "m".into(),
-            tick: Duration::from_millis(1),
-            dir: ".".into(),
-            process: "udp".into(),
-        }
-    }
-
-    fn port() -> u16 {
-        UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
-    #[test]
-    fn udp_in_takes_what_arrived_drops_oversized_and_keeps_the_rest_for_next_tick() {
-        let p = port();
-        let pk = sig("pk", vec![4, 8], DType::U8, true);
-        let ln = sig("ln", vec![4, 1], DType::U16, true);
-        let mut src = open_in(
-            &serde_json::json!({"bind": format!("127.0.0.1:{p}")}),
-            &[pk.clone(), ln.clone()],
-            &ctx(),
-        )
-        .unwrap();
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        for d in [&b"abc"[..], &[7u8; 9][..], b"12345678", b"x", b"yy", b"zzz"] {
-            tx.send_to(d, ("127.0.0.1", p)).unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        let (mut b, mut l) = (vec![0xAAu8; 32], vec![0u8; 8]);
-        let mut out = [
-            OutBuf {
-                signal: &pk,
-                bytes: &mut b,
-                rows: 4,
-            },
-            OutBuf {
-                signal: &ln,
-                bytes: &mut l,
-                rows: 4,
-            },
-        ];
-        src.tick(&TickInfo::default(), &mut out).unwrap();
-        // the 9-byte datagram was dropped; the 4 rows hold abc, 12345678, x, yy
-        assert_eq!((out[0].rows, out[1].rows), (4, 4));
-        assert_eq!(&b[..8], b"abc\0\0\0\0\0");
-        assert_eq!(&b[8..16], b"12345678");
-        assert_eq!(&b[16..24], b"x\0\0\0\0\0\0\0");
-        assert_eq!(&b[24..32], b"yy\0\0\0\0\0\0");
-        let lens: Vec<u16> = l
-            .chunks(2)
-            .map(|c| u16::from_ne_bytes([c[0], c[1]]))
-            .collect();
-        assert_eq!(lens, [3, 8, 1, 2]);
-        // the rest next tick
-        let (mut b, mut l) = (vec![0u8; 32], vec![0u8; 8]);
-        let mut out = [
-            OutBuf {
-                signal: &pk,
-                bytes: &mut b,
-                rows: 4,
-            },
-            OutBuf {
-                signal: &ln,
-                bytes: &mut l,
-                rows: 4,
-            },
-        ];
-        src.tick(&TickInfo::default(), &mut out).unwrap();
-        assert_eq!(out[0].rows, 1);
-        assert_eq!(&b[..8], b"zzz\0\0\0\0\0");
-        let s = src.finish().unwrap();
-        assert!(
-            s.contains("received 5 packets") && s.contains("1 oversized"),
-            "{s}"
-        );
-    }
-
-    #[test]
-    fn udp_out_sends_rows_cut_to_their_lengths_and_skips_zero_rows_when_asked() {
-        let p = port();
-        let rx = UdpSocket::bind(("127.0.0.1", p)).unwrap();
-        rx.set_read_timeout(Some(Duration::from_millis(500)))
-            .unwrap();
-        let d = sig("d", vec![3, 4], DType::U8, true);
-        let ln = sig("ln", vec![3, 1], DType::U32, true);
-        let mut sink = open_out(
-            &serde_json::json!({"to": format!("127.0.0.1:{p}")}),
-            &[d.clone(), ln.clone()],
-            &ctx(),
-        )
-        .unwrap();
-        let bytes = b"abcdefghijkl";
-        let lens: Vec<u8> = [2u32, 4, 0].iter().flat_map(|x| x.to_ne_bytes()).collect();
-        sink.tick(
-            &TickInfo::default(),
-            &[
-                InView {
-                    signal: &d,
-                    bytes,
-                    rows: 3,
-                    first: 0,
-                },
-                InView {
-                    signal: &ln,
-                    bytes: &lens,
-                    rows: 3,
-                    first: 0,
-                },
-            ],
-        )
-        .unwrap();
-        let mut buf = [0u8; 16];
-        let mut got = Vec::new();
-        for _ in 0..3 {
-            let n = rx.recv(&mut buf).unwrap();
-            got.push(buf[..n].to_vec());
-        }
-        assert_eq!(got, [b"ab".to_vec(), b"efgh".to_vec(), Vec::new()]);
-        // nonzero: a one-byte trigger only when set
-        let t = sig("t", vec![1], DType::U8, false);
-        let mut trig = open_out(
-            &serde_json::json!({"to": format!("127.0.0.1:{p}"), "send": "nonzero"}),
-            std::slice::from_ref(&t),
-            &ctx(),
-        )
-        .unwrap();
-        for v in [0u8, 1, 0, 0, 1] {
-            trig.tick(
-                &TickInfo::default(),
-                &[InView {
-                    signal: &t,
-                    bytes: &[v],
-                    rows: 1,
-                    first: 0,
-                }],
-            )
-            .unwrap();
-        }
-        let mut n = 0;
-        rx.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        while rx.recv(&mut buf).is_ok() {
-            assert_eq!(buf[0], 1);
-            n += 1;
-        }
-        assert_eq!(n, 2);
-        assert!(trig.finish().unwrap().contains("sent 2 datagrams"));
-        // a length longer than the row is an error naming both
-        let bad: Vec<u8> = [9u32, 0, 0].iter().flat_map(|x| x.to_ne_bytes()).collect();
-        let e = sink
-            .tick(
-                &TickInfo::default(),
-                &[
-                    InView {
-                        signal: &d,
-                        bytes,
-                        rows: 3,
-                        first: 0,
-                    },
-                    InView {
-                        signal: &ln,
-                        bytes: &bad,
-                        rows: 3,
-                        first: 0,
-                    },
-                ],
-            )
-            .err()
-            .unwrap();
-        assert!(e.0.contains("length 9") && e.0.contains("0..=4"), "{e}");
-    }
-
-    #[test]
-    fn every_bad_signal_or_address_is_refused_with_what_is_allowed() {
-        let ok = sig("p", vec![8, 1472], DType::U8, true);
-        let o = serde_json::json!({"bind": "127.0.0.1:5000"});
-        assert!(check_in(&o, &[&ok]).is_ok());
-        let e = check_in(&o, &[&sig("p", vec![8, 1472], DType::F32, true)]).unwrap_err();
-        assert!(e.contains("uint8") && e.contains("float32"), "{e}");
-        let e = check_in(&o, &[&sig("p", vec![8, 1472], DType::U8, false)]).unwrap_err();
-        assert!(e.contains("variable"), "{e}");
-        let e = check_in(&o, &[&ok, &sig("l", vec![4, 1], DType::U16, true)]).unwrap_err();
-        assert!(e.contains("[8, 1]"), "{e}");
-        let e = check_in(&o, &[&ok, &sig("l", vec![8, 1], DType::F64, true)]).unwrap_err();
-        assert!(e.contains("uint16"), "{e}");
-        let e = check_in(&serde_json::json!({"bind": "nowhere"}), &[&ok]).unwrap_err();
-        assert!(e.contains("host:port"), "{e}");
-        let e = check_in(
-            &serde_json::json!({"bind": "127.0.0.1:1", "port": 3}),
-            &[&ok],
-        )
-        .unwrap_err();
-        assert!(
-            e.contains("unknown field `port`") && e.contains("bind"),
-            "{e}"
-        );
-        let e = check_out(
-            &serde_json::json!({"to": "127.0.0.1:9", "send": "some"}),
-            &[&ok],
-        )
-        .unwrap_err();
-        assert!(e.contains("all") && e.contains("nonzero"), "{e}");
-        let big = sig("b", vec![1, 70000], DType::U8, false);
-        assert!(
-            check_out(&serde_json::json!({"to": "127.0.0.1:9"}), &[&big])
-                .unwrap_err()
-                .contains("65507")
-        );
-        // an address in use is named when the driver opens
-        let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let a = taken.local_addr().unwrap();
-        let e = open_in(&serde_json::json!({"bind": a.to_string()}), &[ok], &ctx())
-            .err()
-            .unwrap();
-        assert!(e.0.contains(&a.to_string()), "{e}");
     }
 }
