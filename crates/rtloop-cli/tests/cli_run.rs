@@ -136,7 +136,7 @@ fn a_bad_model_is_refused_with_every_problem_and_its_line() {
     assert!(e.contains("nope"), "unknown signal: {e}");
     // --check says the same without running
     let o = run(&["run", "--check", model.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 #[test]
@@ -261,6 +261,7 @@ fn a_rust_module_asking_for_the_wrong_dtype_gets_an_error_naming_both() {
 
 #[test]
 fn a_rust_module_that_does_not_compile_is_refused_before_anything_starts() {
+    let _g = serial(); // rustc takes both cores for a moment
     let d = dir("nocompile");
     write(
         &d,
@@ -458,8 +459,8 @@ fn stream_in_of_a_stream_that_does_not_exist_or_does_not_fit_is_refused_by_name(
         ),
     );
     let o = run(&["run", model.to_str().unwrap(), "--ticks", "10", "--quiet"]);
-    assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("no-such-stream") && e.contains("inp"), "{e}");
 }
 
@@ -515,8 +516,8 @@ fn a_recorder_whose_directory_cannot_be_written_is_refused_by_name() {
         ),
     );
     let o = run(&["run", model.to_str().unwrap(), "--ticks", "10", "--quiet"]);
-    assert_eq!(o.status.code(), Some(1));
     let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(e.contains("rec") && e.contains("afile/sub"), "{e}");
 }
 

@@ -55,7 +55,7 @@ pub enum RunError {
     #[error("{0}")]
     Model(#[from] crate::model::ModelErrors),
     /// The tick is shorter than this machine can schedule.
-    #[error("tick_us {tick_us} is below what this machine can schedule: measured minimum {min_us} µs (p99 timer wake-up {wake_us} µs + 3 hand-offs of p99 {handoff_us} µs); allowed: tick_us >= {min_us}")]
+    #[error("tick_us {tick_us} is below what this machine can schedule: measured minimum {min_us} µs (p90 timer wake-up {wake_us} µs + 3 hand-offs of p90 {handoff_us} µs); allowed: tick_us >= {min_us}")]
     TickTooShort {
         /// The model's tick in µs.
         tick_us: u64,
@@ -319,8 +319,8 @@ pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> 
         return Err(RunError::TickTooShort {
             tick_us: tick_ns / 1000,
             min_us: minimum.min_ns.div_ceil(1000),
-            wake_us: minimum.wake_p99_ns.div_ceil(1000),
-            handoff_us: minimum.handoff_p99_ns.div_ceil(1000),
+            wake_us: minimum.wake_p90_ns.div_ceil(1000),
+            handoff_us: minimum.handoff_p90_ns.div_ceil(1000),
         });
     }
     // compile Rust modules before anything starts

@@ -148,18 +148,20 @@ pub fn bare_loop(
 pub struct MinimumTick {
     /// The minimum period in ns.
     pub min_ns: u64,
-    /// p99 of a kernel sleep's wake-up lateness (no busy-wait) in ns.
-    pub wake_p99_ns: u64,
-    /// p99 of a cross-thread futex hand-off in ns.
-    pub handoff_p99_ns: u64,
+    /// p90 of a kernel sleep's wake-up lateness (no busy-wait) in ns.
+    pub wake_p90_ns: u64,
+    /// p90 of a cross-thread futex hand-off in ns.
+    pub handoff_p90_ns: u64,
 }
 
 /// Floor below which no tick is accepted, whatever the machine measures.
 pub const MIN_TICK_FLOOR: Duration = Duration::from_micros(20);
 
-/// Measure the shortest tick period: a tick must hold the timer's wake-up (p99 of 200 short
+/// Measure the shortest tick period: a tick must hold the timer's wake-up (p90 of 200 short
 /// absolute sleeps under the given policy) plus a source → module → sink chain of hand-offs
-/// (p99 of 200 futex wakes between two threads, three of them).
+/// (p90 of 200 futex wakes between two threads under the processes' policy, three of them).
+/// p90, not the tail: the tail of 200 samples on a shared VM is the host's noise, and a
+/// tick is refused only when it is shorter than what the machine does routinely.
 #[must_use]
 pub fn measure_minimum_tick(rt: Realtime, core: Option<usize>, priority: i32) -> MinimumTick {
     let wake = std::thread::scope(|s| {
@@ -171,27 +173,30 @@ pub fn measure_minimum_tick(rt: Realtime, core: Option<usize>, priority: i32) ->
                 let now = sleep_until(d, Duration::ZERO);
                 h.record(now - d);
             }
-            h.quantile(0.99)
+            h.quantile(0.9)
         })
         .join()
         .unwrap_or(0)
     });
-    let handoff = handoff_p99(200);
+    let handoff = handoff_p90(200, rt, priority);
     let min_ns = (wake + 3 * handoff).max(MIN_TICK_FLOOR.as_nanos() as u64);
     MinimumTick {
         min_ns,
-        wake_p99_ns: wake,
-        handoff_p99_ns: handoff,
+        wake_p90_ns: wake,
+        handoff_p90_ns: handoff,
     }
 }
 
-fn handoff_p99(n: usize) -> u64 {
+fn handoff_p90(n: usize, rt: Realtime, priority: i32) -> u64 {
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
     let word = AtomicU32::new(0);
     let stamp = AtomicU64::new(0);
     let mut h = LatencyHistogram::new();
     std::thread::scope(|s| {
         let r = s.spawn(|| {
+            // the same policy the model's processes get (not pinned: the two threads must
+            // be able to run at once)
+            apply_realtime(Realtime { pin: false, ..rt }, None, priority);
             let mut h = LatencyHistogram::new();
             for i in 1..=n as u32 {
                 // SYNC: Acquire pairs with the Release bump below; the stamp is read after it.
@@ -211,7 +216,7 @@ fn handoff_p99(n: usize) -> u64 {
         }
         h = r.join().unwrap_or_default();
     });
-    h.quantile(0.99)
+    h.quantile(0.9)
 }
 
 #[cfg(test)]
@@ -251,6 +256,6 @@ mod tests {
     fn minimum_tick_is_at_least_the_floor() {
         let m = measure_minimum_tick(Realtime::default(), None, 0);
         assert!(m.min_ns >= MIN_TICK_FLOOR.as_nanos() as u64);
-        assert!(m.min_ns >= m.wake_p99_ns);
+        assert!(m.min_ns >= m.wake_p90_ns);
     }
 }

@@ -216,7 +216,7 @@ fn udp_in_without_a_lengths_signal() {
     let pk = sig("pkts", &[2, 4], DType::U8, true);
     let opts = json!({"bind": format!("127.0.0.1:{p}")});
     udp::check_in(&opts, &[&pk]).unwrap();
-    let mut src = udp::open_in(&opts, &[pk.clone()], &here()).unwrap();
+    let mut src = udp::open_in(&opts, std::slice::from_ref(&pk), &here()).unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     for d in [&b"ab"[..], b"cdef", b"g"] {
         tx.send_to(d, ("127.0.0.1", p)).unwrap();
@@ -305,7 +305,7 @@ fn udp_out_sends_whole_rows_of_any_dtype() {
     let (rx, p) = receiver();
     let d = sig("f", &[2, 3], DType::F32, false);
     let opts = json!({"to": format!("127.0.0.1:{p}")});
-    let mut sink = udp::open_out(&opts, &[d.clone()], &here()).unwrap();
+    let mut sink = udp::open_out(&opts, std::slice::from_ref(&d), &here()).unwrap();
     let vals: Vec<u8> = (0..6)
         .flat_map(|i| (i as f32 * 1.5).to_ne_bytes())
         .collect();
@@ -345,7 +345,7 @@ fn udp_out_counts_refused_datagrams_when_nobody_listens() {
     let d = sig("d", &[1], DType::U8, false);
     let mut sink = udp::open_out(
         &json!({"to": format!("127.0.0.1:{p}")}),
-        &[d.clone()],
+        std::slice::from_ref(&d),
         &here(),
     )
     .unwrap();
@@ -875,7 +875,7 @@ fn logger_writer_errors_are_reported_and_committed_ticks_stay_readable() {
     // the writer cannot get the lock (SQLite gives up after its 5 s busy timeout)
     let held = lock(&path);
     log_ticks(l.as_mut(), 3..5, &small, &pk);
-    let e = l.finish().err().expect("the writer's error");
+    let e = l.finish().expect_err("the writer's error");
     assert!(
         e.0.contains("database is locked") && e.0.contains("f.db"),
         "{e}"
