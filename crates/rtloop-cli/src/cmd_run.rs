@@ -9,16 +9,7 @@ use rtloop_runtime::run::{RunError, RunOptions};
 
 use crate::Global;
 
-/// Run a model file: each source, module and sink in its own process, driven once per tick.
-///
-/// The model (YAML: config, signals, sources, modules, sinks; docs/runtime-model.md) is
-/// validated as a whole before anything starts, and every problem is listed with its line.
-/// Signals are rtloop streams named MODEL.SIGNAL (removed at the end unless --keep). During
-/// the run a summary line is printed every second; at the end a timing table (tick-start
-/// lateness, execution time per process, deadline misses), or JSON with --json, and with
-/// --out a directory with report.json and PNG histograms. Ctrl-C stops the model cleanly.
-/// Exit status: 0 ran to its limit or Ctrl-C, 1 a process failed or a deadline was missed
-/// under `on_miss: stop`, 2 the model was refused.
+/// Options of `rtloop run` (the help text is on the command in lib.rs).
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// The model file (YAML).

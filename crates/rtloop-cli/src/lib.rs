@@ -81,6 +81,20 @@ pub enum Command {
     Lab(cmd_lab::LabCommand),
     /// Run a model of sources, modules and sinks, each its own process, driven once per tick
     /// (LiCoRICE-style); timing report at the end.
+    ///
+    /// The model (YAML: config, signals, sources, modules, sinks; docs/runtime-model.md) is
+    /// validated as a whole before anything starts, and every problem is listed with its
+    /// line. Signals are rtloop streams named MODEL.SIGNAL (removed at the end unless
+    /// --keep). Modules are Python files with a `step` function (numpy views, optionally
+    /// numba) or Rust files with `pub fn step(t: &mut Tick)` (compiled with rustc). Drivers:
+    /// synthetic, udp_in, stream_in (sources); udp_out, stream_out, logger (SQLite), recorder
+    /// (sinks). During the run a summary line is printed every second; at the end a timing
+    /// table (tick-start lateness, execution time per process, deadline misses), or JSON
+    /// with --json, and with --out a directory with report.json and PNG histograms. Ctrl-C
+    /// stops the model cleanly. Exit status: 0 ran to its limit or Ctrl-C; 1 a process
+    /// failed or died, or a deadline was missed under `on_miss: stop`; 2 the model was
+    /// refused (model-file problems, a tick shorter than the machine can schedule, a Rust
+    /// module that does not compile).
     Run(cmd_run::RunArgs),
     /// Record streams to disk at full rate: per stream a flat little-endian data.bin
     /// (numpy.memmap-able), timestamps.bin, events.jsonl and a header.json kept up to date, so
