@@ -24,6 +24,8 @@ PY="$VENV/bin/python"
 # the runtime's example modules: scipy's sosfilt for the spike detector's band-pass, numba
 # for `numba: true` modules
 "$PY" -m pip install -q --disable-pip-version-check scipy numba
+# the LSL peer (pylsl bundles liblsl 1.18, which `rtloop bridge` loads; docs/lsl.md)
+"$PY" -m pip install -q --disable-pip-version-check "pylsl>=1.16"
 
 # maturin develop installs into the active virtual environment; its output (and pip's) is
 # shown only when the build fails

@@ -12,6 +12,7 @@ pub mod cmd_bench;
 pub mod cmd_bench_fieldtrip;
 pub mod cmd_bench_pipeline;
 pub mod cmd_bench_runtime;
+pub mod cmd_bridge;
 pub mod cmd_demo;
 pub mod cmd_lab;
 pub mod cmd_record;
@@ -120,6 +121,9 @@ pub enum Command {
     /// object with --json), then serves until Ctrl-C, SIGTERM or --duration. The stream a
     /// PUT_HDR created is removed on exit unless --keep.
     Serve(cmd_serve::ServeArgs),
+    /// Bridges: Lab Streaming Layer in (`lsl-in`) and out (`lsl-out`) of rtloop streams.
+    #[command(subcommand)]
+    Bridge(cmd_bridge::BridgeCommand),
     /// Versions, kernel, CPUs, shared memory and realtime permissions of this machine.
     SysInfo(cmd_sysinfo::SysInfoArgs),
     /// Internal: a child role started by another rtloop process (verify, bench, demo).
@@ -169,6 +173,7 @@ where
         Command::Verify(a) => cmd_verify::run(&a, &g),
         Command::Bench(c) => cmd_bench::run(c, &g),
         Command::Serve(a) => cmd_serve::run(&a, &g),
+        Command::Bridge(c) => cmd_bridge::run(c, &g),
         Command::Lab(c) => cmd_lab::run(c, &g),
         Command::Run(a) => {
             return cmd_run::run(&a, &g).unwrap_or_else(|e| {

@@ -1,0 +1,242 @@
+//! # rtloop-lsl
+//!
+//! Lab Streaming Layer in and out of rtloop streams. liblsl is loaded at run time
+//! (`libloading`) from, in order: `$RTLOOP_LIBLSL`, the pylsl wheel of the Python that
+//! runs rtloop (`$RTLOOP_PYTHON`, else `python3`; pylsl bundles liblsl 1.18), or the system's
+//! `liblsl.so`. So nothing is compiled from C++ and both README commands keep working: the
+//! Python package's install brings pylsl, and rtloop without LSL still builds and runs.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod bridge;
+pub mod ffi;
+
+use std::ffi::{CStr, CString};
+use std::path::PathBuf;
+
+/// Why LSL could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LslError {
+    /// liblsl was not found or could not be loaded.
+    #[error("liblsl not found: install pylsl (`pip install pylsl`, which bundles liblsl 1.18) or set RTLOOP_LIBLSL to a liblsl.so; tried: {0}")]
+    NotFound(String),
+    /// No outlet matched.
+    #[error("no LSL outlet with {prop} {value:?} within {timeout} s; outlets found: {found}")]
+    NoOutlet {
+        /// `name` or `type`.
+        prop: String,
+        /// The query.
+        value: String,
+        /// Seconds waited.
+        timeout: f64,
+        /// What resolve_all saw.
+        found: String,
+    },
+    /// A type or shape LSL cannot carry, or an LSL stream rtloop cannot map.
+    #[error("{0}")]
+    Unmappable(String),
+    /// Anything else (stream, liblsl error code).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// liblsl, loaded.
+pub struct Lsl {
+    api: ffi::Api,
+    /// Where it was loaded from.
+    pub path: PathBuf,
+}
+
+fn python_liblsl() -> Option<PathBuf> {
+    let py = std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(py)
+        .args([
+            "-c",
+            "import os, pylsl.lib; print(os.path.join(os.path.dirname(pylsl.lib.__file__), 'liblsl.so'))",
+        ])
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (out.status.success() && p.exists()).then_some(p)
+}
+
+impl Lsl {
+    /// Find and load liblsl.
+    pub fn load() -> Result<Lsl, LslError> {
+        let mut tried = Vec::new();
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        if let Some(p) = std::env::var_os("RTLOOP_LIBLSL") {
+            candidates.push(p.into());
+        }
+        if let Some(p) = python_liblsl() {
+            candidates.push(p);
+        } else {
+            tried.push("pylsl (not importable by $RTLOOP_PYTHON / python3)".to_string());
+        }
+        candidates.push("liblsl.so".into());
+        candidates.push("liblsl.so.2".into());
+        for c in candidates {
+            // SAFETY: loading a shared library runs its initialisers; liblsl's only set up
+            // its own state.
+            match unsafe { libloading::Library::new(&c) } {
+                Ok(lib) => {
+                    // SAFETY: a library named liblsl; a library that lacks lsl_c.h's symbols
+                    // is refused by `load`.
+                    match unsafe { ffi::Api::load(lib) } {
+                        Ok(api) => return Ok(Lsl { api, path: c }),
+                        Err(e) => tried.push(format!("{} ({e})", c.display())),
+                    }
+                }
+                Err(e) => tried.push(format!("{} ({e})", c.display())),
+            }
+        }
+        Err(LslError::NotFound(tried.join("; ")))
+    }
+
+    /// liblsl's version (e.g. 118).
+    #[must_use]
+    pub fn version(&self) -> i32 {
+        // SAFETY: no arguments.
+        unsafe { (self.api.lsl_library_version)() }
+    }
+
+    /// LSL's clock in seconds (CLOCK_MONOTONIC on Linux: liblsl uses steady_clock).
+    #[must_use]
+    pub fn local_clock(&self) -> f64 {
+        // SAFETY: no arguments.
+        unsafe { (self.api.lsl_local_clock)() }
+    }
+
+    pub(crate) fn api(&self) -> &ffi::Api {
+        &self.api
+    }
+
+    /// Every outlet visible within `wait` seconds.
+    #[must_use]
+    pub fn resolve_all(&self, wait: f64) -> Vec<Meta> {
+        let mut buf = vec![std::ptr::null_mut(); 256];
+        // SAFETY: `buf` holds 256 slots for infos, which liblsl fills and we own.
+        let n = unsafe { (self.api.lsl_resolve_all)(buf.as_mut_ptr(), 256, wait) };
+        let mut out = Vec::new();
+        for &info in &buf[..n.max(0) as usize] {
+            out.push(self.meta(info));
+            // SAFETY: each info returned by resolve is ours to destroy, once.
+            unsafe { (self.api.lsl_destroy_streaminfo)(info) };
+        }
+        out
+    }
+
+    /// Resolve outlets whose `prop` (`name`, `type`, `source_id`) is `value`. Returns the
+    /// first info (owned; destroy with [`Lsl::destroy_info`]) and its metadata.
+    pub(crate) fn resolve_one(&self, prop: &str, value: &str, timeout: f64) -> Option<ffi::Info> {
+        let (p, v) = (cstr(prop), cstr(value));
+        let mut buf = vec![std::ptr::null_mut(); 16];
+        // SAFETY: `buf` holds 16 slots; the strings are NUL-terminated and live for the call.
+        let n = unsafe {
+            (self.api.lsl_resolve_byprop)(buf.as_mut_ptr(), 16, p.as_ptr(), v.as_ptr(), 1, timeout)
+        };
+        let n = n.max(0) as usize;
+        for &extra in buf.iter().take(n).skip(1) {
+            self.destroy_info(extra);
+        }
+        (n > 0).then_some(buf[0])
+    }
+
+    pub(crate) fn destroy_info(&self, info: ffi::Info) {
+        // SAFETY: an info we own, destroyed once.
+        unsafe { (self.api.lsl_destroy_streaminfo)(info) };
+    }
+
+    /// The metadata of an info (name, type, source id, channels, rate, format, labels,
+    /// units from `desc/channels/channel`).
+    pub(crate) fn meta(&self, info: ffi::Info) -> Meta {
+        let a = &self.api;
+        let s = |p: *const std::ffi::c_char| {
+            if p.is_null() {
+                String::new()
+            } else {
+                // SAFETY: liblsl returns NUL-terminated strings owned by the info, valid
+                // while it lives; we copy them at once.
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            }
+        };
+        // SAFETY: `info` is a live streaminfo; the getters only read it.
+        let (name, kind, source_id, channels, rate, format) = unsafe {
+            (
+                s((a.lsl_get_name)(info)),
+                s((a.lsl_get_type)(info)),
+                s((a.lsl_get_source_id)(info)),
+                (a.lsl_get_channel_count)(info),
+                (a.lsl_get_nominal_srate)(info),
+                (a.lsl_get_channel_format)(info),
+            )
+        };
+        let (mut labels, mut units) = (Vec::new(), Vec::new());
+        let (c_channels, c_channel, c_label, c_unit) = (
+            cstr("channels"),
+            cstr("channel"),
+            cstr("label"),
+            cstr("unit"),
+        );
+        // SAFETY: walking the info's XML description with liblsl's own accessors; every
+        // node pointer comes from them and is checked with lsl_empty before use.
+        unsafe {
+            let desc = (a.lsl_get_desc)(info);
+            let chans = (a.lsl_child)(desc, c_channels.as_ptr());
+            if (a.lsl_empty)(chans) == 0 {
+                let mut ch = (a.lsl_child)(chans, c_channel.as_ptr());
+                while (a.lsl_empty)(ch) == 0 {
+                    labels.push(s((a.lsl_child_value_n)(ch, c_label.as_ptr())));
+                    units.push(s((a.lsl_child_value_n)(ch, c_unit.as_ptr())));
+                    ch = (a.lsl_next_sibling_n)(ch, c_channel.as_ptr());
+                }
+            }
+        }
+        Meta {
+            name,
+            kind,
+            source_id,
+            channels: channels.max(0) as usize,
+            rate,
+            format,
+            labels,
+            units,
+        }
+    }
+}
+
+/// An LSL stream's description.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meta {
+    /// Name.
+    pub name: String,
+    /// Content type (`EEG`, `Markers`, ...).
+    pub kind: String,
+    /// Source id (identifies the device across restarts; LSL recovery uses it).
+    pub source_id: String,
+    /// Channels.
+    pub channels: usize,
+    /// Nominal rate in Hz (0 = irregular).
+    pub rate: f64,
+    /// `lsl_channel_format_t`.
+    pub format: i32,
+    /// Channel labels (`desc/channels/channel/label`), may be empty.
+    pub labels: Vec<String>,
+    /// Channel units.
+    pub units: Vec<String>,
+}
+
+impl std::fmt::Display for Meta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} (type {:?}, {} ch, {} Hz, source {:?})",
+            self.name, self.kind, self.channels, self.rate, self.source_id
+        )
+    }
+}
+
+pub(crate) fn cstr(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).expect("no NUL after replace")
+}

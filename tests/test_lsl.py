@@ -1,0 +1,202 @@
+"""The LSL bridge against a real peer: pylsl (from PyPI, bundling liblsl 1.18) outlets and
+inlets on this machine, `rtloop bridge lsl-in` / `lsl-out` as processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from typing import List
+
+import numpy as np
+import pytest
+
+import rtloop
+
+pylsl = pytest.importorskip("pylsl")
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def uname(prefix: str) -> str:
+    return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def bridge(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rtloop", "bridge", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.kill()
+    p.communicate()  # closes the pipes
+
+
+def wait_ready(p: subprocess.Popen) -> str:
+    """The bridge prints one `bridging ...` line on stderr when it is ready."""
+    assert p.stderr is not None
+    seen = []
+    while True:
+        line = p.stderr.readline()
+        if not line:
+            raise AssertionError("the bridge ended before it was ready:\n" + "".join(seen))
+        if line.startswith("bridging"):
+            return line
+        seen.append(line)  # liblsl's own log lines
+
+
+def outlet(name: str, fmt: str, n_ch: int, rate: float, kind: str = "EEG"):
+    info = pylsl.StreamInfo(name, kind, n_ch, rate, fmt, f"src-{name}")
+    chans = info.desc().append_child("channels")
+    for i in range(n_ch):
+        ch = chans.append_child("channel")
+        ch.append_child_value("label", f"C{i}")
+        ch.append_child_value("unit", "microvolts")
+    return pylsl.StreamOutlet(info)
+
+
+@pytest.mark.parametrize(
+    "fmt,dtype", [("float32", np.float32), ("int16", np.int16), ("double64", np.float64)]
+)
+def test_a_pylsl_outlet_arrives_bit_identical_with_its_metadata(fmt: str, dtype) -> None:
+    name = uname("lslin")
+    out = outlet(name, fmt, 8, 1000.0)
+    p = bridge("lsl-in", name, "--stream", name, "--seconds", "6", "--keep")
+    try:
+        wait_ready(p)
+        assert out.wait_for_consumers(10)
+        rng = np.random.default_rng(1)
+        data = (rng.standard_normal((2000, 8)) * 1000).astype(dtype)
+        t0 = pylsl.local_clock()
+        for i in range(0, 2000, 100):
+            out.push_chunk(data[i : i + 100], t0 + i / 1000.0)
+        stream = rtloop.Stream.open(name)
+        deadline = time.time() + 20
+        while stream.written < 2000 and time.time() < deadline:
+            time.sleep(0.05)
+        assert stream.written == 2000
+        got, stamps = stream.reader().read(0, 2000)
+        np.testing.assert_array_equal(got, data)
+        assert stream.dtype == np.dtype(dtype)
+        assert stream.ch_names == [f"C{i}" for i in range(8)]
+        assert stream.ch_units == ["microvolts"] * 8
+        assert stream.sfreq == 1000.0
+        # LSL timestamps (local clock = CLOCK_MONOTONIC) became the samples' stamps; a
+        # chunk's timestamp is its last sample's, earlier ones are 1/rate apart before it
+        k = np.arange(2000)
+        np.testing.assert_allclose(stamps, t0 + (k - 99) / 1000.0, atol=1e-4)
+    finally:
+        stop(p)
+        if name in rtloop.Stream.list():
+            rtloop.Stream.remove(name)
+
+
+def test_an_rtloop_stream_arrives_in_a_pylsl_inlet_identical(make_name) -> None:
+    name = make_name()
+    s = rtloop.Stream.create(
+        name, n_channels=4, dtype="float32", sfreq=500.0, capacity=10_000,
+        ch_names=["Fz", "Cz", "Pz", "Oz"], ch_units=["uV"] * 4,
+    )
+    w = s.writer()
+    p = bridge("lsl-out", name, "--name", name, "--type", "EEG", "--seconds", "8")
+    try:
+        wait_ready(p)
+        found = pylsl.resolve_byprop("name", name, 1, 10)
+        assert found, "the outlet is visible on the network"
+        inlet = pylsl.StreamInlet(found[0])
+        info = inlet.info(5)
+        assert (info.channel_count(), info.nominal_srate(), info.type()) == (4, 500.0, "EEG")
+        assert info.source_id() == f"rtloop:{name}"
+        ch = info.desc().child("channels").child("channel")
+        labels = []
+        while not ch.empty():
+            labels.append(ch.child_value("label"))
+            ch = ch.next_sibling()
+        assert labels == ["Fz", "Cz", "Pz", "Oz"]
+        inlet.open_stream(5)
+        time.sleep(0.5)
+        data = np.arange(4 * 1500, dtype=np.float32).reshape(1500, 4)
+        for i in range(0, 1500, 50):
+            w.push_chunk(data[i : i + 50])
+        got: List[np.ndarray] = []
+        n = 0
+        deadline = time.time() + 20
+        while n < 1500 and time.time() < deadline:
+            chunk, ts = inlet.pull_chunk(timeout=0.5, max_samples=2000)
+            if chunk:
+                got.append(np.asarray(chunk, dtype=np.float32))
+                n += len(chunk)
+        np.testing.assert_array_equal(np.concatenate(got), data)
+    finally:
+        stop(p)
+
+
+def test_marker_streams_become_events() -> None:
+    name = uname("markers")
+    info = pylsl.StreamInfo(name, "Markers", 1, pylsl.IRREGULAR_RATE, "string", f"src-{name}")
+    out = pylsl.StreamOutlet(info)
+    p = bridge("lsl-in", name, "--stream", name, "--seconds", "5", "--keep")
+    try:
+        wait_ready(p)
+        assert out.wait_for_consumers(10)
+        for m in ["start", "stim 1", "stop"]:
+            out.push_sample([m])
+            time.sleep(0.05)
+        stream = rtloop.Stream.open(name)
+        deadline = time.time() + 10
+        while stream.written < 3 and time.time() < deadline:
+            time.sleep(0.05)
+        r = stream.reader()
+        events = [e for e in r.read_events(0, stream.reader().events_written) if e.type == "Markers"]
+        assert [e.value for e in events] == ["start", "stim 1", "stop"]
+        assert [e.sample for e in events] == [0, 1, 2]
+    finally:
+        stop(p)
+        if name in rtloop.Stream.list():
+            rtloop.Stream.remove(name)
+
+
+def test_no_matching_outlet_is_an_error_naming_what_was_found() -> None:
+    other = uname("present")
+    keep = outlet(other, "float32", 2, 100.0)
+    p = bridge("lsl-in", uname("absent"), "--timeout", "1")
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0
+    assert "no LSL outlet" in err and other in err, err
+    del keep
+
+
+def test_a_stream_lsl_cannot_carry_is_refused_with_the_reason(make_name) -> None:
+    name = make_name()
+    rtloop.Stream.create(name, n_channels=2, dtype="uint16", sfreq=100.0, capacity=1024)
+    p = bridge("lsl-out", name, "--seconds", "1")
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0
+    assert "uint16" in err and "int16" in err and "float32" in err, err
+
+
+def test_a_vanished_outlet_is_reported_and_what_arrived_is_kept() -> None:
+    name = uname("vanish")
+    out = outlet(name, "float32", 2, 100.0)
+    p = bridge("lsl-in", name, "--stream", name, "--seconds", "6", "--keep")
+    try:
+        wait_ready(p)
+        assert out.wait_for_consumers(10)
+        out.push_chunk(np.ones((200, 2), np.float32).tolist())
+        time.sleep(0.5)
+        del out  # the peer disappears mid-stream
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "vanished or stalled" in err, err
+        assert rtloop.Stream.open(name).written == 200
+    finally:
+        stop(p)
+        if name in rtloop.Stream.list():
+            rtloop.Stream.remove(name)
