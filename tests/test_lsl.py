@@ -200,3 +200,99 @@ def test_a_vanished_outlet_is_reported_and_what_arrived_is_kept() -> None:
         stop(p)
         if name in rtloop.Stream.list():
             rtloop.Stream.remove(name)
+
+
+def _run_model(path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rtloop", "--json", "run", str(path), "--quiet", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_runtime_lsl_out_sink_publishes_a_signal(tmp_path) -> None:
+    name = uname("rtout").replace("-", "")
+    model = tmp_path / "m.yaml"
+    model.write_text(
+        f"config: {{name: {name}}}\n"
+        "signals:\n  raw: {shape: [10, 4], dtype: float32}\n"
+        "sources:\n  gen: {driver: synthetic, out: [raw], options: {waveform: noise, amplitude: 5, seed: 4}}\n"
+        "sinks:\n"
+        f"  lsl: {{driver: lsl_out, in: [raw], options: {{name: {name}, type: EEG}}}}\n"
+        f"  copy: {{driver: stream_out, in: [raw], options: {{stream: {name}-copy, keep: true}}}}\n"
+    )
+    p = _run_model(model, "--seconds", "6")
+    try:
+        found = pylsl.resolve_byprop("name", name, 1, 15)
+        assert found, "the model's outlet is visible"
+        inlet = pylsl.StreamInlet(found[0])
+        info = inlet.info(5)
+        assert (info.channel_count(), info.nominal_srate()) == (4, 10_000.0)
+        inlet.open_stream(5)
+        got = []
+        deadline = time.time() + 20
+        while time.time() < deadline and p.poll() is None:
+            chunk, _ = inlet.pull_chunk(timeout=0.2, max_samples=4096)
+            if chunk:
+                got.append(np.asarray(chunk, dtype=np.float32))
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        chunk, _ = inlet.pull_chunk(timeout=1.0, max_samples=100_000)
+        if chunk:
+            got.append(np.asarray(chunk, dtype=np.float32))
+        data = np.concatenate(got)
+        copy = rtloop.Stream.open(f"{name}-copy")
+        allrows, _ = copy.reader().read(0, copy.written)
+        # what the inlet received is a contiguous run of the signal, bit-identical
+        start = int(np.flatnonzero((allrows == data[0]).all(axis=1))[0])
+        np.testing.assert_array_equal(allrows[start : start + len(data)], data)
+        assert len(data) > 1000
+    finally:
+        stop(p)
+        if f"{name}-copy" in rtloop.Stream.list():
+            rtloop.Stream.remove(f"{name}-copy")
+
+
+def test_runtime_lsl_in_source_takes_a_pylsl_outlet(tmp_path) -> None:
+    name = uname("rtin").replace("-", "")
+    out = outlet(name, "float32", 3, 2000.0)
+    model = tmp_path / "m.yaml"
+    model.write_text(
+        f"config: {{name: {name}}}\n"
+        "signals:\n  x: {shape: [64, 3], dtype: float32, variable: true}\n"
+        f"sources:\n  lsl: {{driver: lsl_in, out: [x], options: {{query: {name}}}}}\n"
+        f"sinks:\n  copy: {{driver: stream_out, in: [x], options: {{stream: {name}-copy, keep: true}}}}\n"
+    )
+    p = _run_model(model, "--seconds", "5")
+    try:
+        assert out.wait_for_consumers(15)
+        data = np.arange(3 * 3000, dtype=np.float32).reshape(3000, 3)
+        for i in range(0, 3000, 100):
+            out.push_chunk(data[i : i + 100])
+            time.sleep(0.01)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        copy = rtloop.Stream.open(f"{name}-copy")
+        got, _ = copy.reader().read(0, copy.written)
+        np.testing.assert_array_equal(got, data)
+    finally:
+        stop(p)
+        if f"{name}-copy" in rtloop.Stream.list():
+            rtloop.Stream.remove(f"{name}-copy")
+
+
+def test_runtime_lsl_in_refuses_an_outlet_that_does_not_fit(tmp_path) -> None:
+    name = uname("rtbad").replace("-", "")
+    keep = outlet(name, "int16", 5, 100.0)
+    model = tmp_path / "m.yaml"
+    model.write_text(
+        f"config: {{name: {name}}}\n"
+        "signals:\n  x: {shape: [16, 3], dtype: float32, variable: true}\n"
+        f"sources:\n  lsl: {{driver: lsl_in, out: [x], options: {{query: {name}, timeout: 5}}}}\n"
+    )
+    p = _run_model(model, "--ticks", "100")
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1
+    assert "does not fit" in err and "5 channels of int16" in err, err
+    del keep

@@ -75,7 +75,7 @@ pub fn run(c: BridgeCommand, g: &Global) -> anyhow::Result<()> {
         let stop = stop.clone();
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
-    let lsl = rtloop_lsl::Lsl::load()?;
+    let lsl = Arc::new(rtloop_lsl::Lsl::load()?);
     let json = g.json;
     let report = match c {
         BridgeCommand::LslIn(a) => {

@@ -11,6 +11,7 @@
 
 pub mod bridge;
 pub mod ffi;
+pub mod io;
 
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;

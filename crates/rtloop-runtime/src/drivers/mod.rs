@@ -81,6 +81,7 @@ pub trait Sink {
 }
 
 pub mod logger;
+pub mod lsl;
 pub mod recorder;
 pub mod stream_io;
 pub mod synthetic;
@@ -104,10 +105,12 @@ pub const DRIVERS: &[(&str, Kind)] = &[
     ("synthetic", Kind::Source),
     ("udp_in", Kind::Source),
     ("stream_in", Kind::Source),
+    ("lsl_in", Kind::Source),
     ("udp_out", Kind::Sink),
     ("stream_out", Kind::Sink),
     ("logger", Kind::Sink),
     ("recorder", Kind::Sink),
+    ("lsl_out", Kind::Sink),
 ];
 
 fn driver_names(kind: Kind) -> String {
@@ -153,6 +156,8 @@ pub fn check(
         "stream_out" => stream_io::check_out(options, signals),
         "logger" => logger::check(options, signals),
         "recorder" => recorder::check(options, signals),
+        "lsl_in" => lsl::check_in(options, signals),
+        "lsl_out" => lsl::check_out(options, signals),
         _ => unreachable!("listed in DRIVERS"),
     }
 }
@@ -168,6 +173,7 @@ pub fn open_source(
         "synthetic" => synthetic::open(options, outputs, ctx),
         "udp_in" => udp::open_in(options, outputs, ctx),
         "stream_in" => stream_io::open_in(options, outputs, ctx),
+        "lsl_in" => lsl::open_in(options, outputs, ctx),
         other => Err(DriverError(format!(
             "{other:?} is not a source driver; allowed: {}",
             driver_names(Kind::Source)
@@ -187,6 +193,7 @@ pub fn open_sink(
         "stream_out" => stream_io::open_out(options, inputs, ctx),
         "logger" => logger::open(options, inputs, ctx),
         "recorder" => recorder::open(options, inputs, ctx),
+        "lsl_out" => lsl::open_out(options, inputs, ctx),
         other => Err(DriverError(format!(
             "{other:?} is not a sink driver; allowed: {}",
             driver_names(Kind::Sink)
