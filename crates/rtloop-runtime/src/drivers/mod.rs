@@ -219,5 +219,35 @@ pub fn parse_options<T: serde::de::DeserializeOwned>(
     } else {
         options.clone()
     };
-    serde_json::from_value(v).map_err(|e| format!("options: {e}"))
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            format!("options: {}", e.inner())
+        } else {
+            format!("options: {path}: {}", e.inner())
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_option_of_the_wrong_type_is_named() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct O {
+            batch_ticks: usize,
+        }
+        let e = super::parse_options::<O>(&serde_json::json!({"batch_ticks": "many"})).unwrap_err();
+        assert!(
+            e.contains("batch_ticks") && e.contains("expected usize"),
+            "{e}"
+        );
+        let e = super::parse_options::<O>(&serde_json::json!({"batch": 1})).unwrap_err();
+        assert!(
+            e.contains("unknown field `batch`") && e.contains("batch_ticks"),
+            "{e}"
+        );
+    }
 }
