@@ -575,6 +575,9 @@ pub(crate) fn liveness(stream: &Stream) -> Liveness {
     }
 }
 
+/// How often a blocked reader checks that the writer's process is still alive.
+const LIVENESS_SLICE: Duration = Duration::from_millis(100);
+
 pub(crate) fn wait_until(
     stream: &Stream,
     until: u64,
@@ -600,6 +603,9 @@ pub(crate) fn wait_until(
         }
     }
     let mut seq = sync.announce_data_waiter();
+    // the writer's liveness costs system calls and two reads of /proc: judge it only once a
+    // wait has lasted a whole slice, never on the way into an ordinary sleep
+    let mut next_liveness = started + LIVENESS_SLICE;
     let result = loop {
         let w = sync.written();
         if w >= until {
@@ -611,7 +617,16 @@ pub(crate) fn wait_until(
             Some(d) => d - now,
             None => Duration::MAX,
         };
-        if let Liveness::Dead { pid } = liveness(stream) {
+        let dead = if now >= next_liveness {
+            next_liveness = now + LIVENESS_SLICE;
+            match liveness(stream) {
+                Liveness::Dead { pid } => Some(pid),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        if let Some(pid) = dead {
             // it may have committed just before dying
             let w = sync.written();
             break if w >= until {
@@ -624,7 +639,8 @@ pub(crate) fn wait_until(
         sys::futex_wait(
             &sync.data_wake.seq,
             seq,
-            left.min(Duration::from_millis(100)),
+            left.min(next_liveness.saturating_duration_since(now))
+                .max(Duration::from_micros(1)),
         );
         seq = sync.data_seq();
     };
