@@ -7,34 +7,7 @@ use std::time::Duration;
 
 use rtloop_metrics::LatencyHistogram;
 use rtloop_stream::sys;
-use rustix::thread::{clock_nanosleep_absolute, ClockId};
-use rustix::time::Timespec;
-
-fn ts(ns: u64) -> Timespec {
-    Timespec {
-        tv_sec: (ns / 1_000_000_000) as i64,
-        tv_nsec: (ns % 1_000_000_000) as i64,
-    }
-}
-
-/// Sleep until CLOCK_MONOTONIC `deadline_ns`: a kernel sleep to `deadline - busy_wait`, then
-/// a spin to the deadline. Returns the time it woke (≥ deadline).
-#[inline]
-pub fn sleep_until(deadline_ns: u64, busy_wait: Duration) -> u64 {
-    let tail = busy_wait.as_nanos() as u64;
-    let wake = deadline_ns.saturating_sub(tail);
-    let mut now = sys::monotonic_ns();
-    if now < wake {
-        // EINTR: loop; the absolute deadline makes a retry exact
-        while clock_nanosleep_absolute(ClockId::Monotonic, &ts(wake)).is_err() {}
-        now = sys::monotonic_ns();
-    }
-    while now < deadline_ns {
-        std::hint::spin_loop();
-        now = sys::monotonic_ns();
-    }
-    now
-}
+pub use rtloop_stream::sys::sleep_until;
 
 /// The first deadline of a tick of `period_ns` at `phase_ns`: the multiple of the period on
 /// CLOCK_MONOTONIC plus the phase that is at least one period away.

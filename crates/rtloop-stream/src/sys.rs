@@ -29,24 +29,67 @@ fn ts_ns(t: Timespec) -> u64 {
         .wrapping_add(t.tv_nsec as u64)
 }
 
+fn ns_ts(ns: u64) -> Timespec {
+    Timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    }
+}
+
+/// Sleep until CLOCK_MONOTONIC `deadline_ns`: a kernel sleep (clock_nanosleep TIMER_ABSTIME)
+/// to `deadline - busy_wait`, then a spin to the deadline. Returns the time it woke
+/// (>= deadline).
+#[inline]
+pub fn sleep_until(deadline_ns: u64, busy_wait: Duration) -> u64 {
+    let tail = busy_wait.as_nanos() as u64;
+    let wake = deadline_ns.saturating_sub(tail);
+    let mut now = monotonic_ns();
+    if now < wake {
+        // EINTR: loop; the absolute deadline makes a retry exact
+        while rustix::thread::clock_nanosleep_absolute(ClockId::Monotonic, &ns_ts(wake)).is_err() {}
+        now = monotonic_ns();
+    }
+    while now < deadline_ns {
+        std::hint::spin_loop();
+        now = monotonic_ns();
+    }
+    now
+}
+
+/// Let this thread's timed sleeps wake within `slack` of their deadline (the kernel's
+/// default for ordinary threads is 50 µs, more than a 30 kHz sample period).
+pub fn set_timer_slack(slack: Duration) -> std::io::Result<()> {
+    let ns = std::num::NonZeroU64::new(slack.as_nanos().max(1) as u64);
+    rustix::thread::set_current_timer_slack(ns).map_err(std::io::Error::from)
+}
+
 /// This process's id.
 #[must_use]
 pub fn pid() -> u32 {
     rustix::process::getpid().as_raw_nonzero().get() as u32
 }
 
+/// Fields after the command name of `/proc/pid/stat` (the name may hold spaces and ')').
+fn stat_fields(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let i = stat.rfind(')')?;
+    Some(stat[i + 1..].to_owned())
+}
+
+/// Start time (field 22 of `/proc/pid/stat`) from the fields after the name, or 0.
+fn start_of(fields: &str) -> u64 {
+    fields
+        .split_whitespace()
+        .nth(19)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The start time of process `pid` (clock ticks since boot, field 22 of `/proc/pid/stat`),
 /// or 0 if it cannot be read. Used with the pid to recognise a process after pid reuse.
 #[must_use]
 pub fn process_start_time(pid: u32) -> u64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
-    };
-    // the command name (field 2) may contain spaces and ')': parse after the last ')'
-    stat.rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().nth(19))
-        .and_then(|f| f.parse().ok())
-        .unwrap_or(0)
+    stat_fields(pid).map_or(0, |f| start_of(&f))
 }
 
 /// Whether the process `pid` that started at `start` (0 = unknown) still exists.
@@ -58,14 +101,12 @@ pub fn process_alive(pid: u32, start: u64) -> bool {
     match rustix::process::test_kill_process(p) {
         Ok(()) | Err(rustix::io::Errno::PERM) => {
             // a zombie is dead for our purposes; a different start time is a reused pid
-            let now = process_start_time(pid);
-            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rfind(')')
-                        .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-                })
-                .unwrap_or(false);
+            // no /proc to judge by: the signal test said it exists
+            let Some(fields) = stat_fields(pid) else {
+                return true;
+            };
+            let zombie = fields.trim_start().starts_with('Z');
+            let now = start_of(&fields);
             !zombie && (start == 0 || now == 0 || now == start)
         }
         Err(_) => false,
