@@ -62,6 +62,7 @@ macro_rules! api {
 api! {
     lsl_library_version: fn() -> i32;
     lsl_local_clock: fn() -> c_double;
+    lsl_set_config_content: fn(*const c_char);
     lsl_create_streaminfo: fn(*const c_char, *const c_char, i32, c_double, i32, *const c_char) -> Info;
     lsl_destroy_streaminfo: fn(Info);
     lsl_get_name: fn(Info) -> *const c_char;

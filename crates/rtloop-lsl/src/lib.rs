@@ -102,6 +102,15 @@ impl Lsl {
         unsafe { (self.api.lsl_library_version)() }
     }
 
+    /// Replace liblsl's configuration (what `lsl_api.cfg` would hold) with `content`. Takes
+    /// effect only before liblsl's first outlet, inlet or resolve in this process, and
+    /// replaces the user's `lsl_api.cfg` for the process: for tools on localhost only.
+    pub fn set_config_content(&self, content: &str) {
+        let c = cstr(content);
+        // SAFETY: a NUL-terminated string that liblsl copies.
+        unsafe { (self.api.lsl_set_config_content)(c.as_ptr()) };
+    }
+
     /// LSL's clock in seconds (CLOCK_MONOTONIC on Linux: liblsl uses steady_clock).
     #[must_use]
     pub fn local_clock(&self) -> f64 {
