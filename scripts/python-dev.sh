@@ -26,6 +26,8 @@ PY="$VENV/bin/python"
 "$PY" -m pip install -q --disable-pip-version-check scipy numba
 # the LSL peer (pylsl bundles liblsl 1.18, which `rtloop bridge` loads; docs/lsl.md)
 "$PY" -m pip install -q --disable-pip-version-check "pylsl>=1.16"
+# the ZeroMQ peer of `rtloop bench peers` (pyzmq bundles libzmq, which the benchmark loads)
+"$PY" -m pip install -q --disable-pip-version-check "pyzmq>=25"
 
 # maturin develop installs into the active virtual environment; its output (and pip's) is
 # shown only when the build fails

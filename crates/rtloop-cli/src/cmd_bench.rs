@@ -36,6 +36,13 @@ pub enum BenchCommand {
     /// the UDP echo model at 810 packets of 1472 bytes per 1 ms tick against plain loopback
     /// UDP, and the numerical load example inside a 1 ms tick.
     Runtime(crate::cmd_bench_runtime::RuntimeBenchArgs),
+    /// rtloop's stream beside LSL, ZeroMQ (ipc, tcp), a plain UNIX socket and iceoryx2 in
+    /// one run: int16 384 ch at 30 kHz in chunks of 1, 16 and 256 samples, one writer and 1
+    /// and 4 readers, each its own process; one-way latency (p50/p99/p99.9/max) of chunks
+    /// paced at the sample rate, then sustained throughput (the slowest reader) with the
+    /// writer flat out. Throughput as a ratio to LSL's; the stream's p99 beside the lowest
+    /// peer's. LSL and ZeroMQ are their C libraries as the pylsl and pyzmq wheels ship them.
+    Peers(crate::cmd_bench_peers::PeersArgs),
 }
 
 /// Options of `rtloop bench stream`.
@@ -65,6 +72,7 @@ pub fn run(c: BenchCommand, g: &Global) -> anyhow::Result<()> {
         BenchCommand::Fieldtrip(a) => crate::cmd_bench_fieldtrip::run(&a, g),
         BenchCommand::Pipeline(a) => crate::cmd_bench_pipeline::run(&a, g),
         BenchCommand::Runtime(a) => crate::cmd_bench_runtime::run(&a, g),
+        BenchCommand::Peers(a) => crate::cmd_bench_peers::run(&a, g),
     }
 }
 

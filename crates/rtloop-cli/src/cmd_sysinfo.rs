@@ -37,6 +37,20 @@ fn mem_total() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// One line that says what machine a benchmark ran on: CPUs, model, whether virtual,
+/// kernel, memory.
+pub(crate) fn machine_line() -> String {
+    let virt = read("/proc/cpuinfo").is_some_and(|s| s.contains(" hypervisor"));
+    format!(
+        "{} x {}{}, Linux {}, {:.0} GiB",
+        sys::online_cpus(),
+        cpu_model(),
+        if virt { " (virtual machine)" } else { "" },
+        read("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        mem_total().unwrap_or(0) as f64 / 1073741824.0
+    )
+}
+
 /// Try each realtime facility and undo it; report what is permitted.
 fn permissions() -> Vec<(&'static str, Result<(), String>)> {
     let mut v = Vec::new();

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 pub mod cmd_bench;
 pub mod cmd_bench_fieldtrip;
+pub mod cmd_bench_peers;
 pub mod cmd_bench_pipeline;
 pub mod cmd_bench_runtime;
 pub mod cmd_bridge;

@@ -26,6 +26,8 @@ pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
         "pp-stream-echo" => crate::cmd_bench::stream_echo_role(&a.args),
         "lab-device" => crate::cmd_lab::device_role(&a.args),
         "runtime-process" => crate::cmd_run::process_role(&a.args),
+        "peer-writer" => crate::cmd_bench_peers::writer_role(&a.args),
+        "peer-reader" => crate::cmd_bench_peers::reader_role(&a.args),
         #[cfg(feature = "iceoryx2-peer")]
         "ix2-pub" => crate::peer_iceoryx2::pub_role(&a.args),
         #[cfg(feature = "iceoryx2-peer")]

@@ -1,0 +1,188 @@
+//! iceoryx2 publish/subscribe (zero-copy shared memory, crates.io) with an event service to
+//! wake readers: the writer loans a slice, copies the chunk in, sends it (`Block` when a
+//! reader's buffer is full, so nothing is lost) and notifies; a reader takes every waiting
+//! sample and otherwise sleeps on its
+//! listener. This is iceoryx2's documented way to wait without spinning. Readers read the
+//! sample where it is (zero-copy), as iceoryx2 is meant to be used.
+
+use std::time::{Duration, Instant};
+
+use iceoryx2::port::listener::Listener;
+use iceoryx2::port::notifier::Notifier;
+use iceoryx2::port::publisher::Publisher;
+use iceoryx2::port::subscriber::Subscriber;
+use iceoryx2::port::unable_to_deliver_strategy::UnableToDeliverStrategy;
+use iceoryx2::port::update_connections::UpdateConnections;
+use iceoryx2::prelude::*;
+use iceoryx2::sample::Sample;
+use iceoryx2::service::port_factory::{event, publish_subscribe};
+
+use super::{Receiver, Sender};
+use crate::{terr, PeerError, Transport, Trial, Wait};
+
+fn err(e: impl std::fmt::Debug) -> PeerError {
+    terr(Transport::Iceoryx2, format!("{e:?}"))
+}
+
+type Pubsub = publish_subscribe::PortFactory<ipc::Service, [u8], ()>;
+
+/// The node, the data service and the wake-up event of one trial.
+struct Services {
+    data: Pubsub,
+    wake: event::PortFactory<ipc::Service>,
+    _node: Node<ipc::Service>,
+}
+
+fn services(t: &Trial, name: &str) -> Result<Services, PeerError> {
+    // its default-config notice is noise here; errors still show
+    set_log_level(LogLevel::Error);
+    let node = NodeBuilder::new().create::<ipc::Service>().map_err(err)?;
+    let data_name: ServiceName = name.try_into().map_err(err)?;
+    let wake_name: ServiceName = format!("{name}-wake").as_str().try_into().map_err(err)?;
+    // buffer about 1 MiB per reader, as a socket or LSL would
+    let buffer = ((1 << 20) / t.chunk_bytes()).clamp(4, 1024);
+    let data = node
+        .service_builder(&data_name)
+        .publish_subscribe::<[u8]>()
+        .max_publishers(1)
+        .max_subscribers(t.readers)
+        .history_size(0)
+        .subscriber_max_buffer_size(buffer)
+        .enable_safe_overflow(false)
+        .open_or_create()
+        .map_err(err)?;
+    let wake = node
+        .service_builder(&wake_name)
+        .event()
+        .max_notifiers(1)
+        .max_listeners(t.readers)
+        .open_or_create()
+        .map_err(err)?;
+    Ok(Services {
+        data,
+        wake,
+        _node: node,
+    })
+}
+
+/// The writer: a publisher and a notifier on services `rtloop-peers-TAG`.
+pub struct Ix2Sender {
+    publisher: Publisher<ipc::Service, [u8], ()>,
+    /// Wakes blocked readers; polling readers need no notification.
+    notifier: Option<Notifier<ipc::Service>>,
+    svc: Services,
+    name: String,
+}
+
+impl Ix2Sender {
+    /// Create the services and the writer's ports.
+    pub fn open(t: &Trial) -> Result<Ix2Sender, PeerError> {
+        let name = format!("rtloop-peers-{}", t.tag);
+        let svc = services(t, &name)?;
+        let publisher = svc
+            .data
+            .publisher_builder()
+            .initial_max_slice_len(t.chunk_bytes())
+            .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
+            .create()
+            .map_err(err)?;
+        let notifier = match t.wait {
+            Wait::Block => Some(svc.wake.notifier_builder().create().map_err(err)?),
+            Wait::Spin => None,
+        };
+        Ok(Ix2Sender {
+            publisher,
+            notifier,
+            svc,
+            name,
+        })
+    }
+}
+
+impl Sender for Ix2Sender {
+    fn endpoint(&self) -> String {
+        self.name.clone()
+    }
+
+    fn prepare(&mut self, readers: usize, timeout: Duration) -> Result<(), PeerError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let subs = self.svc.data.dynamic_config().number_of_subscribers();
+            let listeners = self.svc.wake.dynamic_config().number_of_listeners();
+            if subs >= readers && listeners >= readers {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(terr(
+                    Transport::Iceoryx2,
+                    format!("{subs} subscribers and {listeners} listeners of {readers} readers within {timeout:?}"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.publisher.update_connections().map_err(err)
+    }
+
+    fn send(&mut self, chunk: &[u8]) -> Result<(), PeerError> {
+        let s = self.publisher.loan_slice_uninit(chunk.len()).map_err(err)?;
+        s.write_from_slice(chunk).send().map_err(err)?;
+        if let Some(n) = &self.notifier {
+            n.notify().map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+/// A reader: a subscriber and a listener.
+pub struct Ix2Receiver {
+    sub: Subscriber<ipc::Service, [u8], ()>,
+    listener: Listener<ipc::Service>,
+    /// The sample handed out last, returned to the publisher by the next `recv`.
+    held: Option<Sample<ipc::Service, [u8], ()>>,
+    _svc: Services,
+    chunk_bytes: usize,
+}
+
+impl Ix2Receiver {
+    /// Open the services and the reader's ports.
+    pub fn open(t: &Trial, endpoint: &str) -> Result<Ix2Receiver, PeerError> {
+        let svc = services(t, endpoint)?;
+        let sub = svc.data.subscriber_builder().create().map_err(err)?;
+        let listener = svc.wake.listener_builder().create().map_err(err)?;
+        Ok(Ix2Receiver {
+            sub,
+            listener,
+            held: None,
+            _svc: svc,
+            chunk_bytes: t.chunk_bytes(),
+        })
+    }
+}
+
+impl Receiver for Ix2Receiver {
+    fn recv(&mut self, timeout: Duration) -> Result<&[u8], PeerError> {
+        self.held = None;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.sub.receive().map_err(err)? {
+                if s.payload().len() != self.chunk_bytes {
+                    return Err(terr(
+                        Transport::Iceoryx2,
+                        format!(
+                            "a sample of {} bytes; chunks are {}",
+                            s.payload().len(),
+                            self.chunk_bytes
+                        ),
+                    ));
+                }
+                return Ok(self.held.insert(s).payload());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(&[]);
+            }
+            // pending notifications are kept, so one sent since `receive` is not missed
+            self.listener.timed_wait_all(|_| {}, left).map_err(err)?;
+        }
+    }
+}

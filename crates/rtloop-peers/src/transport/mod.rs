@@ -1,0 +1,71 @@
+//! One writer side and one reader side per transport.
+//!
+//! A writer is opened first and says where readers connect ([`Sender::endpoint`]); readers
+//! connect and say they are ready; then [`Sender::prepare`] waits until every reader can
+//! receive (accepted, subscribed, connected) so no chunk is sent into the void.
+
+use std::time::Duration;
+
+use crate::{PeerError, Transport, Trial};
+
+#[cfg(feature = "iceoryx2")]
+pub mod iceoryx2;
+pub mod lsl;
+pub mod stream;
+pub mod unix;
+pub mod zmq;
+
+/// The writer's side of a transport.
+pub trait Sender {
+    /// Where readers connect (a stream name, a socket path, a ZeroMQ endpoint, ...).
+    fn endpoint(&self) -> String;
+    /// Wait until `readers` readers can receive; `timeout` bounds the wait.
+    fn prepare(&mut self, readers: usize, timeout: Duration) -> Result<(), PeerError>;
+    /// Hand one chunk (whole samples) to every reader. Blocks while a reader is full (every
+    /// transport here is run lossless).
+    fn send(&mut self, chunk: &[u8]) -> Result<(), PeerError>;
+}
+
+/// A reader's side of a transport.
+pub trait Receiver {
+    /// The next whole samples (copied into the reader's memory, or in place for the
+    /// shared-memory transports, valid until the next call); empty after `timeout` with
+    /// nothing received. A zero `timeout` never blocks (a poll).
+    fn recv(&mut self, timeout: Duration) -> Result<&[u8], PeerError>;
+}
+
+/// The most samples a reader takes at once where the transport lets it batch (stream, UNIX
+/// socket, LSL): what a reader that fell behind catches up with in one call.
+pub(crate) fn batch_samples(t: &Trial) -> usize {
+    t.chunk.max(256)
+}
+
+/// Open the writer side of `t.transport`.
+pub fn open_sender(t: &Trial) -> Result<Box<dyn Sender>, PeerError> {
+    t.validate()?;
+    Ok(match t.transport {
+        Transport::Stream => Box::new(stream::StreamSender::open(t)?),
+        Transport::Unix => Box::new(unix::UnixSender::open(t)?),
+        Transport::ZmqIpc | Transport::ZmqTcp => Box::new(zmq::ZmqSender::open(t)?),
+        Transport::Lsl => Box::new(lsl::LslSender::open(t)?),
+        #[cfg(feature = "iceoryx2")]
+        Transport::Iceoryx2 => Box::new(iceoryx2::Ix2Sender::open(t)?),
+        #[cfg(not(feature = "iceoryx2"))]
+        Transport::Iceoryx2 => return Err(Transport::Iceoryx2.check_available().unwrap_err()),
+    })
+}
+
+/// Open a reader side of `t.transport` at the writer's `endpoint`.
+pub fn open_receiver(t: &Trial, endpoint: &str) -> Result<Box<dyn Receiver>, PeerError> {
+    t.validate()?;
+    Ok(match t.transport {
+        Transport::Stream => Box::new(stream::StreamReceiver::open(t, endpoint)?),
+        Transport::Unix => Box::new(unix::UnixReceiver::open(t, endpoint)?),
+        Transport::ZmqIpc | Transport::ZmqTcp => Box::new(zmq::ZmqReceiver::open(t, endpoint)?),
+        Transport::Lsl => Box::new(lsl::LslReceiver::open(t, endpoint)?),
+        #[cfg(feature = "iceoryx2")]
+        Transport::Iceoryx2 => Box::new(iceoryx2::Ix2Receiver::open(t, endpoint)?),
+        #[cfg(not(feature = "iceoryx2"))]
+        Transport::Iceoryx2 => return Err(Transport::Iceoryx2.check_available().unwrap_err()),
+    })
+}

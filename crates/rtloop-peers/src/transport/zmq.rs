@@ -1,0 +1,391 @@
+//! ZeroMQ publish/subscribe through libzmq, loaded at run time (`libloading`) from, in
+//! order: `$RTLOOP_LIBZMQ`, the pyzmq wheel of the Python that runs rtloop (`$RTLOOP_PYTHON`,
+//! else `python3`; pyzmq bundles libzmq 4.3 in `pyzmq.libs/`), or the system's libzmq. The
+//! writer is an XPUB socket with `ZMQ_XPUB_NODROP` (a full subscriber blocks the send instead
+//! of losing the chunk, as every other transport here is run) and `ZMQ_XPUB_VERBOSE` (it sees
+//! every subscription, so it knows when all readers are connected); each reader is a SUB
+//! socket subscribed to everything. One chunk is one message.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use libloading::Library;
+
+use super::{Receiver, Sender};
+use crate::{terr, PeerError, Transport, Trial};
+
+const XPUB: c_int = 9;
+const SUB: c_int = 2;
+const LINGER: c_int = 17;
+const SUBSCRIBE: c_int = 6;
+const RCVTIMEO: c_int = 27;
+const LAST_ENDPOINT: c_int = 32;
+const XPUB_VERBOSE: c_int = 40;
+const XPUB_NODROP: c_int = 69;
+const DONTWAIT: c_int = 1;
+const EAGAIN: c_int = 11;
+const EINTR: c_int = 4;
+
+type Sock = *mut c_void;
+
+/// libzmq's C functions this transport calls (zmq.h, libzmq 4.x).
+#[allow(clippy::struct_field_names)]
+struct Api {
+    zmq_version: unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int),
+    zmq_ctx_new: unsafe extern "C" fn() -> *mut c_void,
+    zmq_ctx_term: unsafe extern "C" fn(*mut c_void) -> c_int,
+    zmq_socket: unsafe extern "C" fn(*mut c_void, c_int) -> Sock,
+    zmq_close: unsafe extern "C" fn(Sock) -> c_int,
+    zmq_setsockopt: unsafe extern "C" fn(Sock, c_int, *const c_void, usize) -> c_int,
+    zmq_getsockopt: unsafe extern "C" fn(Sock, c_int, *mut c_void, *mut usize) -> c_int,
+    zmq_bind: unsafe extern "C" fn(Sock, *const c_char) -> c_int,
+    zmq_connect: unsafe extern "C" fn(Sock, *const c_char) -> c_int,
+    zmq_send: unsafe extern "C" fn(Sock, *const c_void, usize, c_int) -> c_int,
+    zmq_recv: unsafe extern "C" fn(Sock, *mut c_void, usize, c_int) -> c_int,
+    zmq_errno: unsafe extern "C" fn() -> c_int,
+    zmq_strerror: unsafe extern "C" fn(c_int) -> *const c_char,
+    /// Keeps the functions above mapped.
+    _lib: Library,
+}
+
+impl Api {
+    /// # Safety
+    /// `lib` must be libzmq 4.x, whose symbols have the signatures above.
+    unsafe fn load(lib: Library) -> Result<Api, String> {
+        macro_rules! sym {
+            ($name:ident) => {
+                // SAFETY: the caller guarantees `lib` is libzmq and the field's type is the
+                // symbol's C signature; the pointer stays valid while `_lib` is loaded.
+                *unsafe { lib.get(concat!(stringify!($name), "\0").as_bytes()) }
+                    .map_err(|e| format!("no {}: {e}", stringify!($name)))?
+            };
+        }
+        Ok(Api {
+            zmq_version: sym!(zmq_version),
+            zmq_ctx_new: sym!(zmq_ctx_new),
+            zmq_ctx_term: sym!(zmq_ctx_term),
+            zmq_socket: sym!(zmq_socket),
+            zmq_close: sym!(zmq_close),
+            zmq_setsockopt: sym!(zmq_setsockopt),
+            zmq_getsockopt: sym!(zmq_getsockopt),
+            zmq_bind: sym!(zmq_bind),
+            zmq_connect: sym!(zmq_connect),
+            zmq_send: sym!(zmq_send),
+            zmq_recv: sym!(zmq_recv),
+            zmq_errno: sym!(zmq_errno),
+            zmq_strerror: sym!(zmq_strerror),
+            _lib: lib,
+        })
+    }
+}
+
+/// libzmq, loaded.
+pub struct Zmq {
+    api: Api,
+    /// Where it was loaded from.
+    pub path: PathBuf,
+}
+
+/// `pyzmq.libs/libzmq-*.so*` of the Python that runs rtloop.
+fn python_libzmq() -> Option<PathBuf> {
+    let py = std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(py)
+        .args([
+            "-c",
+            "import glob, os, zmq; d = os.path.join(os.path.dirname(os.path.dirname(zmq.__file__)), 'pyzmq.libs'); print((sorted(glob.glob(os.path.join(d, 'libzmq*.so*'))) or [''])[0])",
+        ])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (out.status.success() && p.is_file()).then_some(p)
+}
+
+impl Zmq {
+    /// Find and load libzmq; the error lists what was tried and how to get it.
+    pub fn load() -> Result<Zmq, PeerError> {
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        let mut tried = Vec::new();
+        if let Some(p) = std::env::var_os("RTLOOP_LIBZMQ") {
+            candidates.push(p.into());
+        }
+        match python_libzmq() {
+            Some(p) => candidates.push(p),
+            None => tried.push("pyzmq (not importable by $RTLOOP_PYTHON / python3)".to_string()),
+        }
+        candidates.extend(["libzmq.so.5".into(), "libzmq.so".into()]);
+        for c in candidates {
+            // SAFETY: loading a shared library runs its initialisers; libzmq's only set up
+            // its own state.
+            match unsafe { Library::new(&c) } {
+                // SAFETY: a library named libzmq; one lacking zmq.h's symbols is refused.
+                Ok(lib) => match unsafe { Api::load(lib) } {
+                    Ok(api) => return Ok(Zmq { api, path: c }),
+                    Err(e) => tried.push(format!("{} ({e})", c.display())),
+                },
+                Err(e) => tried.push(format!("{} ({e})", c.display())),
+            }
+        }
+        Err(PeerError::Unavailable {
+            transport: "zmq",
+            reason: format!(
+                "libzmq not found: install pyzmq (`pip install pyzmq`, which bundles libzmq) or set RTLOOP_LIBZMQ to a libzmq.so; tried: {}",
+                tried.join("; ")
+            ),
+        })
+    }
+
+    /// libzmq's version, e.g. "4.3.5".
+    #[must_use]
+    pub fn version(&self) -> String {
+        let (mut a, mut b, mut c) = (0, 0, 0);
+        // SAFETY: three ints for libzmq to fill.
+        unsafe { (self.api.zmq_version)(&mut a, &mut b, &mut c) };
+        format!("{a}.{b}.{c}")
+    }
+
+    fn last_error(&self) -> (c_int, String) {
+        // SAFETY: no arguments; errno of this thread's last libzmq call.
+        let e = unsafe { (self.api.zmq_errno)() };
+        // SAFETY: libzmq returns a static NUL-terminated string for any errno.
+        let s = unsafe { CStr::from_ptr((self.api.zmq_strerror)(e)) };
+        (e, s.to_string_lossy().into_owned())
+    }
+}
+
+/// A context with one socket, closed (linger 0) and terminated when dropped.
+struct Socket {
+    z: Zmq,
+    ctx: *mut c_void,
+    sock: Sock,
+    transport: Transport,
+}
+
+impl Socket {
+    fn new(transport: Transport, kind: c_int) -> Result<Socket, PeerError> {
+        let z = Zmq::load()?;
+        // SAFETY: no arguments; a null context is checked below.
+        let ctx = unsafe { (z.api.zmq_ctx_new)() };
+        if ctx.is_null() {
+            return Err(terr(transport, "zmq_ctx_new failed"));
+        }
+        // SAFETY: a live context; a null socket is checked below.
+        let sock = unsafe { (z.api.zmq_socket)(ctx, kind) };
+        let s = Socket {
+            z,
+            ctx,
+            sock,
+            transport,
+        };
+        if sock.is_null() {
+            return Err(s.err("zmq_socket"));
+        }
+        s.set_int(LINGER, 0)?;
+        Ok(s)
+    }
+
+    fn err(&self, what: &str) -> PeerError {
+        let (_, msg) = self.z.last_error();
+        terr(self.transport, format!("{what}: {msg}"))
+    }
+
+    fn set_int(&self, opt: c_int, v: c_int) -> Result<(), PeerError> {
+        self.set_bytes(opt, &v.to_ne_bytes())
+    }
+
+    fn set_bytes(&self, opt: c_int, v: &[u8]) -> Result<(), PeerError> {
+        // SAFETY: a live socket; the option value is `v.len()` readable bytes.
+        let rc = unsafe { (self.z.api.zmq_setsockopt)(self.sock, opt, v.as_ptr().cast(), v.len()) };
+        if rc != 0 {
+            return Err(self.err(&format!("zmq_setsockopt({opt})")));
+        }
+        Ok(())
+    }
+
+    fn endpoint_call(
+        &self,
+        f: unsafe extern "C" fn(Sock, *const c_char) -> c_int,
+        what: &str,
+        ep: &str,
+    ) -> Result<(), PeerError> {
+        let c = CString::new(ep).map_err(|_| terr(self.transport, "endpoint holds a NUL"))?;
+        // SAFETY: a live socket and a NUL-terminated endpoint that lives for the call.
+        if unsafe { f(self.sock, c.as_ptr()) } != 0 {
+            return Err(self.err(&format!("{what} {ep}")));
+        }
+        Ok(())
+    }
+
+    fn last_endpoint(&self) -> Result<String, PeerError> {
+        let mut buf = [0u8; 256];
+        let mut len = buf.len();
+        // SAFETY: a live socket; libzmq writes at most `len` bytes and updates `len`.
+        let rc = unsafe {
+            (self.z.api.zmq_getsockopt)(self.sock, LAST_ENDPOINT, buf.as_mut_ptr().cast(), &mut len)
+        };
+        if rc != 0 {
+            return Err(self.err("zmq_getsockopt(ZMQ_LAST_ENDPOINT)"));
+        }
+        Ok(CStr::from_bytes_until_nul(&buf[..len.min(buf.len())])
+            .map_or_else(|_| String::new(), |s| s.to_string_lossy().into_owned()))
+    }
+
+    /// Receive one message into `buf` (its full length is returned, even if cut);
+    /// `None` when the receive timeout passed (at once with `dontwait`).
+    fn recv(&self, buf: &mut [u8], dontwait: bool) -> Result<Option<usize>, PeerError> {
+        let flags = if dontwait { DONTWAIT } else { 0 };
+        loop {
+            // SAFETY: a live socket; libzmq writes at most `buf.len()` bytes.
+            let rc = unsafe {
+                (self.z.api.zmq_recv)(self.sock, buf.as_mut_ptr().cast(), buf.len(), flags)
+            };
+            if rc >= 0 {
+                return Ok(Some(rc as usize));
+            }
+            match self.z.last_error().0 {
+                EAGAIN => return Ok(None),
+                EINTR => {}
+                _ => return Err(self.err("zmq_recv")),
+            }
+        }
+    }
+
+    fn set_timeout(&self, t: Duration) -> Result<(), PeerError> {
+        self.set_int(RCVTIMEO, t.as_millis().clamp(1, i32::MAX as u128) as c_int)
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        // SAFETY: the socket and context we created, each closed once, socket first (linger
+        // 0, so terminating does not wait for unsent messages).
+        unsafe {
+            if !self.sock.is_null() {
+                (self.z.api.zmq_close)(self.sock);
+            }
+            (self.z.api.zmq_ctx_term)(self.ctx);
+        }
+    }
+}
+
+/// The writer: an XPUB socket bound to `ipc://$TMPDIR/rtloop-peers-TAG.zmq` or
+/// `tcp://127.0.0.1:*` (a free port).
+pub struct ZmqSender {
+    s: Socket,
+    endpoint: String,
+    ipc_path: Option<PathBuf>,
+}
+
+impl ZmqSender {
+    /// Bind the XPUB socket.
+    pub fn open(t: &Trial) -> Result<ZmqSender, PeerError> {
+        let s = Socket::new(t.transport, XPUB)?;
+        s.set_int(XPUB_NODROP, 1)?;
+        s.set_int(XPUB_VERBOSE, 1)?;
+        let (ep, ipc_path) = if t.transport == Transport::ZmqIpc {
+            let p = std::env::temp_dir().join(format!("rtloop-peers-{}.zmq", t.tag));
+            (format!("ipc://{}", p.display()), Some(p))
+        } else {
+            ("tcp://127.0.0.1:*".to_string(), None)
+        };
+        s.endpoint_call(s.z.api.zmq_bind, "zmq_bind", &ep)?;
+        let endpoint = s.last_endpoint()?;
+        Ok(ZmqSender {
+            s,
+            endpoint,
+            ipc_path,
+        })
+    }
+}
+
+impl Drop for ZmqSender {
+    fn drop(&mut self) {
+        if let Some(p) = &self.ipc_path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Sender for ZmqSender {
+    fn endpoint(&self) -> String {
+        self.endpoint.clone()
+    }
+
+    fn prepare(&mut self, readers: usize, timeout: Duration) -> Result<(), PeerError> {
+        // every SUB's subscription arrives as a message "\x01" + topic (XPUB_VERBOSE)
+        let deadline = Instant::now() + timeout;
+        let mut subscribed = 0;
+        let mut msg = [0u8; 64];
+        while subscribed < readers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(terr(
+                    self.s.transport,
+                    format!("{subscribed} of {readers} readers subscribed within {timeout:?}"),
+                ));
+            }
+            self.s.set_timeout(left)?;
+            if let Some(n) = self.s.recv(&mut msg, false)? {
+                if n >= 1 && msg[0] == 1 {
+                    subscribed += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, chunk: &[u8]) -> Result<(), PeerError> {
+        loop {
+            // SAFETY: a live socket; libzmq copies `chunk` into a message before returning.
+            let rc = unsafe {
+                (self.s.z.api.zmq_send)(self.s.sock, chunk.as_ptr().cast(), chunk.len(), 0)
+            };
+            if rc >= 0 {
+                return Ok(());
+            }
+            if self.s.z.last_error().0 != EINTR {
+                return Err(self.s.err("zmq_send"));
+            }
+        }
+    }
+}
+
+/// A reader: a SUB socket subscribed to every message.
+pub struct ZmqReceiver {
+    s: Socket,
+    buf: Vec<u8>,
+    timeout: Option<Duration>,
+}
+
+impl ZmqReceiver {
+    /// Connect and subscribe.
+    pub fn open(t: &Trial, endpoint: &str) -> Result<ZmqReceiver, PeerError> {
+        let s = Socket::new(t.transport, SUB)?;
+        s.set_bytes(SUBSCRIBE, b"")?;
+        s.endpoint_call(s.z.api.zmq_connect, "zmq_connect", endpoint)?;
+        Ok(ZmqReceiver {
+            s,
+            buf: vec![0u8; t.chunk_bytes()],
+            timeout: None,
+        })
+    }
+}
+
+impl Receiver for ZmqReceiver {
+    fn recv(&mut self, timeout: Duration) -> Result<&[u8], PeerError> {
+        let poll = timeout.is_zero();
+        if !poll && self.timeout != Some(timeout) {
+            self.s.set_timeout(timeout)?;
+            self.timeout = Some(timeout);
+        }
+        match self.s.recv(&mut self.buf, poll)? {
+            None => Ok(&[]),
+            Some(n) if n == self.buf.len() => Ok(&self.buf),
+            Some(n) => Err(terr(
+                self.s.transport,
+                format!("a message of {n} bytes; chunks are {}", self.buf.len()),
+            )),
+        }
+    }
+}
