@@ -213,7 +213,9 @@ pub fn read_phases(
                     r.throughput_samples += 1;
                     r.throughput_last_ns = now;
                 }
-                Phase::End => {
+                // the whole end chunk is read: a reader that left in the middle of it would
+                // close its connection under a writer still sending it
+                Phase::End if (idx + 1) % chunk == 0 => {
                     r.ended = true;
                     break 'recv;
                 }
@@ -290,7 +292,10 @@ mod tests {
         );
         let r = read_phases(&t, rx).unwrap();
         assert!(r.ended);
-        assert_eq!(r.samples, 11);
+        assert_eq!(
+            r.samples, 12,
+            "everything up to the end chunk's last sample"
+        );
         assert_eq!(
             r.lost,
             2 + 2,
