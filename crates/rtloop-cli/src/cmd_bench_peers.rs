@@ -53,7 +53,7 @@ pub struct PeersArgs {
     pub rounds: u32,
     /// Seconds of the paced latency phase per figure, over all rounds (longer if
     /// --min-chunks needs it).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 6.0)]
     pub seconds: f64,
     /// Chunks the latency phase sends at least, over all rounds (for p99.9 of large chunks).
     #[arg(long, default_value_t = 1000)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig, WaitError, Window, Writer};
 
 use super::{batch_samples, Receiver, Sender};
-use crate::{terr, PeerError, Transport, Trial};
+use crate::{terr, PeerError, Transport, Trial, Wait};
 
 /// Samples the ring holds: about 1 MiB (what the other transports buffer per reader: a
 /// socket's buffer, iceoryx2's sample slots), at least 4 chunks.
@@ -29,7 +29,12 @@ impl StreamSender {
         let mut writer = stream.writer().map_err(|e| terr(Transport::Stream, e))?;
         // a reader preempted for a while must not end the run: the writer waits for it
         writer.set_lossless_timeout(Duration::from_secs(30));
-        writer.set_spin(Duration::from_micros(t.stream_spin_us));
+        // a writer with a core of its own (readers spin) spins for room as well: sleeping on
+        // the futex each time the ring is full costs a wake-up per reader release
+        writer.set_spin(match t.wait {
+            Wait::Spin => Duration::from_millis(10),
+            Wait::Block => Duration::from_micros(t.stream_spin_us),
+        });
         Ok(StreamSender { writer, name })
     }
 }
