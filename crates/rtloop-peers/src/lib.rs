@@ -9,11 +9,11 @@
 //!
 //! | transport | what | delivery | reader waits on |
 //! |---|---|---|---|
-//! | `stream` | rtloop stream, lossless readers reading in place (zero-copy windows) | lossless | futex (after `--stream-spin-us`, default 0) |
+//! | `stream` | rtloop stream (2 s of history), lossless readers reading in place (zero-copy windows) | lossless | futex (after `--stream-spin-us`, default 0) |
 //! | `lsl` | liblsl 1.18 outlet → inlets on localhost (the library pylsl bundles) | lossless (360 s buffer) | liblsl's condition variable |
 //! | `zmq-ipc`, `zmq-tcp` | libzmq 4.3 (the library pyzmq bundles) XPUB → SUB | lossless (`ZMQ_XPUB_NODROP`) | `zmq_recv` |
 //! | `unix` | a plain UNIX stream socket per reader | lossless | `read` |
-//! | `iceoryx2` | iceoryx2 publish/subscribe (crates.io), read in place, + an event to wake readers | lossless (`Block`) | its listener |
+//! | `iceoryx2` | iceoryx2 publish/subscribe (crates.io), 2 s of samples per reader, read in place, + an event to wake readers | lossless (`Block`) | its listener |
 //!
 //! LSL and ZeroMQ are called through their C libraries as shipped in the PyPI wheels (pylsl,
 //! pyzmq) so the figures are the libraries', not Python's: pylsl and pyzmq are thin wrappers

@@ -17,7 +17,7 @@ use iceoryx2::prelude::*;
 use iceoryx2::sample::Sample;
 use iceoryx2::service::port_factory::{event, publish_subscribe};
 
-use super::{Receiver, Sender};
+use super::{history_bytes, Receiver, Sender};
 use crate::{terr, PeerError, Transport, Trial, Wait};
 
 fn err(e: impl std::fmt::Debug) -> PeerError {
@@ -39,8 +39,8 @@ fn services(t: &Trial, name: &str) -> Result<Services, PeerError> {
     let node = NodeBuilder::new().create::<ipc::Service>().map_err(err)?;
     let data_name: ServiceName = name.try_into().map_err(err)?;
     let wake_name: ServiceName = format!("{name}-wake").as_str().try_into().map_err(err)?;
-    // buffer about 1 MiB per reader, as a socket or LSL would
-    let buffer = ((1 << 20) / t.chunk_bytes()).clamp(4, 1024);
+    // as many samples per reader as the stream's history holds
+    let buffer = history_bytes(t) / t.chunk_bytes();
     let data = node
         .service_builder(&data_name)
         .publish_subscribe::<[u8]>()

@@ -40,6 +40,16 @@ pub(crate) fn batch_samples(t: &Trial) -> usize {
     t.chunk.max(256)
 }
 
+/// Bytes of history the shared-memory transports (stream, iceoryx2) keep per reader: two
+/// seconds of data at the nominal rate, as an rtloop stream is configured (history), at least
+/// 4 chunks. Larger than the last-level cache on purpose: a ring that fits in it is bimodal on
+/// this kind of VM (2 or 30 GB/s depending on where the host puts the vCPUs), one that does
+/// not is steady (shared/notes/machine-limits.md).
+pub(crate) fn history_bytes(t: &Trial) -> usize {
+    let two_seconds = (2.0 * t.rate) as usize * t.sample_bytes();
+    two_seconds.max(4 * t.chunk_bytes())
+}
+
 /// Open the writer side of `t.transport`.
 pub fn open_sender(t: &Trial) -> Result<Box<dyn Sender>, PeerError> {
     t.validate()?;

@@ -5,13 +5,12 @@ use std::time::Duration;
 
 use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig, WaitError, Window, Writer};
 
-use super::{batch_samples, Receiver, Sender};
+use super::{batch_samples, history_bytes, Receiver, Sender};
 use crate::{terr, PeerError, Transport, Trial, Wait};
 
-/// Samples the ring holds: about 1 MiB (what the other transports buffer per reader: a
-/// socket's buffer, iceoryx2's sample slots), at least 4 chunks.
+/// Samples the ring holds: two seconds of history (see [`history_bytes`]).
 fn capacity(t: &Trial) -> u64 {
-    ((1u64 << 20) / t.sample_bytes() as u64).max(4 * t.chunk as u64)
+    (history_bytes(t) / t.sample_bytes()) as u64
 }
 
 /// The writer: creates the stream `rtloop-peers-TAG`, removed when dropped.
