@@ -56,7 +56,9 @@ def test_every_peer_is_measured_beside_the_stream(tmp_path: Path) -> None:
     assert v["min_throughput_x_lsl"] == pytest.approx(min(r["x_lsl"] for r in rows if r["transport"] == "stream"))
     assert v["throughput_target_10x_lsl_met"] == (v["min_throughput_x_lsl"] >= 10)
     assert len(v["latency_p99"]) == 2
-    for f in ("results.json", "table.md", "throughput.png", "latency-p99.png"):
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert len(pngs) == 4 and any(p.startswith("throughput-2-readers") for p in pngs), pngs
+    for f in ("results.json", "table.md", *pngs):
         assert (tmp_path / f).stat().st_size > 0, f
     table = (tmp_path / "table.md").read_text()
     assert "| 16 | 2 | block | lsl |" in table

@@ -69,7 +69,8 @@ pub struct PeersArgs {
     /// Short phases (0.3 s, at least 50 chunks): a smoke test, not a measurement.
     #[arg(long)]
     pub quick: bool,
-    /// Write results.json, table.md and PNG plots (throughput and p99 against chunk size)
+    /// Write results.json, table.md and PNG plots (throughput and p99 against chunk size, a
+    /// pair per reader count: throughput-N-readers-WAIT.png, latency-p99-N-readers-WAIT.png)
     /// into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -443,61 +444,69 @@ fn markdown(rep: &Report) -> String {
     s
 }
 
+/// Two log-log plots per reader count and wait (a line per transport, the same colour in
+/// each): `throughput-N-readers-WAIT.png` and `latency-p99-N-readers-WAIT.png`.
 fn plots(dir: &std::path::Path, rep: &Report) -> Result<()> {
-    let mut names = Vec::new();
-    let mut tput = Vec::new();
-    let mut p99 = Vec::new();
-    let mut seen = Vec::new();
+    let mut groups: Vec<(usize, Wait)> = Vec::new();
     for r in &rep.rows {
-        let key = (r.transport, r.readers, r.wait);
-        if seen.contains(&key) {
-            continue;
+        if !groups.contains(&(r.readers, r.wait)) {
+            groups.push((r.readers, r.wait));
         }
-        seen.push(key);
-        let rows: Vec<&Row> = rep
-            .rows
-            .iter()
-            .filter(|x| (x.transport, x.readers, x.wait) == key)
-            .collect();
-        names.push(format!(
-            "{}, {} reader{} ({})",
-            r.transport,
-            r.readers,
-            if r.readers == 1 { "" } else { "s" },
-            r.wait
-        ));
-        tput.push(
-            rows.iter()
-                .map(|x| (x.chunk as f64, x.mb_per_s))
-                .collect::<Vec<_>>(),
-        );
-        p99.push(
-            rows.iter()
-                .map(|x| (x.chunk as f64, x.latency.p99_ns as f64 / 1e3))
-                .collect::<Vec<_>>(),
-        );
     }
-    for (file, title, y, v) in [
-        (
-            "throughput.png",
-            "sustained throughput (slowest reader)",
-            "MB/s",
-            &tput,
-        ),
-        (
-            "latency-p99.png",
-            "one-way latency p99, paced at the sample rate",
-            "p99 (µs)",
-            &p99,
-        ),
-    ] {
-        let refs: Vec<(&str, &[(f64, f64)])> = names
-            .iter()
-            .zip(v.iter())
-            .map(|(n, p)| (n.as_str(), p.as_slice()))
-            .collect();
-        rtloop_metrics::charts::loglog_png(&dir.join(file), title, "samples per chunk", y, &refs)
+    for (readers, wait) in groups {
+        let mut names = Vec::new();
+        let mut tput = Vec::new();
+        let mut p99 = Vec::new();
+        for p in rep.transports.iter().filter(|p| p.library.is_some()) {
+            let rows: Vec<&Row> = rep
+                .rows
+                .iter()
+                .filter(|x| (x.transport, x.readers, x.wait) == (p.transport, readers, wait))
+                .collect();
+            names.push(p.transport.to_string());
+            tput.push(
+                rows.iter()
+                    .map(|x| (x.chunk as f64, x.mb_per_s))
+                    .collect::<Vec<_>>(),
+            );
+            p99.push(
+                rows.iter()
+                    .map(|x| (x.chunk as f64, x.latency.p99_ns as f64 / 1e3))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let who = format!(
+            "{readers} reader{} ({wait})",
+            if readers == 1 { "" } else { "s" }
+        );
+        for (file, title, y, v) in [
+            (
+                format!("throughput-{readers}-readers-{wait}.png"),
+                format!("sustained throughput, slowest of {who}"),
+                "MB/s",
+                &tput,
+            ),
+            (
+                format!("latency-p99-{readers}-readers-{wait}.png"),
+                format!("one-way latency p99 at the sample rate, {who}"),
+                "p99 (µs)",
+                &p99,
+            ),
+        ] {
+            let refs: Vec<(&str, &[(f64, f64)])> = names
+                .iter()
+                .zip(v.iter())
+                .map(|(n, p)| (n.as_str(), p.as_slice()))
+                .collect();
+            rtloop_metrics::charts::loglog_png(
+                &dir.join(&file),
+                &title,
+                "samples per chunk",
+                y,
+                &refs,
+            )
             .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+        }
     }
     Ok(())
 }

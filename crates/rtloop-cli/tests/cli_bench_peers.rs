@@ -12,6 +12,16 @@ fn rtloop(args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("rtloop runs")
 }
 
+/// `--wait auto`: a reader with a CPU of its own spins, more readers than that block.
+fn wait_for(readers: u64) -> &'static str {
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    if readers < cpus {
+        "spin"
+    } else {
+        "block"
+    }
+}
+
 #[test]
 fn peers_run_end_to_end_with_a_row_per_transport_and_configuration() {
     let out = std::env::temp_dir().join(format!("cli-peers-{}", std::process::id()));
@@ -48,26 +58,20 @@ fn peers_run_end_to_end_with_a_row_per_transport_and_configuration() {
         let lat = &r["latency"];
         assert!(lat["count"].as_u64().unwrap() >= 50, "{r}");
         assert!(lat["p50_ns"].as_u64() <= lat["p99_ns"].as_u64(), "{r}");
-        // auto: a reader with a CPU of its own spins, more readers than that block
-        let cpus = std::thread::available_parallelism().unwrap().get() as u64;
-        let want = if r["readers"].as_u64().unwrap() < cpus {
-            "spin"
-        } else {
-            "block"
-        };
-        assert_eq!(r["wait"], want, "{r}");
+        assert_eq!(r["wait"], wait_for(r["readers"].as_u64().unwrap()), "{r}");
     }
     // no LSL measured: no ratio claimed; the latency verdict compares like with like
     assert!(v["verdict"]["min_throughput_x_lsl"].is_null());
     assert_eq!(v["verdict"]["latency_p99"].as_array().unwrap().len(), 4);
     assert!(v["machine"].as_str().unwrap().contains("Linux"));
-    for f in [
-        "results.json",
-        "table.md",
-        "throughput.png",
-        "latency-p99.png",
-    ] {
-        assert!(out.join(f).exists(), "{f}");
+    let mut files = vec!["results.json".to_string(), "table.md".to_string()];
+    for n in [1, 2] {
+        for what in ["throughput", "latency-p99"] {
+            files.push(format!("{what}-{n}-readers-{}.png", wait_for(n)));
+        }
+    }
+    for f in files {
+        assert!(out.join(&f).exists(), "{f}");
     }
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
     assert!(
