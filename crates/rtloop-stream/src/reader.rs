@@ -612,12 +612,12 @@ pub(crate) fn wait_until(
             break Ok(w);
         }
         let now = Instant::now();
-        let left = match deadline {
-            Some(d) if now >= d => break Err(WaitError::Timeout { until, written: w }),
-            Some(d) => d - now,
-            None => Duration::MAX,
-        };
-        let dead = if now >= next_liveness {
+        let timed_out = deadline.is_some_and(|d| now >= d);
+        let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+        // judged at the end of a wait of a millisecond or more too: callers that wait in
+        // short slices (to answer Ctrl-C) never reach a whole liveness slice; polls skip it
+        let judge_at_end = timed_out && now - started >= Duration::from_millis(1);
+        let dead = if now >= next_liveness || judge_at_end {
             next_liveness = now + LIVENESS_SLICE;
             match liveness(stream) {
                 Liveness::Dead { pid } => Some(pid),
@@ -634,6 +634,9 @@ pub(crate) fn wait_until(
             } else {
                 Err(WaitError::WriterDead { pid, written: w })
             };
+        }
+        if timed_out {
+            break Err(WaitError::Timeout { until, written: w });
         }
         // sleep in slices so a dead writer is noticed
         sys::futex_wait(
