@@ -193,13 +193,25 @@ impl Cell {
     }
 }
 
+/// The stream's p99 beside the lowest peer p99 under one configuration.
+#[derive(Debug, Serialize)]
+struct LatencyCompare {
+    chunk: usize,
+    readers: usize,
+    wait: Wait,
+    stream_p99_ns: u64,
+    lowest_peer: Transport,
+    lowest_peer_p99_ns: u64,
+    stream_lower: bool,
+}
+
 #[derive(Debug, Serialize)]
 struct Verdict {
     /// min over chunk sizes, reader counts and waits of stream / LSL throughput
     min_throughput_x_lsl: Option<f64>,
     throughput_target_10x_lsl_met: Option<bool>,
     /// per chunk size, reader count and wait: the stream's p99 and the lowest peer p99
-    latency_p99: Vec<serde_json::Value>,
+    latency_p99: Vec<LatencyCompare>,
     latency_target_lowest_p99_met: Option<bool>,
 }
 
@@ -378,12 +390,15 @@ fn verdict(rows: &mut [Row]) -> Verdict {
         if let Some(b) = best {
             let lower = s.latency.p99_ns < b.latency.p99_ns;
             lowest_everywhere &= lower;
-            lat.push(serde_json::json!({
-                "chunk": s.chunk, "readers": s.readers, "wait": s.wait,
-                "stream_p99_ns": s.latency.p99_ns,
-                "lowest_peer": b.transport, "lowest_peer_p99_ns": b.latency.p99_ns,
-                "stream_lower": lower,
-            }));
+            lat.push(LatencyCompare {
+                chunk: s.chunk,
+                readers: s.readers,
+                wait: s.wait,
+                stream_p99_ns: s.latency.p99_ns,
+                lowest_peer: b.transport,
+                lowest_peer_p99_ns: b.latency.p99_ns,
+                stream_lower: lower,
+            });
         }
     }
     Verdict {
@@ -691,13 +706,13 @@ pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
     for l in &v.latency_p99 {
         println!(
             "latency p99, chunk {}, {} readers ({}): stream {} vs lowest peer {} ({}){}",
-            l["chunk"],
-            l["readers"],
-            l["wait"].as_str().unwrap_or("?"),
-            fmt_ns(l["stream_p99_ns"].as_u64().unwrap_or(0)),
-            fmt_ns(l["lowest_peer_p99_ns"].as_u64().unwrap_or(0)),
-            l["lowest_peer"].as_str().unwrap_or("?"),
-            if l["stream_lower"] == true {
+            l.chunk,
+            l.readers,
+            l.wait,
+            fmt_ns(l.stream_p99_ns),
+            fmt_ns(l.lowest_peer_p99_ns),
+            l.lowest_peer,
+            if l.stream_lower {
                 ""
             } else {
                 "  <- stream NOT lowest"
