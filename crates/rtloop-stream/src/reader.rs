@@ -332,7 +332,11 @@ impl Reader {
         .copy_out(first, first + n, &mut out[..n as usize * sb], stamps);
         if let Err(e) = copied {
             return Err(match e {
-                ReadError::Overrun { oldest, .. } => self.overrun(oldest),
+                // lapped during the copy, or between the check above and the copy's own
+                // (TooOld): either way an overrun with the exact loss, never an error
+                ReadError::Overrun { oldest, .. } | ReadError::TooOld { oldest, .. } => {
+                    self.overrun(oldest)
+                }
                 other => other,
             });
         }
