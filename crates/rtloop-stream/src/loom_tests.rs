@@ -297,6 +297,57 @@ fn loom_writer_lapping_reader_is_reported_as_overrun() {
     });
 }
 
+/// (b2) Cancelled and partly committed reservations: the writer reserves two samples,
+/// scribbles over both slots (holding samples 0 and 1 of the previous lap) and then gives up
+/// (cancel) or commits only the first; a later, shorter reservation must not make the
+/// scribbled slot look like sample 1 again. The reader copies the newest window the ring
+/// offers and never accepts a scribbled or stale row.
+#[test]
+fn loom_cancelled_or_partly_committed_reservation_never_validates_stale_rows() {
+    for partial in [false, true] {
+        loom::model(move || {
+            let ring = Ring::new(2);
+            let written = ring.write(0, 2);
+            let w = Arc::clone(&ring);
+            let writer = thread::spawn(move || {
+                // reserve samples 2 and 3 (both slots), scribble over them
+                w.sync.begin_overwrite(written + 2);
+                w.cells.store(written, &[0xEE; 2 * SAMPLE_BYTES]);
+                let written = if partial {
+                    // commit the first of the two (sample 2), the second slot stays scribbled
+                    w.cells.store(written, &samples(written, written + 1));
+                    let _ = w.sync.publish(written + 1);
+                    written + 1
+                } else {
+                    written // cancel: nothing published
+                };
+                // a later, shorter reservation of one sample
+                w.write(written, 1);
+            });
+            let written = ring.sync.written();
+            let first = written.saturating_sub(2);
+            let mut out = vec![0u8; (written - first) as usize * SAMPLE_BYTES];
+            match copy_validated(&ring.sync, &ring.cells, first, written, &mut out) {
+                Ok(()) => assert_exact(first, &out),
+                Err(CopyFault::LappedDuringCopy { oldest })
+                | Err(CopyFault::Window(WindowCheck::Overwritten { oldest })) => {
+                    assert!(oldest > first, "a lap must move `oldest` past {first}");
+                }
+                Err(other) => panic!("unexpected fault {other:?}"),
+            }
+            writer.join().expect("writer");
+            // settled: every window the ring accepts holds exactly its samples
+            let end = ring.sync.written();
+            for first in end.saturating_sub(2)..end {
+                let mut out = vec![0u8; (end - first) as usize * SAMPLE_BYTES];
+                if copy_validated(&ring.sync, &ring.cells, first, end, &mut out).is_ok() {
+                    assert_exact(first, &out);
+                }
+            }
+        });
+    }
+}
+
 /// (c) Waiter announcement (Dekker): a reader that announces itself and a writer that
 /// publishes never both miss each other — the reader is always woken or sees the sample
 /// (a lost wake-up would leave it asleep: loom reports a deadlock).

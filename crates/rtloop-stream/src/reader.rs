@@ -153,6 +153,21 @@ impl Window {
         }
     }
 
+    /// Copy the window into `out` (exactly [`Window::len_bytes`] long) and check it
+    /// afterwards: `Ok` means `out` holds the samples written at these indices.
+    pub fn copy_to(&self, out: &mut [u8]) -> Result<(), ReadError> {
+        if out.len() != self.len_bytes() {
+            return Err(ReadError::BufferSize {
+                needed: self.len_bytes(),
+                got: out.len(),
+            });
+        }
+        // a concurrent store by the writer may tear what we copy, which `check` below
+        // detects (the copy is validated after, seqlock style)
+        ring::Storage::load(&crate::shm::SampleStorage(&self.map), self.first, out);
+        self.check()
+    }
+
     /// Was the window intact until now? `Err(Overrun)` if the writer may have overwritten
     /// part of it.
     pub fn check(&self) -> Result<(), ReadError> {
@@ -413,7 +428,8 @@ impl Reader {
         })
     }
 
-    /// A zero-copy window of the newest `n` samples (fewer if fewer were written).
+    /// A zero-copy window of the newest `n` samples (fewer if fewer were written, or if the
+    /// writer may have overwritten older slots with a reservation it did not commit).
     pub fn latest(&self, n: u64) -> Result<Window, ReadError> {
         let cap = self.stream.info().capacity;
         if n > cap {
@@ -424,8 +440,12 @@ impl Reader {
                 capacity: cap,
             });
         }
-        let w = self.written();
-        self.window(w.saturating_sub(n), w)
+        let c = self.stream.map.control();
+        let w = c.samples.written();
+        // samples a cancelled or partly committed reservation may have overwritten are no
+        // longer offered (they are below `reserved - capacity`)
+        let oldest = ring::oldest_kept(c.samples.reserved(), cap);
+        self.window(w.saturating_sub(n).max(oldest).min(w), w)
     }
 
     /// Block until at least `until` samples were written (spin briefly, then sleep on the

@@ -128,14 +128,25 @@ pub struct RingSync {
 impl RingSync {
     /// Writer: announce that slots up to sample `end` (exclusive) are about to be overwritten.
     /// Must be called before writing any byte of those slots.
+    ///
+    /// `reserved` never moves back: a reservation that was cancelled or only partly
+    /// committed may already have stored into every one of its slots, so the samples of the
+    /// previous lap in those slots stay reported as overwritten (a later, shorter
+    /// reservation must not make them look valid again). Returns the `reserved` in force.
     #[inline]
-    pub fn begin_overwrite(&self, end: u64) {
+    pub fn begin_overwrite(&self, end: u64) -> u64 {
+        // SYNC: Relaxed load: only the writer stores `reserved`, so it reads its own value.
+        let cur = self.publish.reserved.load(Ordering::Relaxed);
+        let reserved = end.max(cur);
         // SYNC: Relaxed store + Release fence: every data store the writer makes after this
-        // fence is ordered after `reserved = end`. A reader whose copy observed any of
-        // those bytes then sees `reserved >= end` after its Acquire fence
-        // (`validate_after_copy`) — the fence-fence pairing that makes torn reads detectable.
-        self.publish.reserved.store(end, Ordering::Relaxed);
+        // fence is ordered after `reserved`. A reader whose copy observed any of those
+        // bytes then sees `reserved >= end` after its Acquire fence (`validate_after_copy`)
+        // — the fence-fence pairing that makes torn reads detectable.
+        if reserved != cur {
+            self.publish.reserved.store(reserved, Ordering::Relaxed);
+        }
         fence(Ordering::Release);
+        reserved
     }
 
     /// Writer: make samples below `new_written` visible. Returns whether a reader announced

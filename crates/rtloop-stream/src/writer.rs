@@ -19,9 +19,6 @@ pub struct Writer {
     events_written: u64,
     /// A lower bound of the slowest lossless reader's cursor (cursors only move forward).
     room_cache: u64,
-    /// `reserved` as a previous writer left it. A writer that died mid-reservation may have
-    /// torn slots up to there, so `reserved` must never move back below it.
-    reserved_floor: u64,
     commits: u64,
     lossless_timeout: Duration,
     spin: Duration,
@@ -47,7 +44,6 @@ impl Writer {
         let c = stream.map.control();
         let written = c.samples.written();
         let events_written = c.events.written();
-        let reserved_floor = c.samples.reserved();
         // SYNC: Relaxed: only this writer stores `commits` from now on.
         let commits = c.owner.commits.load(Ordering::Relaxed);
         Writer {
@@ -55,7 +51,6 @@ impl Writer {
             written,
             events_written,
             room_cache: 0,
-            reserved_floor,
             commits,
             lossless_timeout: DEFAULT_LOSSLESS_TIMEOUT,
             spin: Duration::from_micros(20),
@@ -103,11 +98,10 @@ impl Writer {
         }
         let end = self.written + n;
         self.wait_for_room(end)?;
-        self.stream
-            .map
-            .control()
-            .samples
-            .begin_overwrite(end.max(self.reserved_floor));
+        // `reserved` never moves back (see `begin_overwrite`): slots a cancelled or partly
+        // committed reservation (or a writer that died mid-reservation) may have stored
+        // into stay reported as overwritten
+        self.stream.map.control().samples.begin_overwrite(end);
         Ok(WriteGuard { writer: self, n })
     }
 
