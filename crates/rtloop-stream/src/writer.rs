@@ -361,6 +361,10 @@ impl WriteGuard<'_> {
         self.writer.commit(n, stamp_ns);
     }
 
+    /// Give the reservation up: nothing is published (dropping the guard does the same).
+    /// Readers never see what was stored into it: the slots stay reported as overwritten.
+    pub fn cancel(self) {}
+
     /// Publish only the first `k` reserved samples.
     pub fn commit_n(self, k: usize) -> Result<(), WriteError> {
         if k as u64 > self.n {

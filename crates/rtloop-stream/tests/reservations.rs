@@ -3,6 +3,8 @@
 //! a reservation before cancelling it (or committing only part), so those slots no longer
 //! hold the previous lap's samples; a read of the previous lap must say so (TooOld /
 //! Overrun), never return the overwritten rows as if they were intact.
+// std atomics here are test bookkeeping between two threads, not the protocol under test
+#![allow(clippy::disallowed_types)]
 
 mod common;
 
@@ -49,7 +51,7 @@ fn cancelled_reservation_never_leaves_stale_rows_reported_valid() {
     let mut w = stream.writer().unwrap();
     w.write_bytes(&payload_bytes(0, cap), None).unwrap();
     // reserve 100, scribble over the slots of samples [0, 100), then give up
-    drop(reserve_and_scribble(&mut w, 100));
+    reserve_and_scribble(&mut w, 100).cancel();
     w.write_bytes(&payload_bytes(cap, 1), None).unwrap();
     let end = cap + 1;
     assert_eq!(stale_rows(&reader, end - cap, end), 0);
@@ -121,7 +123,7 @@ proptest! {
                     g.bytes_mut().copy_from_slice(&payload_bytes(written, n as u64));
                     g.commit();
                 }
-                Step::Cancel(n) => drop(reserve_and_scribble(&mut w, n)),
+                Step::Cancel(n) => reserve_and_scribble(&mut w, n).cancel(),
                 Step::Partial(n, k) => {
                     let mut g = reserve_and_scribble(&mut w, n);
                     g.bytes_mut()[..k * SB].copy_from_slice(&payload_bytes(written, k as u64));
@@ -190,7 +192,7 @@ fn reader_thread_never_sees_stale_rows_while_writer_cancels_and_partly_commits()
         rng ^= rng << 17;
         let n = 1 + (rng % 48) as usize;
         match r % 3 {
-            0 => drop(reserve_and_scribble(&mut w, n)),
+            0 => reserve_and_scribble(&mut w, n).cancel(),
             1 => {
                 let k = n / 2;
                 let mut g = reserve_and_scribble(&mut w, n);
