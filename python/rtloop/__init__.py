@@ -52,6 +52,9 @@ _LAZY = {
     "WriteTimeoutError": "rtloop._rtloop",
     "WriterDeadError": "rtloop._rtloop",
     "EventError": "rtloop._rtloop",
+    "WriterClosedError": "rtloop._rtloop",
+    "ForkedHandleError": "rtloop._rtloop",
+    "IncompleteWriteError": "rtloop._rtloop",
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -60,6 +63,8 @@ if TYPE_CHECKING:
     from ._logging import set_log_level
     from ._rtloop import (
         EventError,
+        ForkedHandleError,
+        IncompleteWriteError,
         LayoutVersionError,
         NoReaderSlotError,
         NotAStreamError,
@@ -71,6 +76,7 @@ if TYPE_CHECKING:
         TooOldError,
         WindowError,
         WriterBusyError,
+        WriterClosedError,
         WriterDeadError,
         WriteTimeoutError,
     )

@@ -222,3 +222,12 @@ class WriterDeadError(RtloopError):
     written: int
 
 class EventError(RtloopError): ...
+
+class WriterClosedError(RtloopError):
+    written: int
+
+class ForkedHandleError(RtloopError): ...
+
+class IncompleteWriteError(RtloopError):
+    committed: int
+    requested: int

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
 from . import _rtloop
+from ._rtloop import WriterClosedError
 from ._checks import check_type, check_value, ensure_int, ensure_timeout
 from ._logging import init_logging
 
@@ -419,7 +420,14 @@ class Writer:
         ValueError
             Not of shape ``(n_samples, n_channels)``.
         WriteTimeoutError
-            A lossless reader did not make room within :attr:`timeout`.
+            A lossless reader did not make room within :attr:`timeout` (nothing of this
+            chunk was written).
+        IncompleteWriteError
+            A chunk longer than the stream's capacity goes in pieces; a later piece failed
+            (its reason is ``__cause__``): ``.committed`` of the ``.requested`` samples are
+            in the stream.
+        ForkedHandleError
+            The writer was made by the parent of this process (``os.fork()``).
         """
         arr = self._check(data, "data")
         n_ch = self._stream.n_channels
@@ -651,6 +659,11 @@ class Reader:
             from ``.oldest``.
         WriterDeadError
             Nothing is left to pull and the writer's process died.
+        WriterClosedError
+            Nothing is left to pull and the writer closed the stream cleanly (a blocking
+            pull never waits forever for a writer that is gone).
+        ForkedHandleError
+            The reader was made by the parent of this process (``os.fork()``).
         """
         max_samples = ensure_int(max_samples, "max_samples")
         return self._r.pull(max_samples, ensure_timeout(timeout))
@@ -711,7 +724,8 @@ class Reader:
 
     def latest(self, n_samples: int) -> NDArray[Any]:
         """A zero-copy, read-only view of the newest ``n_samples`` (fewer if fewer were
-        written), shape ``(n, n_channels)``. Valid until the writer laps it; see
+        written, or if the writer stored into older slots for a reservation it cancelled or
+        only partly committed), shape ``(n, n_channels)``. Valid until the writer laps it; see
         :meth:`window`."""
         return self._r.latest(ensure_int(n_samples, "n_samples"))
 
@@ -738,6 +752,8 @@ class Reader:
             ``timeout`` seconds passed first.
         WriterDeadError
             The writer's process died first.
+        WriterClosedError
+            The writer closed the stream cleanly before ``until`` samples were written.
         """
         return self._r.wait(ensure_int(until, "until"), ensure_timeout(timeout))
 
@@ -795,9 +811,14 @@ class Reader:
         self.close()
 
     def __iter__(self) -> Iterator[Tuple[NDArray[Any], NDArray[np.float64]]]:
-        """Chunks as they come (``pull_chunk(timeout=None)`` forever)."""
+        """Chunks as they come (``pull_chunk(timeout=None)``), until the writer closes the
+        stream and every sample it wrote was delivered; a dead writer raises
+        :class:`~rtloop.WriterDeadError`."""
         while True:
-            yield self.pull_chunk(timeout=None)
+            try:
+                yield self.pull_chunk(timeout=None)
+            except WriterClosedError:
+                return
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"cursor {self.cursor}"

@@ -402,7 +402,7 @@ pub fn gen_role(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `verify-recv STREAM PACKETS MODE CHECK CPU|-`: check every packet zero-copy.
+/// `verify-recv STREAM PACKETS MODE CHECK CPU|-`: check every packet (validated copies).
 pub fn recv_role(args: &[String]) -> anyhow::Result<()> {
     let [name, packets, mode, check, cpu] = args else {
         bail!("usage: verify-recv STREAM PACKETS MODE CHECK CPU")
@@ -446,14 +446,25 @@ pub fn recv_role(args: &[String]) -> anyhow::Result<()> {
             Ok(w) => w,
             Err(ReadError::TooOld { oldest, .. }) => {
                 rep.lost += oldest - first;
-                r.seek(oldest);
+                r.seek(oldest)?;
                 continue;
             }
             Err(e) => return Err(e.into()),
         };
         let mut bad = 0u64;
         let mut first_bad = None;
-        for (i, pkt) in window.values().chunks_exact(words).enumerate() {
+        // a validated copy (this crate has no unsafe code; the zero-copy view is the
+        // library's, behind its own contract)
+        let values = match window.to_vec() {
+            Ok(v) => v,
+            Err(ReadError::Overrun { oldest, .. }) => {
+                rep.lost += oldest.min(end) - first;
+                r.seek(oldest.min(end).max(first))?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for (i, pkt) in values.chunks_exact(words).enumerate() {
             let s = first + i as u64;
             let ok = if all {
                 pkt.iter().enumerate().all(|(k, &v)| v == word(s, k))
@@ -483,13 +494,13 @@ pub fn recv_role(args: &[String]) -> anyhow::Result<()> {
                 if rep.first_error.is_none() {
                     rep.first_error = first_bad;
                 }
-                r.seek(end);
+                r.seek(end)?;
             }
             Err(ReadError::Overrun { oldest, .. }) => {
                 // the writer lapped this window while we checked it: what we saw may be torn
                 // and does not count; the packets before `oldest` are lost
                 rep.lost += oldest.min(end) - first;
-                r.seek(oldest.min(end).max(first));
+                r.seek(oldest.min(end).max(first))?;
             }
             Err(e) => return Err(e.into()),
         }

@@ -101,7 +101,7 @@ fn synthetic_to_stream_out_runs_every_tick_and_reports_timing() {
     assert_eq!(s.written(), 9000);
     let r = s.reader(ReaderMode::Latest).unwrap();
     let w = r.window_as::<f32>(0, 9000).unwrap();
-    let max = w.values().iter().copied().fold(f32::MIN, f32::max);
+    let max = w.to_vec().unwrap().into_iter().fold(f32::MIN, f32::max);
     assert!((max - 2.0).abs() < 0.01, "{max}");
     drop((w, r, s));
     Stream::remove(&out_stream).unwrap();
@@ -439,7 +439,7 @@ fn stream_in_reads_a_stream_fed_from_outside_the_model() {
     let out = Stream::open(&format!("{name}-o")).unwrap();
     assert_eq!(out.written(), 5000, "every sample, in order");
     let r = out.reader(ReaderMode::Latest).unwrap();
-    assert_eq!(r.window_as::<i32>(0, 5000).unwrap().values(), &data[..]);
+    assert_eq!(r.window_as::<i32>(0, 5000).unwrap().to_vec().unwrap(), data);
     drop((r, out, w, s));
     Stream::remove(&format!("{name}-o")).unwrap();
     Stream::remove(&src).unwrap();
@@ -493,7 +493,7 @@ fn the_recorder_sink_records_exactly_the_models_ticks() {
     let copy = Stream::open(&format!("{name}-c")).unwrap();
     assert_eq!(copy.written(), 21000);
     let r = copy.reader(ReaderMode::Latest).unwrap();
-    let expected = r.window(0, 21000).unwrap().bytes().to_vec();
+    let expected = r.window(0, 21000).unwrap().to_vec().unwrap();
     let data = std::fs::read(rec.dir.join("data.bin")).unwrap();
     assert_eq!(data, expected);
     drop((r, copy));

@@ -268,7 +268,7 @@ fn existing_stream_is_kept_when_create_is_refused() {
     assert!(text(&o).contains("already exists"), "{}", text(&o));
     let r = s.reader(rtloop_stream::ReaderMode::Latest).unwrap();
     assert_eq!(
-        r.window_as::<f32>(0, 2).unwrap().values(),
+        r.window_as::<f32>(0, 2).unwrap().to_vec().unwrap(),
         &[1.0, 2.0, 3.0, 4.0],
         "stored data intact"
     );

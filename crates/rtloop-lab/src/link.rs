@@ -445,7 +445,7 @@ fn h2d_reader(name: &str) -> io::Result<rtloop_stream::Reader> {
         .map_err(io::Error::other)?
         .reader(ReaderMode::Lossless)
         .map_err(io::Error::other)?;
-    r.seek(0);
+    r.seek(0).map_err(io::Error::other)?;
     Ok(r)
 }
 

@@ -316,7 +316,9 @@ pub fn lsl_out(
                     "lsl-out: {lost} samples of {:?} overwritten before they were sent",
                     o.stream
                 );
-                reader.seek(oldest);
+                reader
+                    .seek(oldest)
+                    .map_err(|e| LslError::Other(format!("stream {:?}: {e}", o.stream)))?;
             }
             Err(e) => return Err(LslError::Other(format!("stream {:?}: {e}", o.stream))),
         }

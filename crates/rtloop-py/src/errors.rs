@@ -7,7 +7,9 @@
 //! is replaced by the local [`ToPyErr`] trait.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOSError, PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyException, PyOSError, PyPermissionError, PyTimeoutError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use rtloop_stream::{
     ClaimError, CreateError, OpenError, ReadError, RemoveError, WaitError, WriteError,
@@ -93,6 +95,24 @@ create_exception!(
 );
 create_exception!(
     _rtloop,
+    WriterClosedError,
+    RtloopError,
+    "The stream's writer closed cleanly and every sample it wrote has been read: nothing more will come.\n\nAttributes: ``written`` (samples the stream holds)."
+);
+create_exception!(
+    _rtloop,
+    ForkedHandleError,
+    RtloopError,
+    "A writer or reader made by the parent process was used in a child made by ``os.fork()``. Handles belong to the process that made them: open the stream again in the child."
+);
+create_exception!(
+    _rtloop,
+    IncompleteWriteError,
+    RtloopError,
+    "A write longer than the stream's capacity went in pieces and a later piece failed: ``committed`` of the ``requested`` samples are in the stream. The reason is the exception's ``__cause__``."
+);
+create_exception!(
+    _rtloop,
     EventError,
     RtloopError,
     "An event slot in the stream does not decode (damaged or foreign data)."
@@ -115,6 +135,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WriteTimeoutError", py.get_type::<WriteTimeoutError>())?;
     m.add("WriterDeadError", py.get_type::<WriterDeadError>())?;
     m.add("EventError", py.get_type::<EventError>())?;
+    m.add("WriterClosedError", py.get_type::<WriterClosedError>())?;
+    m.add("ForkedHandleError", py.get_type::<ForkedHandleError>())?;
+    m.add(
+        "IncompleteWriteError",
+        py.get_type::<IncompleteWriteError>(),
+    )?;
     Ok(())
 }
 
@@ -162,6 +188,7 @@ impl ToPyErr for OpenError {
             OpenError::Name(_) => PyValueError::new_err(msg),
             OpenError::NotFound { .. } => StreamNotFoundError::new_err(msg),
             OpenError::NotAStream { .. } => NotAStreamError::new_err(msg),
+            OpenError::Refused { .. } => PyPermissionError::new_err(msg),
             OpenError::LayoutVersion {
                 found, expected, ..
             } => with_attrs(
@@ -182,6 +209,7 @@ impl ToPyErr for RemoveError {
         match self {
             RemoveError::Name(_) => PyValueError::new_err(msg),
             RemoveError::NotFound { .. } => StreamNotFoundError::new_err(msg),
+            RemoveError::NotAStream { .. } => NotAStreamError::new_err(msg),
             RemoveError::Io { source, .. } => PyOSError::new_err((source.raw_os_error(), msg)),
         }
     }
@@ -222,6 +250,19 @@ impl ToPyErr for WriteError {
                     ("waited_ms", *waited_ms),
                 ],
             ),
+            WriteError::ForkedCopy { .. } => ForkedHandleError::new_err(msg),
+            WriteError::Incomplete {
+                committed,
+                requested,
+                source,
+            } => {
+                let err = with_attrs(
+                    IncompleteWriteError::new_err(msg),
+                    &[("committed", *committed), ("requested", *requested)],
+                );
+                Python::attach(|py| err.set_cause(py, Some(source.to_py_err())));
+                err
+            }
         }
     }
 }
@@ -246,6 +287,7 @@ impl ToPyErr for ReadError {
             ReadError::Reversed { .. } | ReadError::BufferSize { .. } => PyValueError::new_err(msg),
             ReadError::DTypeMismatch { .. } => PyTypeError::new_err(msg),
             ReadError::BadEvent { .. } => EventError::new_err(msg),
+            ReadError::ForkedCopy { .. } => ForkedHandleError::new_err(msg),
         }
     }
 }
@@ -259,6 +301,10 @@ impl ToPyErr for WaitError {
                 WriterDeadError::new_err(msg),
                 &[("pid", u64::from(*pid)), ("written", *written)],
             ),
+            WaitError::WriterClosed { written } => {
+                with_attrs(WriterClosedError::new_err(msg), &[("written", *written)])
+            }
+            WaitError::ForkedCopy { .. } => ForkedHandleError::new_err(msg),
         }
     }
 }

@@ -169,7 +169,7 @@ impl PyReader {
 
     /// Move the cursor to sample `sample`.
     fn seek(&mut self, sample: u64) -> PyResult<()> {
-        self.reader_mut()?.seek(sample);
+        self.reader_mut()?.seek(sample).map_err(py_err)?;
         Ok(())
     }
 

@@ -290,7 +290,7 @@ pub fn record(
     };
     let mut reader = stream.reader(mode).map_err(|e| serr(e.to_string()))?;
     if let Some(first) = cfg.start_at {
-        reader.seek(first);
+        reader.seek(first).map_err(|e| serr(e.to_string()))?;
     }
     let mut header = Header {
         format: FORMAT.into(),

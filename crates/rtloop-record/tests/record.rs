@@ -101,7 +101,7 @@ fn round_trip_record_then_load_is_identical() {
     assert_eq!(s2.info().ch_names, ["a", "b", "c", "d"]);
     let r2 = s2.reader(rtloop_stream::ReaderMode::Latest).unwrap();
     let w = r2.window_as::<i16>(0, 2000).unwrap();
-    assert_eq!(w.values(), &written[..]);
+    assert_eq!(w.to_vec().unwrap(), written);
     let ev = r2.read_events(0, 1).unwrap();
     assert_eq!(
         (ev[0].sample, ev[0].kind.as_text()),

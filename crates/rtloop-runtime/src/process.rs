@@ -442,7 +442,12 @@ impl Process {
                         let w = w.as_ref().expect("not lost");
                         InView {
                             signal: &inp.signal,
-                            bytes: w.bytes(),
+                            // SAFETY: a speculative read (seqlock pattern): every input
+                            // window is `check`ed after the step, and if the writer lapped
+                            // any of them the step's outputs are discarded (zeroed and
+                            // counted as an input overrun), so racy contents are never
+                            // acted on.
+                            bytes: unsafe { w.bytes() },
                             rows: w.len(),
                             first: w.first,
                         }
@@ -463,7 +468,13 @@ impl Process {
                 rows_out.extend(outs.iter().map(|o| o.rows));
                 drop(outs);
                 if windows.iter().flatten().any(|w| w.check().is_err()) {
+                    // an input was overwritten while the step read it: what the step made
+                    // of it is not trusted, the tick's outputs go out as a lost tick's do
                     report.input_overruns += 1;
+                    for (k, (sig, g)) in guards.iter_mut().enumerate() {
+                        g.bytes_mut().fill(0);
+                        rows_out[k] = if sig.variable { 0 } else { sig.rows_per_tick() };
+                    }
                 }
             }
             for ((sig, g), rows) in guards.into_iter().zip(rows_out) {

@@ -126,7 +126,7 @@ impl FromStr for DType {
 }
 
 /// A Rust type that is a stream sample value. Sealed: exactly the FieldTrip set.
-pub trait Sample: Copy + Send + Sync + 'static + sealed::Sealed {
+pub trait Sample: Copy + Default + Send + Sync + 'static + sealed::Sealed {
     /// The stream dtype this Rust type stands for.
     const DTYPE: DType;
 }

@@ -95,6 +95,16 @@ pub enum OpenError {
         /// What is wrong.
         reason: String,
     },
+    /// The file may not be mapped: a symbolic link, not a regular file, or owned by
+    /// another user (mapping a file someone else can truncate or replace would let them
+    /// crash this process with SIGBUS).
+    #[error("{path} is refused: {reason}")]
+    Refused {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// The stream was made by another layout version.
     #[error("{path} has stream layout version {found}, this rtloop reads version {expected}; recreate the stream with this version of rtloop")]
     LayoutVersion {
@@ -128,6 +138,15 @@ pub enum RemoveError {
     NotFound {
         /// The name.
         name: String,
+    },
+    /// The file under the stream's name is not an rtloop stream this user owns, so it is
+    /// left alone.
+    #[error("{path} is not removed: {reason}; `stream remove` removes only rtloop streams of this user (delete other files by hand if you are sure)")]
+    NotAStream {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// An OS call failed.
     #[error("remove {path}: {source}")]
@@ -219,6 +238,23 @@ pub enum WriteError {
         /// The limit.
         max: usize,
     },
+    /// A handle copied into a forked child: it belongs to the parent process.
+    #[error("this handle of stream {name:?} was made by the parent process before a fork(); a forked child may not use it (open the stream again in the child)")]
+    ForkedCopy {
+        /// The stream.
+        name: String,
+    },
+    /// A write longer than the ring went in pieces and one piece failed: `committed`
+    /// samples of the `requested` are in the stream (readers may already have them).
+    #[error("wrote {committed} of {requested} samples, then: {source}")]
+    Incomplete {
+        /// Samples of this write that were committed before the failure.
+        committed: u64,
+        /// Samples the write held.
+        requested: u64,
+        /// Why the next piece failed.
+        source: Box<WriteError>,
+    },
 }
 
 /// Errors of reading samples or events.
@@ -288,6 +324,12 @@ pub enum ReadError {
         /// Why.
         reason: &'static str,
     },
+    /// A handle copied into a forked child: it belongs to the parent process.
+    #[error("this handle of stream {name:?} was made by the parent process before a fork(); a forked child may not use it (open the stream again in the child)")]
+    ForkedCopy {
+        /// The stream.
+        name: String,
+    },
 }
 
 /// Errors of waiting for samples.
@@ -308,5 +350,17 @@ pub enum WaitError {
         pid: u32,
         /// Samples written.
         written: u64,
+    },
+    /// The writer closed cleanly and the reader has every sample it wrote.
+    #[error("the writer closed the stream after {written} samples; nothing more will come")]
+    WriterClosed {
+        /// Samples written.
+        written: u64,
+    },
+    /// A handle copied into a forked child: it belongs to the parent process.
+    #[error("this handle of stream {name:?} was made by the parent process before a fork(); a forked child may not use it (open the stream again in the child)")]
+    ForkedCopy {
+        /// The stream.
+        name: String,
     },
 }

@@ -14,12 +14,12 @@
 use std::mem::{offset_of, size_of};
 
 use crate::ring::{ReaderCursor, RingSync};
-use crate::sync::{AtomicU32, AtomicU64};
+use crate::sync::AtomicU64;
 
 /// First 8 bytes of every stream file.
 pub const MAGIC: [u8; 8] = *b"rtloopSM";
 /// Layout version; a stream of another version is refused on open.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 /// Header size.
 pub const HEADER_BYTES: usize = 4096;
 /// Longest stream name.
@@ -97,12 +97,11 @@ const _: () = assert!(offset_of!(Header, name) == 144);
 #[repr(C, align(128))]
 #[derive(Default)]
 pub struct OwnerLine {
-    /// Pid of the writer, 0 when none.
-    pub writer_pid: AtomicU32,
-    /// One of [`writer_state`].
-    pub writer_state: AtomicU32,
-    /// The writer process's start time (clock ticks since boot), to tell a reused pid apart.
-    pub writer_pid_start: AtomicU64,
+    /// The writer in one word: [`writer_word::NEVER`], [`writer_word::CLOSED`], or the
+    /// holder's `sys::ProcessId` word (pid and start time together, so a claim is one
+    /// compare-and-swap).
+    pub writer: AtomicU64,
+    _spare: AtomicU64,
     /// CLOCK_MONOTONIC ns of the last commit or explicit heartbeat.
     pub heartbeat_ns: AtomicU64,
     /// Commits so far.
@@ -111,14 +110,12 @@ pub struct OwnerLine {
     pub generation: AtomicU64,
 }
 
-/// Values of [`OwnerLine::writer_state`].
-pub mod writer_state {
+/// Values of [`OwnerLine::writer`] that name no process (a held word has bit 63 set).
+pub mod writer_word {
     /// Never had a writer.
-    pub const NONE: u32 = 0;
-    /// A writer holds the stream.
-    pub const ACTIVE: u32 = 1;
+    pub const NEVER: u64 = 0;
     /// The last writer closed cleanly.
-    pub const CLOSED: u32 = 2;
+    pub const CLOSED: u64 = 1;
 }
 
 /// Stream-wide statistics (written by readers; rarely).
@@ -445,11 +442,12 @@ mod tests {
             matches!(&e, HeaderError::Invalid(r) if r.contains("its header says")),
             "{e:?}"
         );
-        let mut v2 = h.clone();
-        v2[8] = 2;
+        // a file of the previous layout (one-word claims came with version 2) is refused
+        let mut v1 = h.clone();
+        v1[8] = 1;
         assert_eq!(
-            parse_header(&v2, len, 4096),
-            Err(HeaderError::Version { found: 2 })
+            parse_header(&v1, len, 4096),
+            Err(HeaderError::Version { found: 1 })
         );
     }
 

@@ -16,8 +16,10 @@
 //! let mut reader = Stream::open(&name)?.reader(ReaderMode::Latest)?;
 //!
 //! writer.write(&[1i16, 2, 3, 4, 5, 6, 7, 8])?;          // two samples of 4 channels
-//! let window = reader.window_as::<i16>(0, 2)?;          // zero-copy view
-//! assert_eq!(window.values(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+//! let window = reader.window_as::<i16>(0, 2)?;          // a window of samples 0 and 1
+//! assert_eq!(window.to_vec()?, [1, 2, 3, 4, 5, 6, 7, 8]); // copied out and validated
+//! // SAFETY: the writer is idle here (nothing can lap the window while we look at it)
+//! assert_eq!(unsafe { window.values() }, &[1, 2, 3, 4, 5, 6, 7, 8]); // zero-copy view
 //! window.window.check()?;                               // still intact after use?
 //!
 //! let mut out = vec![0u8; 2 * 8];
@@ -33,6 +35,8 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+#[cfg(not(loom))]
+mod claims;
 mod dtype;
 // error.rs names layout constants, so it is left out of the loom build like layout.rs
 #[cfg(not(loom))]

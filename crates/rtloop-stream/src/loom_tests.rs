@@ -144,7 +144,10 @@ impl Ring {
         for r in &readers {
             // SYNC: Relaxed + Release as in `Reader::new`.
             r.cursor.store(0, Ordering::Relaxed);
-            r.state.store(slot_state::LOSSLESS, Ordering::Release);
+            r.state.store(
+                slot_state::word(1 << 63 | 42, slot_state::LOSSLESS),
+                Ordering::Release,
+            );
         }
         Arc::new(Ring {
             sync: RingSync::default(),

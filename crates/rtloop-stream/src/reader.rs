@@ -4,12 +4,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::claims;
 use crate::error::{ReadError, WaitError};
 use crate::events::Event;
-use crate::layout::{writer_state, EVENT_SLOT_BYTES};
+use crate::layout::{writer_word, EVENT_SLOT_BYTES};
 use crate::ring::{self, slot_state, WindowCheck};
 use crate::shm::Mapping;
 use crate::sync::{fence, Ordering};
+use crate::sys::ProcessId;
 use crate::{sys, Sample, Stream, StreamInfo};
 
 /// How a reader relates to the writer.
@@ -74,6 +76,11 @@ pub struct Reader {
     event_cursor: u64,
     high_water_seen: u64,
     spin: Duration,
+    /// Our slot word (holder and state): freeing compares against it.
+    word: u64,
+    /// [`sys::fork_generation`] when this reader registered: a forked child's copy of the
+    /// handle neither reads through it nor frees the parent's slot.
+    fork_generation: u64,
 }
 
 impl std::fmt::Debug for Reader {
@@ -132,25 +139,44 @@ impl Window {
         self.end == self.first
     }
 
-    /// The bytes. They are shared memory the writer may overwrite if it laps this window;
-    /// [`Window::check`] afterwards tells whether what you read was intact.
+    /// The bytes, in place (zero-copy).
+    ///
+    /// # Safety
+    ///
+    /// They are shared memory the writer stores to once it laps this window. The caller
+    /// must make sure the writer does not store to these samples while the slice is in use:
+    /// a *lossless* reader's window at or after its cursor is safe (the writer waits for the
+    /// cursor); for any other window, use the data only as a speculative read that is
+    /// discarded unless [`Window::check`] succeeds afterwards (the seqlock pattern; the racy
+    /// contents are then never acted on). When in doubt, use [`Window::copy_to`] or
+    /// [`Window::to_vec`], which copy and validate.
     #[must_use]
-    pub fn bytes(&self) -> &[u8] {
+    pub unsafe fn bytes(&self) -> &[u8] {
         // SAFETY: the window lies inside the doubled data mapping, which `self.map` keeps
-        // mapped. The writer may store to these bytes concurrently (another process); as
-        // with a device buffer, the contents are then unspecified but the memory stays
-        // valid, and `check` detects it.
+        // mapped; the caller upholds the contract above on concurrent stores.
         unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len_bytes()) }
     }
 
-    /// The values, if `T` is the stream's dtype (caller ensures; see [`Reader::window_as`]).
-    fn values<T: Sample>(&self) -> &[T] {
-        let b = self.bytes();
+    /// The values in place, if `T` is the stream's dtype (see [`Window::bytes`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`Window::bytes`]; `T` is the stream's dtype (checked by [`Reader::window_as`]).
+    unsafe fn values<T: Sample>(&self) -> &[T] {
+        // SAFETY: the caller upholds `bytes`' contract.
+        let b = unsafe { self.bytes() };
         // SAFETY: aligned (page-aligned base, offsets multiples of the itemsize) and a whole
         // number of T, which is plain old data.
         unsafe {
             std::slice::from_raw_parts(b.as_ptr().cast::<T>(), b.len() / std::mem::size_of::<T>())
         }
+    }
+
+    /// A validated copy of the window's bytes.
+    pub fn to_vec(&self) -> Result<Vec<u8>, ReadError> {
+        let mut out = vec![0u8; self.len_bytes()];
+        self.copy_to(&mut out)?;
+        Ok(out)
     }
 
     /// Copy the window into `out` (exactly [`Window::len_bytes`] long) and check it
@@ -190,33 +216,52 @@ pub struct TypedWindow<T: Sample> {
 }
 
 impl<T: Sample> TypedWindow<T> {
-    /// The values, sample-major (`len * n_channels`).
+    /// The values in place, sample-major (`len * n_channels`), zero-copy.
+    ///
+    /// # Safety
+    ///
+    /// As [`Window::bytes`]: the writer must not store to these samples while the slice is
+    /// in use (a lossless reader's window), or the values are only a speculative read to be
+    /// discarded unless [`Window::check`] succeeds afterwards.
     #[must_use]
-    pub fn values(&self) -> &[T] {
-        self.window.values()
+    pub unsafe fn values(&self) -> &[T] {
+        // SAFETY: the caller upholds the contract; `T` is the dtype (`window_as` checked it).
+        unsafe { self.window.values() }
+    }
+
+    /// A validated copy of the values.
+    pub fn to_vec(&self) -> Result<Vec<T>, ReadError> {
+        let mut out = vec![T::default(); self.window.len_bytes() / std::mem::size_of::<T>()];
+        // SAFETY: `out` is a Vec of plain-old-data T; viewing its storage as bytes of the
+        // same length is sound, and any byte pattern is a valid T.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                out.as_mut_ptr().cast::<u8>(),
+                std::mem::size_of_val(out.as_slice()),
+            )
+        };
+        self.window.copy_to(bytes)?;
+        Ok(out)
     }
 }
 
 impl Reader {
-    pub(crate) fn new(stream: Stream, slot: usize, mode: ReaderMode) -> Reader {
+    /// A reader in `slot`, which [`claims::claim_slot`] took for `me` (state CLAIMING).
+    pub(crate) fn new(stream: Stream, slot: usize, mode: ReaderMode, me: ProcessId) -> Reader {
         let c = stream.map.control();
         let s = &c.readers[slot];
         let mut cursor = c.samples.written();
-        let me = sys::pid();
-        // SYNC: Relaxed: these are published by the Release store of `state` below.
-        s.pid.store(me, Ordering::Relaxed);
-        s.pid_start
-            .store(sys::process_start_time(me), Ordering::Relaxed);
+        // SYNC: Relaxed: these are published by the Release store of the slot word below.
         s.cursor.store(cursor, Ordering::Relaxed);
         s.lost.store(0, Ordering::Relaxed);
         s.overruns.store(0, Ordering::Relaxed);
-        let state = match mode {
+        let tag = match mode {
             ReaderMode::Latest => slot_state::LATEST,
             ReaderMode::Lossless => slot_state::LOSSLESS,
         };
-        // SYNC: Release publishes pid and cursor; pairs with the Acquire of `state` in
-        // `min_lossless_cursor` and `reclaim_dead_readers`.
-        s.state.store(state, Ordering::Release);
+        // publishes the cursor; pairs with the Acquire of the slot word in
+        // `min_lossless_cursor` and `reclaim_dead_readers`
+        let word = claims::activate_slot(&s.state, me, tag);
         if mode == ReaderMode::Lossless {
             // SYNC: Release pairs with the writer's Acquire in `wait_for_room`: it then scans
             // the slots and finds ours.
@@ -239,6 +284,19 @@ impl Reader {
             event_cursor,
             high_water_seen: 0,
             spin: Duration::from_micros(20),
+            word,
+            fork_generation: sys::fork_generation(),
+        }
+    }
+
+    /// Refuse a forked child's copy of this reader: the slot belongs to the parent.
+    fn check_owner(&self) -> Result<(), ReadError> {
+        if sys::fork_generation() == self.fork_generation {
+            Ok(())
+        } else {
+            Err(ReadError::ForkedCopy {
+                name: self.stream.name().to_owned(),
+            })
         }
     }
 
@@ -285,9 +343,11 @@ impl Reader {
 
     /// Move the cursor (for example back into history, or to skip ahead). A lossless
     /// reader moved back may find the history already overwritten (reported as overrun).
-    pub fn seek(&mut self, sample: u64) {
+    pub fn seek(&mut self, sample: u64) -> Result<(), ReadError> {
+        self.check_owner()?;
         self.cursor = sample;
         self.publish_cursor();
+        Ok(())
     }
 
     fn publish_cursor(&self) {
@@ -323,6 +383,7 @@ impl Reader {
         stamps: Option<&mut [u64]>,
         max_samples: usize,
     ) -> Result<Pulled, ReadError> {
+        self.check_owner()?;
         let info = self.stream.info();
         let (sb, cap) = (info.sample_bytes, info.capacity);
         let c = self.stream.map.control();
@@ -385,6 +446,7 @@ impl Reader {
         stamps: Option<&mut [u64]>,
     ) -> Result<(), ReadError> {
         let sb = self.stream.info().sample_bytes;
+        self.check_owner()?;
         let needed = (end.saturating_sub(first)) as usize * sb;
         if out.len() != needed {
             return Err(ReadError::BufferSize {
@@ -400,6 +462,7 @@ impl Reader {
 
     /// A zero-copy window of samples `[first, end)`; see [`Window`].
     pub fn window(&self, first: u64, end: u64) -> Result<Window, ReadError> {
+        self.check_owner()?;
         let c = self.stream.map.control();
         let cap = self.stream.info().capacity;
         match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
@@ -431,6 +494,7 @@ impl Reader {
     /// A zero-copy window of the newest `n` samples (fewer if fewer were written, or if the
     /// writer may have overwritten older slots with a reservation it did not commit).
     pub fn latest(&self, n: u64) -> Result<Window, ReadError> {
+        self.check_owner()?;
         let cap = self.stream.info().capacity;
         if n > cap {
             return Err(ReadError::TooOld {
@@ -451,6 +515,11 @@ impl Reader {
     /// Block until at least `until` samples were written (spin briefly, then sleep on the
     /// futex); `None` waits forever. Returns `written`. A dead writer ends the wait.
     pub fn wait(&self, until: u64, timeout: Option<Duration>) -> Result<u64, WaitError> {
+        if sys::fork_generation() != self.fork_generation {
+            return Err(WaitError::ForkedCopy {
+                name: self.stream.name().to_owned(),
+            });
+        }
         wait_until(&self.stream, until, timeout, self.spin)
     }
 
@@ -478,6 +547,7 @@ impl Reader {
 
     /// Events pushed since the last call (or since this reader registered).
     pub fn pull_events(&mut self) -> Result<Vec<Event>, ReadError> {
+        self.check_owner()?;
         let end = self.events_written();
         match read_events(&self.stream, self.event_cursor, end) {
             Ok(v) => {
@@ -576,26 +646,23 @@ pub(crate) fn read_events(stream: &Stream, first: u64, end: u64) -> Result<Vec<E
 
 pub(crate) fn liveness(stream: &Stream) -> Liveness {
     let o = &stream.map.control().owner;
-    // SYNC: Acquire pairs with the writer's Release of its state at claim/close.
-    match o.writer_state.load(Ordering::Acquire) {
-        writer_state::NONE => Liveness::NoWriter,
-        writer_state::CLOSED => Liveness::Closed,
-        _ => {
-            // SYNC: Relaxed: liveness fields, judged on their own.
-            let pid = o.writer_pid.load(Ordering::Relaxed);
-            let start = o.writer_pid_start.load(Ordering::Relaxed);
-            if pid == 0 {
-                return Liveness::Closed;
-            }
-            if !sys::process_alive(pid, start) {
-                return Liveness::Dead { pid };
-            }
-            let hb = o.heartbeat_ns.load(Ordering::Relaxed);
-            Liveness::Active {
-                pid,
-                since_heartbeat_ns: sys::monotonic_ns().saturating_sub(hb),
-            }
-        }
+    // SYNC: Acquire pairs with the writer's Release of the word at claim and close.
+    let word = o.writer.load(Ordering::Acquire);
+    let Some(holder) = ProcessId::from_word(word) else {
+        return if word == writer_word::NEVER {
+            Liveness::NoWriter
+        } else {
+            Liveness::Closed
+        };
+    };
+    if !holder.alive() {
+        return Liveness::Dead { pid: holder.pid() };
+    }
+    // SYNC: Relaxed: a liveness hint, judged on its own.
+    let hb = o.heartbeat_ns.load(Ordering::Relaxed);
+    Liveness::Active {
+        pid: holder.pid(),
+        since_heartbeat_ns: sys::monotonic_ns().saturating_sub(hb),
     }
 }
 
@@ -630,10 +697,25 @@ pub(crate) fn wait_until(
     // the writer's liveness costs system calls and two reads of /proc: judge it only once a
     // wait has lasted a whole slice, never on the way into an ordinary sleep
     let mut next_liveness = started + LIVENESS_SLICE;
+    let owner = &stream.map.control().owner;
     let result = loop {
         let w = sync.written();
         if w >= until {
             break Ok(w);
+        }
+        // A cleanly closed writer writes nothing more: end the wait once everything it wrote
+        // is there. Checked after announcing: the writer's drop stores the word, then a
+        // SeqCst fence, then looks for announced waiters to wake (Dekker with the fence in
+        // `announce_data_waiter`), so a closing writer never leaves this loop asleep.
+        // SYNC: Acquire pairs with the Release of the word at close: the `written` loaded
+        // after it holds every commit of the closed writer.
+        if owner.writer.load(Ordering::Acquire) == writer_word::CLOSED {
+            let w = sync.written();
+            break if w >= until {
+                Ok(w)
+            } else {
+                Err(WaitError::WriterClosed { written: w })
+            };
         }
         let now = Instant::now();
         let timed_out = deadline.is_some_and(|d| now >= d);
@@ -677,12 +759,13 @@ pub(crate) fn wait_until(
 
 impl Drop for Reader {
     fn drop(&mut self) {
+        if sys::fork_generation() != self.fork_generation {
+            return; // a forked child's copy: the slot is the parent's
+        }
         let c = self.stream.map.control();
         let s = &c.readers[self.slot];
-        // SYNC: Release: a later claimer's Acquire CAS sees the slot free (and our last
-        // cursor store before it).
-        s.state.store(slot_state::FREE, Ordering::Release);
-        if self.mode == ReaderMode::Lossless {
+        // a later claimer's Acquire CAS sees the slot free (and our last cursor store)
+        if claims::release_slot(&s.state, self.word) && self.mode == ReaderMode::Lossless {
             // SYNC: Release pairs with the writer's Acquire count check.
             c.stats.lossless_readers.fetch_sub(1, Ordering::Release);
             // wake a writer waiting on us so it rescans without this reader

@@ -275,34 +275,52 @@ impl RingSync {
     }
 }
 
-/// Reader slot states.
+/// Reader slot words: [`slot_state::FREE`], or the holder's process word (bit 63 set, see
+/// `sys::ProcessId`) with its state in the tag bits 61–62. Holder and state in one word make
+/// claiming, activating and reclaiming a slot single compare-and-swaps, and a reclaim of a
+/// dead holder can never free a slot another process took in the meantime (its word differs).
 pub mod slot_state {
     /// Free.
-    pub const FREE: u32 = 0;
-    /// Being claimed (fields not yet valid).
-    pub const CLAIMING: u32 = 1;
+    pub const FREE: u64 = 0;
+    /// Being claimed (cursor not yet valid).
+    pub const CLAIMING: u64 = 1;
     /// Latest-wins reader: the writer never waits for it.
-    pub const LATEST: u32 = 2;
+    pub const LATEST: u64 = 2;
     /// Lossless reader: the writer waits for it.
-    pub const LOSSLESS: u32 = 3;
+    pub const LOSSLESS: u64 = 3;
+
+    const HELD: u64 = 1 << 63;
+    const SHIFT: u32 = 61;
+
+    /// The word of holder `id_word` (bit 63 set) in state `tag`.
+    #[must_use]
+    pub const fn word(id_word: u64, tag: u64) -> u64 {
+        (id_word & !(3 << SHIFT)) | HELD | (tag & 3) << SHIFT
+    }
+
+    /// The state of a slot word ([`FREE`] if it names no holder).
+    #[must_use]
+    pub const fn tag(word: u64) -> u64 {
+        if word & HELD == 0 {
+            FREE
+        } else {
+            word >> SHIFT & 3
+        }
+    }
 }
 
 /// One registered reader (own cache lines: each reader writes only its own slot).
 #[repr(C, align(128))]
 #[derive(Default)]
 pub struct ReaderCursor {
-    /// One of [`slot_state`].
-    pub state: AtomicU32,
-    /// The reader's process id (to detect a dead reader).
-    pub pid: AtomicU32,
+    /// Holder and state, see [`slot_state`].
+    pub state: AtomicU64,
     /// Next sample the reader has not consumed.
     pub cursor: AtomicU64,
     /// Samples this reader lost to overruns.
     pub lost: AtomicU64,
     /// Overruns this reader saw.
     pub overruns: AtomicU64,
-    /// The reader process's start time (clock ticks since boot), to tell a reused pid apart.
-    pub pid_start: AtomicU64,
 }
 
 impl ReaderCursor {
@@ -335,7 +353,7 @@ pub fn min_lossless_cursor(slots: &[ReaderCursor]) -> Option<u64> {
     for s in slots {
         // SYNC: Acquire pairs with the Release in the claim; the cursor read after it is
         // the one the reader registered with (or later).
-        if s.state.load(Ordering::Acquire) == slot_state::LOSSLESS {
+        if slot_state::tag(s.state.load(Ordering::Acquire)) == slot_state::LOSSLESS {
             // SYNC: Acquire pairs with `release_to`: the reader's copies of samples below
             // the value happened before; we may overwrite them.
             let c = s.cursor.load(Ordering::Acquire);

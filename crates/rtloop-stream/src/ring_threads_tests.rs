@@ -144,9 +144,10 @@ fn lossless_reader_gets_every_sample_exactly_once_in_order() {
     });
     // SYNC: Relaxed + Release as in `Reader::new`.
     ring.readers[0].cursor.store(0, Ordering::Relaxed);
-    ring.readers[0]
-        .state
-        .store(slot_state::LOSSLESS, Ordering::Release);
+    ring.readers[0].state.store(
+        slot_state::word(1 << 63 | 42, slot_state::LOSSLESS),
+        Ordering::Release,
+    );
     let n = total();
     let w = Arc::clone(&ring);
     let writer = std::thread::spawn(move || {

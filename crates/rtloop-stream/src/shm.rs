@@ -1,5 +1,15 @@
 //! Named shared-memory streams: create, open, list, remove, and the mapping that puts the
 //! sample data twice back to back so every window is one contiguous slice.
+//!
+//! # Who may touch the file
+//!
+//! A stream file is created 0600 with `O_EXCL | O_NOFOLLOW`, and opened (or removed) only if
+//! it is a regular file, not a symbolic link, owned by this user; `remove` also wants the
+//! stream magic. Nobody else can therefore replace it under a process. The owner still can:
+//! if the file of a live stream is **truncated** (`truncate`, `ftruncate`, an editor saving
+//! over it), every process that has it mapped gets **SIGBUS** on its next touch of a page
+//! past the new end, which ends it. `rtloop stream remove` (or deleting the file) is safe: it
+//! only removes the name, and processes that have the stream mapped keep their memory.
 
 use std::ffi::c_void;
 use std::fs::File;
@@ -12,14 +22,15 @@ use std::time::Duration;
 
 use rustix::mm::{MapFlags, ProtFlags};
 
+use crate::claims;
 use crate::error::{ClaimError, CreateError, OpenError, RemoveError};
 use crate::layout::{
-    self, writer_state, ChannelLabel, ControlBlock, Header, HeaderError, Regions, CH_NAME_MAX,
-    CH_UNIT_MAX, EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION, MAGIC, MAX_CHANNELS,
-    MAX_READERS,
+    self, ChannelLabel, ControlBlock, Header, HeaderError, Regions, CH_NAME_MAX, CH_UNIT_MAX,
+    EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION, MAGIC, MAX_CHANNELS, MAX_READERS,
 };
 use crate::ring::{self, slot_state, Storage};
 use crate::sync::{fence, Ordering};
+use crate::sys::ProcessId;
 use crate::{sys, DType, Reader, ReaderMode, Writer};
 
 /// What a new stream looks like.
@@ -382,6 +393,8 @@ impl Stream {
             .write(true)
             .create_new(true)
             .mode(0o600)
+            // O_EXCL already refuses an existing symlink; say so explicitly anyway
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::AlreadyExists => CreateError::AlreadyExists {
@@ -500,11 +513,13 @@ impl Stream {
             path: path.to_owned(),
             reason,
         };
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| io("open", e))?;
+        let file = open_own_file(path, true).map_err(|e| match e {
+            OwnFileError::Io(op, source) => io(op, source),
+            OwnFileError::Refused(reason) => OpenError::Refused {
+                path: path.to_owned(),
+                reason,
+            },
+        })?;
         let len = file.metadata().map_err(|e| io("stat", e))?.len();
         if len < HEADER_BYTES as u64 {
             return Err(not(format!(
@@ -590,6 +605,31 @@ impl Stream {
     pub fn remove(name: &str) -> Result<(), RemoveError> {
         layout::validate_name(name)?;
         let path = stream_path(name);
+        let refuse = |reason: String| RemoveError::NotAStream {
+            path: path.clone(),
+            reason,
+        };
+        let file = open_own_file(&path, false).map_err(|e| match e {
+            OwnFileError::Io(_, source) if source.kind() == std::io::ErrorKind::NotFound => {
+                RemoveError::NotFound {
+                    name: name.to_owned(),
+                }
+            }
+            OwnFileError::Io(_, source) => RemoveError::Io {
+                path: path.clone(),
+                source,
+            },
+            OwnFileError::Refused(reason) => refuse(reason),
+        })?;
+        // only a file that carries the stream magic (any layout version) is removed
+        let mut magic = [0u8; 8];
+        if std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).is_err()
+            || magic != MAGIC
+        {
+            return Err(refuse(
+                "it does not begin with the rtloop stream magic".into(),
+            ));
+        }
         std::fs::remove_file(&path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => RemoveError::NotFound {
                 name: name.to_owned(),
@@ -645,69 +685,39 @@ impl Stream {
     /// holder (its process is gone) is replaced.
     pub fn writer(&self) -> Result<Writer, ClaimError> {
         let owner = &self.map.control().owner;
-        let me = sys::pid();
-        let my_start = sys::process_start_time(me);
-        loop {
-            // SYNC: AcqRel on success: Acquire sees the previous writer's last commits
-            // (they precede its Release of the pid); Release publishes our claim. Relaxed on
-            // failure: we only read the holder's pid to judge it.
-            match owner
-                .writer_pid
-                .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(holder) => {
-                    // SYNC: Relaxed: the start time only disambiguates pid reuse.
-                    let start = owner.writer_pid_start.load(Ordering::Relaxed);
-                    if sys::process_alive(holder, start) {
-                        return Err(ClaimError::WriterBusy {
-                            name: self.info.name.clone(),
-                            pid: holder,
-                        });
-                    }
-                    tracing::warn!(stream = %self.info.name, pid = holder, "replacing the writer of a process that died");
-                    // SYNC: AcqRel as above; failure means someone else took it first: retry.
-                    if owner
-                        .writer_pid
-                        .compare_exchange(holder, me, Ordering::AcqRel, Ordering::Relaxed)
-                        .is_ok()
-                    {
-                        break;
-                    }
-                }
+        let me = ProcessId::current();
+        // one compare-and-swap of one word holding pid and start time: never half done
+        match claims::claim_writer(&owner.writer, me) {
+            claims::WriterClaim::Busy(holder) => {
+                return Err(ClaimError::WriterBusy {
+                    name: self.info.name.clone(),
+                    pid: holder.pid(),
+                })
             }
+            claims::WriterClaim::Won {
+                replaced: Some(dead),
+            } => {
+                tracing::warn!(stream = %self.info.name, pid = dead.pid(), "replacing the writer of a process that died");
+            }
+            claims::WriterClaim::Won { replaced: None } => {}
         }
-        // SYNC: Relaxed: descriptive fields read only to judge liveness and for statistics.
-        owner.writer_pid_start.store(my_start, Ordering::Relaxed);
+        // SYNC: Relaxed: statistics and a liveness hint, read without ordering.
         owner.generation.fetch_add(1, Ordering::Relaxed);
         owner
             .heartbeat_ns
             .store(sys::monotonic_ns(), Ordering::Relaxed);
-        owner
-            .writer_state
-            .store(writer_state::ACTIVE, Ordering::Release);
-        Ok(Writer::new(self.clone()))
+        Ok(Writer::new(self.clone(), me))
     }
 
     /// Register a reader in `mode`, starting at the newest sample (nothing old is pulled;
     /// `seek` to read history). Dead readers' slots are reclaimed when needed.
     pub fn reader(&self, mode: ReaderMode) -> Result<Reader, ClaimError> {
         let slots = &self.map.control().readers;
+        let me = ProcessId::current();
         for pass in 0..2 {
             for (i, slot) in slots.iter().enumerate() {
-                // SYNC: Acquire on success pairs with the Release that freed the slot;
-                // Relaxed on failure (we move on to the next slot).
-                if slot
-                    .state
-                    .compare_exchange(
-                        slot_state::FREE,
-                        slot_state::CLAIMING,
-                        Ordering::Acquire,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    return Ok(Reader::new(self.clone(), i, mode));
+                if claims::claim_slot(&slot.state, me) {
+                    return Ok(Reader::new(self.clone(), i, mode, me));
                 }
             }
             if pass == 0 {
@@ -722,41 +732,57 @@ impl Stream {
 
     /// Free the slots of readers whose process died; returns how many.
     pub fn reclaim_dead_readers(&self) -> usize {
+        let c = self.map.control();
         let mut n = 0;
-        for slot in &self.map.control().readers {
-            // SYNC: Acquire pairs with the Release that published the reader's pid.
-            let state = slot.state.load(Ordering::Acquire);
-            if state == slot_state::LATEST || state == slot_state::LOSSLESS {
-                // SYNC: Relaxed: published by the Release of `state` above.
-                let (pid, start) = (
-                    slot.pid.load(Ordering::Relaxed),
-                    slot.pid_start.load(Ordering::Relaxed),
-                );
-                // SYNC: Release on success: a later claimer's Acquire sees the slot free.
-                if !sys::process_alive(pid, start)
-                    && slot
-                        .state
-                        .compare_exchange(
-                            state,
-                            slot_state::FREE,
-                            Ordering::Release,
-                            Ordering::Relaxed,
-                        )
-                        .is_ok()
-                {
-                    if state == slot_state::LOSSLESS {
-                        // SYNC: Release pairs with the writer's Acquire count check.
-                        self.map
-                            .control()
-                            .stats
-                            .lossless_readers
-                            .fetch_sub(1, Ordering::Release);
-                    }
-                    tracing::warn!(stream = %self.info.name, pid, "released the slot of a reader whose process died");
-                    n += 1;
-                }
+        for slot in &c.readers {
+            let Some((dead, tag)) = claims::reclaim_slot(&slot.state) else {
+                continue;
+            };
+            if tag == slot_state::LOSSLESS {
+                // SYNC: Release pairs with the writer's Acquire count check.
+                c.stats.lossless_readers.fetch_sub(1, Ordering::Release);
             }
+            tracing::warn!(stream = %self.info.name, pid = dead.pid(), "released the slot of a reader whose process died");
+            n += 1;
         }
         n
     }
+}
+
+/// Why [`open_own_file`] failed.
+enum OwnFileError {
+    Io(&'static str, std::io::Error),
+    Refused(String),
+}
+
+/// Open a stream file only if it is a regular file (not a symbolic link: `O_NOFOLLOW`)
+/// owned by this process's user. Mapping a file another user can truncate or replace would
+/// hand them this process: touching a page past a truncated end raises SIGBUS.
+fn open_own_file(path: &Path, write: bool) -> Result<File, OwnFileError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                OwnFileError::Refused(
+                    "it is a symbolic link; rtloop opens only the stream file itself".into(),
+                )
+            } else {
+                OwnFileError::Io("open", e)
+            }
+        })?;
+    let meta = file.metadata().map_err(|e| OwnFileError::Io("stat", e))?;
+    if !meta.is_file() {
+        return Err(OwnFileError::Refused("it is not a regular file".to_owned()));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    let owner = std::os::unix::fs::MetadataExt::uid(&meta);
+    if owner != me {
+        return Err(OwnFileError::Refused(format!(
+            "it is owned by user {owner}, not by this user ({me}); streams are private to the user who made them"
+        )));
+    }
+    Ok(file)
 }

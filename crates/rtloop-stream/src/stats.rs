@@ -4,7 +4,8 @@
 use crate::reader::{liveness, Liveness};
 use crate::ring::slot_state;
 use crate::sync::Ordering;
-use crate::{sys, ReaderMode, Stream};
+use crate::sys::ProcessId;
+use crate::{ReaderMode, Stream};
 
 /// One registered reader, as seen from outside.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,14 +67,16 @@ impl Stream {
             .iter()
             .enumerate()
             .filter_map(|(slot, s)| {
-                // SYNC: Acquire pairs with the reader's Release of `state` at registration.
-                let mode = match s.state.load(Ordering::Acquire) {
+                // SYNC: Acquire pairs with the reader's Release of its slot word.
+                let word = s.state.load(Ordering::Acquire);
+                let mode = match slot_state::tag(word) {
                     slot_state::LATEST => ReaderMode::Latest,
                     slot_state::LOSSLESS => ReaderMode::Lossless,
                     _ => return None,
                 };
+                let holder = ProcessId::from_word(word)?;
+                let pid = holder.pid();
                 // SYNC: Relaxed: a statistics snapshot.
-                let pid = s.pid.load(Ordering::Relaxed);
                 let cursor = s.cursor.load(Ordering::Relaxed);
                 Some(ReaderStats {
                     slot,
@@ -83,7 +86,7 @@ impl Stream {
                     lag: written.saturating_sub(cursor),
                     lost: s.lost.load(Ordering::Relaxed),
                     overruns: s.overruns.load(Ordering::Relaxed),
-                    alive: sys::process_alive(pid, s.pid_start.load(Ordering::Relaxed)),
+                    alive: holder.alive(),
                 })
             })
             .collect();

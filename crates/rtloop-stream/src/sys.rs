@@ -107,9 +107,149 @@ pub fn process_alive(pid: u32, start: u64) -> bool {
             };
             let zombie = fields.trim_start().starts_with('Z');
             let now = start_of(&fields);
-            !zombie && (start == 0 || now == 0 || now == start)
+            !zombie && (start == 0 || now == 0 || now & START_MASK == start & START_MASK)
         }
         Err(_) => false,
+    }
+}
+
+/// A process named by its pid *and* start time in one 64-bit word, so that taking the
+/// writer or a reader slot is one compare-and-swap that no other process can ever observe
+/// half done (a pid stored first and a start time after it could be judged "dead" by a
+/// racing claimer in between, and both would win).
+///
+/// Word layout: bit 63 set (a held word is never 0 or a small constant), bits 61–62 free
+/// for a tag (see `ring::slot_state`), bits 22–60 the start time (clock ticks since boot,
+/// 39 bits: 170 years at 100 Hz), bits 0–21 the pid (Linux's pid limit is 2^22).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcessId(u64);
+
+const PID_BITS: u32 = 22;
+const START_MASK: u64 = (1 << 39) - 1;
+/// Set in every word that names a process.
+pub const HELD_BIT: u64 = 1 << 63;
+/// The two tag bits (61–62) of a word that names a process.
+pub const TAG_SHIFT: u32 = 61;
+
+impl std::fmt::Debug for ProcessId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProcessId(pid {}, start {})", self.pid(), self.start())
+    }
+}
+
+impl ProcessId {
+    /// The process `pid` that started at `start` (clock ticks since boot; 0 = unknown).
+    #[must_use]
+    pub fn new(pid: u32, start: u64) -> ProcessId {
+        ProcessId(
+            HELD_BIT | (start & START_MASK) << PID_BITS | u64::from(pid) & ((1 << PID_BITS) - 1),
+        )
+    }
+
+    /// This process (cached; recomputed in a forked child).
+    #[must_use]
+    pub fn current() -> ProcessId {
+        fork::current()
+    }
+
+    /// The process a word names (`None` for a word with bit 63 clear: free, closed, never).
+    /// The tag bits are ignored.
+    #[must_use]
+    pub fn from_word(word: u64) -> Option<ProcessId> {
+        (word & HELD_BIT != 0).then_some(ProcessId(word & !(3 << TAG_SHIFT)))
+    }
+
+    /// The word (no tag).
+    #[must_use]
+    pub fn word(self) -> u64 {
+        self.0
+    }
+
+    /// The word with `tag` (0..=3) in bits 61–62.
+    #[must_use]
+    pub fn tagged(self, tag: u64) -> u64 {
+        self.0 | (tag & 3) << TAG_SHIFT
+    }
+
+    /// The pid.
+    #[must_use]
+    pub fn pid(self) -> u32 {
+        (self.0 & ((1 << PID_BITS) - 1)) as u32
+    }
+
+    /// The start time (clock ticks since boot, low 39 bits; 0 = unknown).
+    #[must_use]
+    pub fn start(self) -> u64 {
+        self.0 >> PID_BITS & START_MASK
+    }
+
+    /// Whether this process still runs (a zombie is dead; a reused pid is another process).
+    #[must_use]
+    pub fn alive(self) -> bool {
+        process_alive(self.pid(), self.start())
+    }
+}
+
+/// The tag bits of a word (0 when it names no process).
+#[must_use]
+pub fn tag_of(word: u64) -> u64 {
+    if word & HELD_BIT == 0 {
+        0
+    } else {
+        word >> TAG_SHIFT & 3
+    }
+}
+
+/// How many times this process's ancestry forked since rtloop first looked (0 in the
+/// process that made the handles). A handle records the value it was made under; a
+/// different value means it is a forked child's copy, which must neither use nor release
+/// what belongs to the parent.
+#[must_use]
+pub fn fork_generation() -> u64 {
+    fork::generation()
+}
+
+mod fork {
+    use super::ProcessId;
+    use crate::sync::{AtomicU64, Ordering};
+
+    static GENERATION: AtomicU64 = AtomicU64::new(0);
+    /// This process's id word, 0 until first asked (and again in a forked child).
+    static CURRENT: AtomicU64 = AtomicU64::new(0);
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+
+    extern "C" fn in_child() {
+        // SYNC: Relaxed: the child runs one thread here (right after fork), nothing to order.
+        GENERATION.fetch_add(1, Ordering::Relaxed);
+        CURRENT.store(0, Ordering::Relaxed);
+    }
+
+    fn register() {
+        REGISTER.call_once(|| {
+            // SAFETY: `in_child` is async-signal-safe (two atomic stores) as POSIX requires
+            // of an atfork child handler; registering it has no other precondition.
+            let rc = unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+            assert_eq!(rc, 0, "pthread_atfork failed");
+        });
+    }
+
+    pub(super) fn generation() -> u64 {
+        register();
+        // SYNC: Relaxed: only this process's own fork handler stores it.
+        GENERATION.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn current() -> ProcessId {
+        register();
+        // SYNC: Relaxed: a cache of a value every thread computes the same.
+        let w = CURRENT.load(Ordering::Relaxed);
+        if let Some(id) = ProcessId::from_word(w) {
+            return id;
+        }
+        let pid = super::pid();
+        let id = ProcessId::new(pid, super::process_start_time(pid));
+        CURRENT.store(id.word(), Ordering::Relaxed);
+        id
     }
 }
 

@@ -2,11 +2,13 @@
 
 use std::time::{Duration, Instant};
 
+use crate::claims;
 use crate::error::WriteError;
 use crate::events::Event;
-use crate::layout::{writer_state, EVENT_PAYLOAD_MAX, EVENT_SLOT_BYTES};
+use crate::layout::{EVENT_PAYLOAD_MAX, EVENT_SLOT_BYTES};
 use crate::ring::{self, min_lossless_cursor, slot_state};
-use crate::sync::Ordering;
+use crate::sync::{fence, Ordering};
+use crate::sys::ProcessId;
 use crate::{sys, DType, Sample, Stream, StreamInfo};
 
 /// Default time a lossless writer waits for room before [`WriteError::Timeout`].
@@ -22,6 +24,11 @@ pub struct Writer {
     commits: u64,
     lossless_timeout: Duration,
     spin: Duration,
+    /// The process that claimed the writer word (compared by the release at drop).
+    me: ProcessId,
+    /// [`sys::fork_generation`] at the claim: a forked child's copy of the handle neither
+    /// writes through it nor gives the parent's writer up.
+    fork_generation: u64,
 }
 
 impl std::fmt::Debug for Writer {
@@ -40,7 +47,7 @@ pub struct WriteGuard<'a> {
 }
 
 impl Writer {
-    pub(crate) fn new(stream: Stream) -> Writer {
+    pub(crate) fn new(stream: Stream, me: ProcessId) -> Writer {
         let c = stream.map.control();
         let written = c.samples.written();
         let events_written = c.events.written();
@@ -54,6 +61,19 @@ impl Writer {
             commits,
             lossless_timeout: DEFAULT_LOSSLESS_TIMEOUT,
             spin: Duration::from_micros(20),
+            me,
+            fork_generation: sys::fork_generation(),
+        }
+    }
+
+    /// Refuse a forked child's copy of this writer: the stream's writer is the parent.
+    fn check_owner(&self) -> Result<(), WriteError> {
+        if sys::fork_generation() == self.fork_generation {
+            Ok(())
+        } else {
+            Err(WriteError::ForkedCopy {
+                name: self.stream.name().to_owned(),
+            })
         }
     }
 
@@ -88,6 +108,7 @@ impl Writer {
     /// Reserve `n` samples after the last commit: a contiguous, writable region even across
     /// the wrap. In lossless mode this waits until registered readers made room.
     pub fn reserve(&mut self, n: usize) -> Result<WriteGuard<'_>, WriteError> {
+        self.check_owner()?;
         let cap = self.stream.info().capacity;
         let n = n as u64;
         if n > cap {
@@ -131,8 +152,21 @@ impl Writer {
             });
         }
         let max_piece = info.capacity as usize * sb;
+        let (start, requested) = (self.written, (bytes.len() / sb) as u64);
         for piece in bytes.chunks(max_piece) {
-            let mut g = self.reserve(piece.len() / sb)?;
+            let committed = self.written - start;
+            let mut g = match self.reserve(piece.len() / sb) {
+                Ok(g) => g,
+                // nothing of this write is in the stream yet: the plain error says it all
+                Err(e) if committed == 0 => return Err(e),
+                Err(e) => {
+                    return Err(WriteError::Incomplete {
+                        committed,
+                        requested,
+                        source: Box::new(e),
+                    })
+                }
+            };
             g.bytes_mut().copy_from_slice(piece);
             g.commit_stamped(stamp_ns);
         }
@@ -172,6 +206,7 @@ impl Writer {
 
     /// Append an event to the stream's event ring. Returns its index.
     pub fn push_event(&mut self, ev: &Event) -> Result<u64, WriteError> {
+        self.check_owner()?;
         if ev.payload_bytes() > EVENT_PAYLOAD_MAX {
             return Err(WriteError::EventTooLarge {
                 bytes: ev.payload_bytes(),
@@ -265,12 +300,12 @@ impl Writer {
             .readers
             .iter()
             // SYNC: Relaxed: diagnostic snapshot for the error message.
-            .filter(|s| s.state.load(Ordering::Relaxed) == slot_state::LOSSLESS)
-            .map(|s| {
-                (
-                    s.cursor.load(Ordering::Relaxed),
-                    s.pid.load(Ordering::Relaxed),
-                )
+            .filter_map(|s| {
+                let w = s.state.load(Ordering::Relaxed);
+                (slot_state::tag(w) == slot_state::LOSSLESS).then(|| {
+                    let pid = ProcessId::from_word(w).map_or(0, ProcessId::pid);
+                    (s.cursor.load(Ordering::Relaxed), pid)
+                })
             })
             .min()
             .unwrap_or((need, 0));
@@ -306,12 +341,22 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        let owner = &self.stream.map.control().owner;
-        // SYNC: Release: a later writer's AcqRel claim sees everything we committed.
-        owner
-            .writer_state
-            .store(writer_state::CLOSED, Ordering::Release);
-        owner.writer_pid.store(0, Ordering::Release);
+        if sys::fork_generation() != self.fork_generation {
+            return; // a forked child's copy: the writer is the parent's
+        }
+        let c = self.stream.map.control();
+        // the next writer's Acquire claim sees everything we committed (Release inside)
+        if !claims::release_writer(&c.owner.writer, self.me) {
+            return;
+        }
+        // Readers waiting for samples end their wait with `WriterClosed`: they announced
+        // themselves before checking the writer word, and this SeqCst fence orders the
+        // release above before the `waiters` load (Dekker, as in `RingSync::publish`).
+        fence(Ordering::SeqCst);
+        if c.samples.data_waiters_after_fence() {
+            c.samples.bump_data_seq();
+            sys::futex_wake_all(&c.samples.data_wake.seq);
+        }
     }
 }
 

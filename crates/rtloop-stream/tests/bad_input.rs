@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{check, create, payload_bytes, CH};
 use rtloop_stream::{
     stream_path, ClaimError, CreateError, DType, Event, EventValue, Liveness, NameError, OpenError,
-    ReadError, ReaderMode, Stream, StreamConfig, WriteError,
+    ReadError, ReaderMode, RemoveError, Stream, StreamConfig, WriteError,
 };
 use rtloop_testkit::{role, spawn_role, unique_name, StreamGuard, Watchdog};
 
@@ -227,17 +227,17 @@ fn stream_of_another_layout_version_is_refused_and_left_untouched() {
             found,
             expected,
         } => {
-            assert_eq!((p, *found, *expected), (&path, 7, 1));
+            assert_eq!((p, *found, *expected), (&path, 7, 2));
         }
         other => panic!("expected LayoutVersion, got {other:?}"),
     }
     assert_says(
         &err,
-        &["layout version 7", "reads version 1", "recreate the stream"],
+        &["layout version 7", "reads version 2", "recreate the stream"],
     );
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "open changed nothing");
     // the samples are still there for a matching version
-    bytes[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    bytes[8..12].copy_from_slice(&2u32.to_ne_bytes());
     std::fs::write(&path, &bytes).unwrap();
     assert_intact(&Stream::open(stream.name()).unwrap(), 0, 10);
 }
@@ -266,6 +266,65 @@ fn file_that_is_not_a_stream_is_refused_with_the_reason() {
         garbage,
         "open changed nothing"
     );
+}
+
+#[test]
+fn symlink_under_a_stream_name_is_refused_by_open_and_remove_and_left_alone() {
+    let (_g, stream, _w) = filled("link-target", 5);
+    let name = unique_name("link");
+    let link = stream_path(&name);
+    let _lg = StreamGuard::new(&name);
+    std::os::unix::fs::symlink(stream_path(stream.name()), &link).unwrap();
+    let err = Stream::open(&name).unwrap_err();
+    assert!(matches!(err, OpenError::Refused { .. }), "{err:?}");
+    assert_says(&err, &["is refused", "symbolic link"]);
+    let err = Stream::remove(&name).unwrap_err();
+    assert!(matches!(err, RemoveError::NotAStream { .. }), "{err:?}");
+    assert_says(&err, &["is not removed", "symbolic link"]);
+    assert!(link.symlink_metadata().is_ok(), "the link is left alone");
+    assert_intact(&stream, 0, 5);
+}
+
+#[test]
+fn stream_file_of_another_user_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let (_g, stream, w) = filled("other-user", 5);
+    drop(w);
+    let path = stream_path(stream.name());
+    // only root may give a file away; as another user this test has nothing to check
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().uid(), 65534);
+        let err = Stream::open(stream.name()).unwrap_err();
+        assert!(matches!(err, OpenError::Refused { .. }), "{err:?}");
+        assert_says(&err, &["owned by user 65534", "private to the user"]);
+        let err = Stream::remove(stream.name()).unwrap_err();
+        assert!(matches!(err, RemoveError::NotAStream { .. }), "{err:?}");
+        assert!(path.exists(), "left alone");
+        std::os::unix::fs::chown(&path, Some(0), None).unwrap();
+    } else {
+        eprintln!("not root: cannot make a file of another user here");
+    }
+}
+
+#[test]
+fn remove_refuses_a_file_that_is_not_a_stream_and_leaves_it() {
+    let name = unique_name("not-stream");
+    let path = stream_path(&name);
+    let _g = StreamGuard::new(&name);
+    std::fs::write(&path, b"a lab's notes, not a stream").unwrap();
+    let err = Stream::remove(&name).unwrap_err();
+    assert!(matches!(err, RemoveError::NotAStream { .. }), "{err:?}");
+    assert_says(&err, &["is not removed", "stream magic", "by hand"]);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"a lab's notes, not a stream"
+    );
+    // a real stream is removed
+    let (_g2, stream, w) = filled("removable", 1);
+    drop(w);
+    Stream::remove(stream.name()).unwrap();
+    assert!(!stream_path(stream.name()).exists());
 }
 
 #[test]

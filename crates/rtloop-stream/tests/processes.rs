@@ -219,7 +219,7 @@ fn writer_killed_mid_stream_is_seen_dead_and_every_sample_read_is_intact() {
 
     // everything still kept after the crash is intact (a reservation the writer died in
     // may have cost the oldest slots: those are reported as overrun, never handed out)
-    reader.seek(written.saturating_sub(cap));
+    reader.seek(written.saturating_sub(cap)).unwrap();
     while reader.cursor() < written {
         match pull_checked(&mut reader, 64) {
             Ok((_, n)) => delivered += n as u64,

@@ -125,7 +125,9 @@ impl Source for StreamIn {
                     }
                     Err(ReadError::Overrun { lost, oldest }) => {
                         self.lost += lost;
-                        self.reader.seek(oldest);
+                        self.reader
+                            .seek(oldest)
+                            .map_err(|e| DriverError(format!("stream {:?}: {e}", self.name)))?;
                     }
                     Err(e) => return Err(DriverError(format!("stream {:?}: {e}", self.name))),
                 }

@@ -1,0 +1,145 @@
+"""The stream's guarantees under misuse: abandoned reservations, os.fork(), a writer that
+closes while readers wait, chunks larger than the ring. Each test reproduces a report from
+outside testing and says what the user gets."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from rtloop import (
+    ForkedHandleError,
+    IncompleteWriteError,
+    Stream,
+    WriterBusyError,
+    WriterClosedError,
+    WriteTimeoutError,
+)
+
+
+def ramp(first: int, n: int, n_channels: int) -> np.ndarray:
+    idx = np.arange(first, first + n, dtype=np.int64)[:, None] * 10 + np.arange(n_channels)
+    return idx.astype("int32")
+
+
+def test_cancelled_or_partly_committed_reservation_never_shows_stale_rows(
+    stream_name: str,
+) -> None:
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=128)
+    cap = s.capacity
+    r = s.reader()
+    w = s.writer()
+    w.push_chunk(ramp(0, cap, 2))
+    res = w.reserve(100)
+    res.view[:] = -1  # what an abandoned fill leaves in the slots
+    res.cancel()
+    res = w.reserve(100)
+    res.view[:] = -2
+    res.view[:10] = ramp(cap, 10, 2)
+    res.commit(10)
+    w.push_chunk(ramp(cap + 10, 1, 2))
+    end = s.written
+    # every window a reader is given is exactly what was written at those indices
+    view = r.latest(cap)
+    first = end - len(view)
+    assert first > end - cap, "the slots the reservations wrote into are not offered"
+    np.testing.assert_array_equal(view, ramp(first, len(view), 2))
+    assert r.valid(view)
+    # the rows the abandoned reservation may have overwritten are refused, not returned
+    for a in range(end - cap, first):
+        with pytest.raises(Exception, match="oldest kept sample"):
+            r.read(a, end)
+
+
+def _in_child(fn) -> int:
+    """Run fn() in a child made by os.fork(); returns its exit code."""
+    pid = os.fork()
+    if pid == 0:
+        code = 99
+        try:
+            code = fn()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_forked_child_neither_uses_nor_releases_the_parents_handles(
+    stream_name: str,
+) -> None:
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=64)
+    w = s.writer()
+    r = s.reader("lossless")
+    w.push_chunk(ramp(0, 10, 2))
+
+    def child() -> int:
+        try:
+            w.push_chunk(ramp(10, 1, 2))
+            return 1
+        except ForkedHandleError as e:
+            if "fork" not in str(e):
+                return 2
+        try:
+            r.pull_chunk()
+            return 3
+        except ForkedHandleError:
+            pass
+        try:
+            Stream.open(stream_name).writer()
+            return 4  # the parent still holds the writer
+        except WriterBusyError:
+            pass
+        w.close()
+        r.close()
+        return 0  # exiting (and the handles' cleanup) must release nothing
+
+    assert _in_child(child) == 0
+    assert s.writer_liveness()["state"] == "active"
+    assert s.writer_liveness()["pid"] == os.getpid()
+    with pytest.raises(WriterBusyError):
+        Stream.open(stream_name).writer()
+    assert [x["mode"] for x in s.stats()["readers"]] == ["lossless"]
+    # the parent goes on; its lossless reader gets every sample, none overwritten
+    got = [r.pull_chunk(100)[0]]
+    for k in range(1, 20):
+        w.push_chunk(ramp(k * 10, 10, 2))
+        got.append(r.pull_chunk(100)[0])
+    np.testing.assert_array_equal(np.concatenate(got), ramp(0, 200, 2))
+
+
+@pytest.mark.parametrize("mode", ["latest", "lossless"])
+def test_iteration_and_blocking_pull_end_when_the_writer_closes(
+    stream_name: str, mode: str
+) -> None:
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=256)
+    r = s.reader(mode)
+    with s.writer() as w:
+        for k in range(10):
+            w.push_chunk(ramp(k * 7, 7, 2))
+    chunks = [data for data, _ in r]  # ends after the last sample (StopIteration)
+    np.testing.assert_array_equal(np.concatenate(chunks), ramp(0, 70, 2))
+    with pytest.raises(WriterClosedError, match="closed the stream after 70 samples") as e:
+        r.pull_chunk(timeout=None)
+    assert e.value.written == 70
+    with pytest.raises(WriterClosedError):
+        r.wait(71)
+    # a non-blocking pull just finds nothing
+    assert len(r.pull_chunk(timeout=0.0)[0]) == 0
+
+
+def test_chunk_larger_than_the_ring_that_fails_midway_says_how_much_was_written(
+    stream_name: str,
+) -> None:
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=64)
+    cap = s.capacity
+    stuck = s.reader("lossless")  # never reads: the second piece finds no room
+    w = s.writer()
+    w.timeout = 0.05
+    with pytest.raises(IncompleteWriteError, match=f"wrote {cap} of {cap + 36}") as e:
+        w.push_chunk(ramp(0, cap + 36, 2))
+    assert (e.value.committed, e.value.requested) == (cap, cap + 36)
+    assert isinstance(e.value.__cause__, WriteTimeoutError)
+    assert s.written == cap
+    np.testing.assert_array_equal(stuck.pull_chunk(cap)[0], ramp(0, cap, 2))
