@@ -10,7 +10,7 @@ use rtloop_stream::{Event, WriteError, Writer, DEFAULT_LOSSLESS_TIMEOUT};
 
 use crate::blocking::{sliced, timeout_from_py, Slice, SLICE};
 use crate::convert::{array_dtype, event_value, reservation_view, with_array_bytes, with_dtype};
-use crate::errors::{py_err, RtloopError, ToPyErr};
+use crate::errors::{py_err, IncompleteWriteError, RtloopError, ToPyErr};
 
 /// The one writer of a stream.
 #[pyclass(module = "rtloop._rtloop", name = "Writer")]
@@ -54,9 +54,10 @@ impl PyWriter {
         let writer = self.writer()?;
         let r = sliced(py, Some(total), |slice| {
             writer.set_lossless_timeout(slice.max(Duration::from_millis(1)).min(SLICE));
-            match writer.reserve(n) {
-                // the reservation is only a probe: dropping the guard commits nothing
-                Ok(_) => Slice::Done(Ok(())),
+            // waits without reserving: a reservation, even one dropped at once, would mark
+            // its slots as overwritten for readers
+            match writer.wait_room(n) {
+                Ok(()) => Slice::Done(Ok(())),
                 Err(e @ WriteError::Timeout { .. }) => Slice::Again(e),
                 Err(e) => Slice::Done(Err(e)),
             }
@@ -98,10 +99,32 @@ impl PyWriter {
             .to_py_err());
         }
         let max_piece = usize::try_from(info.capacity).unwrap_or(usize::MAX) * sb;
+        let start = self.writer()?.written();
+        let requested = (bytes.len() / sb) as u64;
         for piece in bytes.chunks(max_piece.max(sb)) {
             let n = piece.len() / sb;
-            self.wait_room(py, n)?;
-            let mut g = self.writer()?.reserve(n).map_err(py_err)?;
+            let committed = self.writer()?.written() - start;
+            let got = self
+                .wait_room(py, n)
+                .and_then(|()| self.writer()?.reserve(n).map_err(py_err));
+            let mut g = match got {
+                Ok(g) => g,
+                Err(e) if committed == 0 => return Err(e),
+                // a later piece failed: say how much of this chunk is in the stream
+                Err(cause) => {
+                    let err = IncompleteWriteError::new_err(format!(
+                        "wrote {committed} of {requested} samples, then: {cause}"
+                    ));
+                    Python::attach(|py| {
+                        let v = err.value(py);
+                        v.setattr("committed", committed)?;
+                        v.setattr("requested", requested)?;
+                        err.set_cause(py, Some(cause));
+                        Ok::<(), PyErr>(())
+                    })?;
+                    return Err(err);
+                }
+            };
             g.bytes_mut().copy_from_slice(piece);
             g.commit_stamped(stamp_ns);
         }

@@ -126,6 +126,22 @@ impl Writer {
         Ok(WriteGuard { writer: self, n })
     }
 
+    /// Wait (up to the lossless timeout) until `n` samples can be reserved without waiting,
+    /// reserving nothing: lossless readers may hold the writer back. Callers that wait in
+    /// slices (to stay interruptible) use it before [`Writer::reserve`].
+    pub fn wait_room(&mut self, n: usize) -> Result<(), WriteError> {
+        self.check_owner()?;
+        let cap = self.stream.info().capacity;
+        let n = n as u64;
+        if n > cap {
+            return Err(WriteError::TooLarge {
+                requested: n,
+                capacity: cap,
+            });
+        }
+        self.wait_for_room(self.written + n)
+    }
+
     /// Write whole samples (`data.len()` a multiple of the channel count, sample-major),
     /// stamped with the current time. Larger writes than the capacity go in pieces.
     /// Returns the new `written`.
