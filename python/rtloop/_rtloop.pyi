@@ -41,6 +41,9 @@ __all__ = [
     "NotYetWrittenError",
     "WriteTimeoutError",
     "WriterDeadError",
+    "WriterClosedError",
+    "ForkedHandleError",
+    "IncompleteWriteError",
     "EventError",
 ]
 __version__: Final[str]

@@ -25,7 +25,7 @@ pub const HEADER_BYTES: usize = 4096;
 /// Longest stream name.
 pub const NAME_MAX: usize = 64;
 /// Reader slots per stream.
-pub const MAX_READERS: usize = 64;
+pub const MAX_READERS: usize = if cfg!(loom) { 2 } else { 64 };
 /// Most channels a stream may have.
 pub const MAX_CHANNELS: u64 = 1 << 20;
 /// Longest channel name, in bytes (UTF-8).
@@ -148,10 +148,30 @@ pub struct ControlBlock {
     pub readers: [ReaderCursor; MAX_READERS],
 }
 
+impl Default for ControlBlock {
+    /// The control block of a new stream (all zeros), for heap-backed streams; a stream
+    /// file gets the same as zero bytes.
+    fn default() -> Self {
+        ControlBlock {
+            owner: OwnerLine::default(),
+            samples: RingSync::default(),
+            events: RingSync::default(),
+            stats: StatsLine::default(),
+            readers: std::array::from_fn(|_| ReaderCursor::default()),
+        }
+    }
+}
+
+// the shared-memory layout (loom's model types are larger and never in a file)
+#[cfg(not(loom))]
 const _: () = assert!(size_of::<RingSync>() == 384);
+#[cfg(not(loom))]
 const _: () = assert!(size_of::<ReaderCursor>() == 128);
+#[cfg(not(loom))]
 const _: () = assert!(offset_of!(ControlBlock, samples) == 128);
+#[cfg(not(loom))]
 const _: () = assert!(offset_of!(ControlBlock, readers) == 1024);
+#[cfg(not(loom))]
 const _: () = assert!(size_of::<ControlBlock>() == 1024 + 128 * MAX_READERS);
 
 /// One channel's name and unit, NUL-padded UTF-8.

@@ -35,30 +35,24 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-#[cfg(not(loom))]
+// Everything but the file mapping (shm) compiles under loom too: the loom models run the
+// shipped writer and readers over heap storage (`Stream::in_heap`).
+mod backing;
 mod claims;
 mod dtype;
-// error.rs names layout constants, so it is left out of the loom build like layout.rs
-#[cfg(not(loom))]
 mod error;
-pub mod ring;
-mod sync;
-
-#[cfg(not(loom))]
 mod events;
-#[cfg(not(loom))]
 pub mod layout;
 #[cfg(not(loom))]
 pub mod lines;
-#[cfg(not(loom))]
 mod reader;
+pub mod ring;
 #[cfg(not(loom))]
 mod shm;
-#[cfg(not(loom))]
 mod stats;
-#[cfg(not(loom))]
+mod stream;
+mod sync;
 pub mod sys;
-#[cfg(not(loom))]
 mod writer;
 
 #[cfg(all(test, loom))]
@@ -66,20 +60,21 @@ mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod ring_threads_tests;
 
+#[cfg(any(test, loom))]
+pub use backing::HeapBacking;
+pub use backing::{Backing, ZeroCopy};
 pub use dtype::{DType, Sample, UnknownDType, ALL_DTYPES, DTYPE_NAMES};
-#[cfg(not(loom))]
 pub use error::{
     ClaimError, CreateError, NameError, OpenError, ReadError, RemoveError, WaitError, WriteError,
 };
-#[cfg(not(loom))]
 pub use events::{Event, EventValue, CHAR_CODE};
-#[cfg(not(loom))]
 pub use layout::EVENT_PAYLOAD_MAX;
+pub use reader::{Liveness, Pulled, Reader, ReaderMode};
 #[cfg(not(loom))]
-pub use reader::{Liveness, Pulled, Reader, ReaderMode, TypedWindow, Window};
+pub use reader::{TypedWindow, Window};
 #[cfg(not(loom))]
-pub use shm::{stream_path, Stream, StreamConfig, StreamInfo};
-#[cfg(not(loom))]
+pub use shm::{stream_path, SharedMemory};
 pub use stats::{ReaderStats, StreamStats};
-#[cfg(not(loom))]
+pub use stream::{DefaultBacking, Stream, StreamConfig, StreamInfo};
+pub use sync::FutexWord;
 pub use writer::{WriteGuard, Writer, DEFAULT_LOSSLESS_TIMEOUT};

@@ -1,18 +1,22 @@
 //! Readers: any number, any process. Latest-wins (the writer never waits; a lapped reader is
 //! told exactly how much it lost) or lossless (the writer waits for it).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backing::Backing;
 use crate::claims;
 use crate::error::{ReadError, WaitError};
 use crate::events::Event;
 use crate::layout::{writer_word, EVENT_SLOT_BYTES};
 use crate::ring::{self, slot_state, WindowCheck};
-use crate::shm::Mapping;
+use crate::stream::DefaultBacking;
 use crate::sync::{fence, Ordering};
 use crate::sys::ProcessId;
-use crate::{sys, Sample, Stream, StreamInfo};
+use crate::{sys, Stream, StreamInfo};
+#[cfg(not(loom))]
+use crate::{Sample, SharedMemory};
+#[cfg(not(loom))]
+use std::sync::Arc;
 
 /// How a reader relates to the writer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,8 +72,8 @@ pub struct Pulled {
 }
 
 /// A registered reader of a stream.
-pub struct Reader {
-    stream: Stream,
+pub struct Reader<B: Backing = DefaultBacking> {
+    stream: Stream<B>,
     slot: usize,
     mode: ReaderMode,
     cursor: u64,
@@ -83,7 +87,7 @@ pub struct Reader {
     fork_generation: u64,
 }
 
-impl std::fmt::Debug for Reader {
+impl<B: Backing> std::fmt::Debug for Reader<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
             .field("stream", &self.stream.name())
@@ -96,15 +100,17 @@ impl std::fmt::Debug for Reader {
 /// A zero-copy window of samples `[first, end)`: one contiguous region of the shared mapping
 /// (kept alive by this value). In latest-wins mode the writer may overwrite it once it is
 /// more than `capacity` samples behind: call [`Window::check`] after using the data.
+#[cfg(not(loom))]
 #[derive(Clone)]
 pub struct Window {
-    map: Arc<Mapping>,
+    map: Arc<SharedMemory>,
     /// First sample.
     pub first: u64,
     /// One past the last sample.
     pub end: u64,
 }
 
+#[cfg(not(loom))]
 impl std::fmt::Debug for Window {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Window")
@@ -114,17 +120,18 @@ impl std::fmt::Debug for Window {
     }
 }
 
+#[cfg(not(loom))]
 impl Window {
     /// Pointer to the first byte (valid while this `Window` lives).
     #[must_use]
     pub fn as_ptr(&self) -> *const u8 {
-        self.map.sample_ptr(self.first)
+        crate::ZeroCopy::sample_ptr(&*self.map, self.first)
     }
 
     /// Bytes in the window.
     #[must_use]
     pub fn len_bytes(&self) -> usize {
-        (self.end - self.first) as usize * self.map.sample_bytes
+        (self.end - self.first) as usize * self.map.sample_bytes()
     }
 
     /// Samples in the window.
@@ -190,7 +197,7 @@ impl Window {
         }
         // a concurrent store by the writer may tear what we copy, which `check` below
         // detects (the copy is validated after, seqlock style)
-        ring::Storage::load(&crate::shm::SampleStorage(&self.map), self.first, out);
+        self.map.load_samples(self.first, out);
         self.check()
     }
 
@@ -200,7 +207,7 @@ impl Window {
         self.map
             .control()
             .samples
-            .validate_after_copy(self.first, self.map.capacity)
+            .validate_after_copy(self.first, self.map.capacity())
             .map_err(|oldest| ReadError::Overrun {
                 lost: oldest.saturating_sub(self.first).min(self.end - self.first),
                 oldest,
@@ -209,12 +216,14 @@ impl Window {
 }
 
 /// A typed zero-copy window (see [`Window`]).
+#[cfg(not(loom))]
 pub struct TypedWindow<T: Sample> {
     /// The untyped window.
     pub window: Window,
     _t: std::marker::PhantomData<T>,
 }
 
+#[cfg(not(loom))]
 impl<T: Sample> TypedWindow<T> {
     /// The values in place, sample-major (`len * n_channels`), zero-copy.
     ///
@@ -245,9 +254,9 @@ impl<T: Sample> TypedWindow<T> {
     }
 }
 
-impl Reader {
+impl<B: Backing> Reader<B> {
     /// A reader in `slot`, which [`claims::claim_slot`] took for `me` (state CLAIMING).
-    pub(crate) fn new(stream: Stream, slot: usize, mode: ReaderMode, me: ProcessId) -> Reader {
+    pub(crate) fn new(stream: Stream<B>, slot: usize, mode: ReaderMode, me: ProcessId) -> Self {
         let c = stream.map.control();
         let s = &c.readers[slot];
         let mut cursor = c.samples.written();
@@ -308,7 +317,7 @@ impl Reader {
 
     /// The stream.
     #[must_use]
-    pub fn stream(&self) -> &Stream {
+    pub fn stream(&self) -> &Stream<B> {
         &self.stream
     }
 
@@ -354,7 +363,7 @@ impl Reader {
         let c = self.stream.map.control();
         let lossless = self.mode == ReaderMode::Lossless;
         if c.readers[self.slot].release_to(self.cursor, &c.samples, lossless) {
-            sys::futex_wake_all(&c.samples.space_wake.seq);
+            c.samples.space_wake.seq.wake_all();
         }
     }
 
@@ -402,10 +411,13 @@ impl Reader {
         if n == 0 {
             return Ok(Pulled { first, n: 0 });
         }
-        let copied = (ReaderView {
-            map: &self.stream.map,
-        })
-        .copy_out(first, first + n, &mut out[..n as usize * sb], stamps);
+        let copied = copy_out(
+            &*self.stream.map,
+            first,
+            first + n,
+            &mut out[..n as usize * sb],
+            stamps,
+        );
         if let Err(e) = copied {
             return Err(match e {
                 // lapped during the copy, or between the check above and the copy's own
@@ -454,62 +466,7 @@ impl Reader {
                 got: out.len(),
             });
         }
-        (ReaderView {
-            map: &self.stream.map,
-        })
-        .copy_out(first, end, out, stamps)
-    }
-
-    /// A zero-copy window of samples `[first, end)`; see [`Window`].
-    pub fn window(&self, first: u64, end: u64) -> Result<Window, ReadError> {
-        self.check_owner()?;
-        let c = self.stream.map.control();
-        let cap = self.stream.info().capacity;
-        match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
-            WindowCheck::Ok => Ok(Window {
-                map: self.stream.map.clone(),
-                first,
-                end,
-            }),
-            other => Err(window_error(other, first, end, cap)),
-        }
-    }
-
-    /// A typed zero-copy window; `T` must be the stream's dtype.
-    pub fn window_as<T: Sample>(&self, first: u64, end: u64) -> Result<TypedWindow<T>, ReadError> {
-        let info = self.stream.info();
-        if T::DTYPE != info.dtype {
-            return Err(ReadError::DTypeMismatch {
-                name: info.name.clone(),
-                expected: info.dtype,
-                got: T::DTYPE,
-            });
-        }
-        Ok(TypedWindow {
-            window: self.window(first, end)?,
-            _t: std::marker::PhantomData,
-        })
-    }
-
-    /// A zero-copy window of the newest `n` samples (fewer if fewer were written, or if the
-    /// writer may have overwritten older slots with a reservation it did not commit).
-    pub fn latest(&self, n: u64) -> Result<Window, ReadError> {
-        self.check_owner()?;
-        let cap = self.stream.info().capacity;
-        if n > cap {
-            return Err(ReadError::TooOld {
-                first: 0,
-                end: n,
-                oldest: 0,
-                capacity: cap,
-            });
-        }
-        let c = self.stream.map.control();
-        let w = c.samples.written();
-        // samples a cancelled or partly committed reservation may have overwritten are no
-        // longer offered (they are below `reserved - capacity`)
-        let oldest = ring::oldest_kept(c.samples.reserved(), cap);
-        self.window(w.saturating_sub(n).max(oldest).min(w), w)
+        copy_out(&*self.stream.map, first, end, out, stamps)
     }
 
     /// Block until at least `until` samples were written (spin briefly, then sleep on the
@@ -582,46 +539,43 @@ fn window_error(check: WindowCheck, first: u64, end: u64, capacity: u64) -> Read
     }
 }
 
-/// Validated copies out of a mapping (shared by readers and the stream handle).
-struct ReaderView<'a> {
-    map: &'a Mapping,
-}
-
-impl ReaderView<'_> {
-    fn copy_out(
-        &self,
-        first: u64,
-        end: u64,
-        out: &mut [u8],
-        stamps: Option<&mut [u64]>,
-    ) -> Result<(), ReadError> {
-        let c = self.map.control();
-        let cap = self.map.capacity;
-        match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
-            WindowCheck::Ok => {}
-            other => return Err(window_error(other, first, end, cap)),
-        }
-        ring::Storage::load(&crate::shm::SampleStorage(self.map), first, out);
-        if let Some(st) = stamps {
-            for (k, i) in (first..end).enumerate() {
-                // SAFETY: aligned u64 slot inside the stamp region; racy with the writer
-                // like the samples, and validated below with them.
-                st[k] = unsafe { self.map.stamp_ptr(i).read_volatile() };
-            }
-        }
-        c.samples
-            .validate_after_copy(first, cap)
-            .map_err(|oldest| ReadError::Overrun {
-                lost: oldest - first,
-                oldest,
-            })
+/// A validated copy out of a stream (shared by readers and the stream handle).
+fn copy_out<B: Backing>(
+    map: &B,
+    first: u64,
+    end: u64,
+    out: &mut [u8],
+    stamps: Option<&mut [u64]>,
+) -> Result<(), ReadError> {
+    let c = map.control();
+    let cap = map.capacity();
+    match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
+        WindowCheck::Ok => {}
+        other => return Err(window_error(other, first, end, cap)),
     }
+    map.load_samples(first, out);
+    if let Some(st) = stamps {
+        for (k, i) in (first..end).enumerate() {
+            // racy with the writer like the samples, and validated below with them
+            st[k] = map.load_stamp(i);
+        }
+    }
+    c.samples
+        .validate_after_copy(first, cap)
+        .map_err(|oldest| ReadError::Overrun {
+            lost: oldest - first,
+            oldest,
+        })
 }
 
-pub(crate) fn read_events(stream: &Stream, first: u64, end: u64) -> Result<Vec<Event>, ReadError> {
+pub(crate) fn read_events<B: Backing>(
+    stream: &Stream<B>,
+    first: u64,
+    end: u64,
+) -> Result<Vec<Event>, ReadError> {
     let map = &stream.map;
     let sync = &map.control().events;
-    let cap = map.event_capacity;
+    let cap = map.event_capacity();
     match ring::check_window(first, end, sync.written(), sync.reserved(), cap) {
         WindowCheck::Ok => {}
         other => return Err(window_error(other, first, end, cap)),
@@ -629,11 +583,8 @@ pub(crate) fn read_events(stream: &Stream, first: u64, end: u64) -> Result<Vec<E
     let mut slot = [0u8; EVENT_SLOT_BYTES];
     let mut out = Vec::with_capacity((end - first) as usize);
     for i in first..end {
-        // SAFETY: a 512-byte slot inside the event region; racy with the writer and
-        // validated right after.
-        unsafe {
-            std::ptr::copy_nonoverlapping(map.event_ptr(i), slot.as_mut_ptr(), EVENT_SLOT_BYTES)
-        };
+        // racy with the writer and validated right after
+        map.load_event(i, &mut slot);
         sync.validate_after_copy(i, cap)
             .map_err(|oldest| ReadError::Overrun {
                 lost: oldest - first,
@@ -644,7 +595,7 @@ pub(crate) fn read_events(stream: &Stream, first: u64, end: u64) -> Result<Vec<E
     Ok(out)
 }
 
-pub(crate) fn liveness(stream: &Stream) -> Liveness {
+pub(crate) fn liveness<B: Backing>(stream: &Stream<B>) -> Liveness {
     let o = &stream.map.control().owner;
     // SYNC: Acquire pairs with the writer's Release of the word at claim and close.
     let word = o.writer.load(Ordering::Acquire);
@@ -669,8 +620,8 @@ pub(crate) fn liveness(stream: &Stream) -> Liveness {
 /// How often a blocked reader checks that the writer's process is still alive.
 const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 
-pub(crate) fn wait_until(
-    stream: &Stream,
+pub(crate) fn wait_until<B: Backing>(
+    stream: &Stream<B>,
     until: u64,
     timeout: Option<Duration>,
     spin: Duration,
@@ -690,7 +641,7 @@ pub(crate) fn wait_until(
             if w >= until {
                 return Ok(w);
             }
-            core::hint::spin_loop();
+            crate::sync::spin_hint();
         }
     }
     let mut seq = sync.announce_data_waiter();
@@ -745,8 +696,7 @@ pub(crate) fn wait_until(
             break Err(WaitError::Timeout { until, written: w });
         }
         // sleep in slices so a dead writer is noticed
-        sys::futex_wait(
-            &sync.data_wake.seq,
+        sync.data_wake.seq.wait(
             seq,
             left.min(next_liveness.saturating_duration_since(now))
                 .max(Duration::from_micros(1)),
@@ -757,7 +707,63 @@ pub(crate) fn wait_until(
     result
 }
 
-impl Drop for Reader {
+/// Zero-copy windows: only over shared memory, where every window is contiguous.
+#[cfg(not(loom))]
+impl Reader<SharedMemory> {
+    /// A zero-copy window of samples `[first, end)`; see [`Window`].
+    pub fn window(&self, first: u64, end: u64) -> Result<Window, ReadError> {
+        self.check_owner()?;
+        let c = self.stream.map.control();
+        let cap = self.stream.info().capacity;
+        match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
+            WindowCheck::Ok => Ok(Window {
+                map: self.stream.map.clone(),
+                first,
+                end,
+            }),
+            other => Err(window_error(other, first, end, cap)),
+        }
+    }
+
+    /// A typed zero-copy window; `T` must be the stream's dtype.
+    pub fn window_as<T: Sample>(&self, first: u64, end: u64) -> Result<TypedWindow<T>, ReadError> {
+        let info = self.stream.info();
+        if T::DTYPE != info.dtype {
+            return Err(ReadError::DTypeMismatch {
+                name: info.name.clone(),
+                expected: info.dtype,
+                got: T::DTYPE,
+            });
+        }
+        Ok(TypedWindow {
+            window: self.window(first, end)?,
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// A zero-copy window of the newest `n` samples (fewer if fewer were written, or if the
+    /// writer may have overwritten older slots with a reservation it did not commit).
+    pub fn latest(&self, n: u64) -> Result<Window, ReadError> {
+        self.check_owner()?;
+        let cap = self.stream.info().capacity;
+        if n > cap {
+            return Err(ReadError::TooOld {
+                first: 0,
+                end: n,
+                oldest: 0,
+                capacity: cap,
+            });
+        }
+        let c = self.stream.map.control();
+        let w = c.samples.written();
+        // samples a cancelled or partly committed reservation may have overwritten are no
+        // longer offered (they are below `reserved - capacity`)
+        let oldest = ring::oldest_kept(c.samples.reserved(), cap);
+        self.window(w.saturating_sub(n).max(oldest).min(w), w)
+    }
+}
+
+impl<B: Backing> Drop for Reader<B> {
     fn drop(&mut self) {
         if sys::fork_generation() != self.fork_generation {
             return; // a forked child's copy: the slot is the parent's
@@ -771,7 +777,7 @@ impl Drop for Reader {
             // wake a writer waiting on us so it rescans without this reader
             // SYNC: Release so the woken writer sees the slot freed.
             c.samples.space_wake.seq.fetch_add(1, Ordering::Release);
-            sys::futex_wake_all(&c.samples.space_wake.seq);
+            c.samples.space_wake.seq.wake_all();
         }
     }
 }
@@ -779,7 +785,7 @@ impl Drop for Reader {
 /// Reads that need no reader slot: the stream handle itself can copy any retained window
 /// and wait for samples or events (the FieldTrip server serves many clients this way
 /// without registering one reader each, so they do not count as slow readers).
-impl Stream {
+impl<B: Backing> Stream<B> {
     /// Copy samples `[first, end)` (and their stamps) into `out`, validated like
     /// [`Reader::read_into`].
     pub fn read_into(
@@ -797,7 +803,7 @@ impl Stream {
                 got: out.len(),
             });
         }
-        (ReaderView { map: &self.map }).copy_out(first, end, out, stamps)
+        copy_out(&*self.map, first, end, out, stamps)
     }
 
     /// Events `[first, end)` by index, validated.
@@ -836,11 +842,10 @@ impl Stream {
             if left.is_zero() || !keep_waiting() {
                 break now;
             }
-            sys::futex_wait(
-                &c.samples.data_wake.seq,
-                seq,
-                left.min(Duration::from_millis(100)),
-            );
+            c.samples
+                .data_wake
+                .seq
+                .wait(seq, left.min(Duration::from_millis(100)));
             seq = c.samples.data_seq();
         };
         c.samples.withdraw_data_waiter();

@@ -1,5 +1,6 @@
 //! The ring protocol: index arithmetic and the publish / validate / wait-announcement steps,
-//! written against plain atomics so the loom models (`loom_tests.rs`) run this exact code.
+//! written against the sync facade. The writer and readers call these steps; the loom
+//! models (`loom_tests.rs`) run the writer and readers themselves over heap storage.
 //!
 //! Samples carry absolute indices (count since the stream began). The writer owns two
 //! counters: `reserved` (it may be overwriting slots up to here) and `written` (everything
@@ -16,7 +17,7 @@
 //! | `cursor` (lossless) | reader, `release_to` | "I am done with samples `< cursor`" | writer `min_lossless_cursor` Acquire | `loom_lossless_writer_never_overwrites_unread_samples`, `loom_lossless_writer_waits_for_the_slowest_of_two_readers` |
 //! | `space_wake.waiters` / `seq` | writer announces, readers bump | SeqCst fences (Dekker) as above | `seq` Acquire | `loom_space_waiter_is_woken_by_lossless_release` |
 
-use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, FutexWord, Ordering};
 
 /// Byte offset of sample `index` in a data region of `capacity` samples.
 #[inline]
@@ -108,7 +109,7 @@ pub struct PublishLine {
 #[derive(Default)]
 pub struct WakeLine {
     /// Bumped before every wake; sleepers pass the value they saw to `FUTEX_WAIT`.
-    pub seq: AtomicU32,
+    pub seq: FutexWord,
     /// Sleepers announced; the waking side skips the syscall while this is 0.
     pub waiters: AtomicU32,
 }
@@ -361,70 +362,6 @@ pub fn min_lossless_cursor(slots: &[ReaderCursor]) -> Option<u64> {
         }
     }
     min
-}
-
-/// Storage of sample slots that the protocol copies in and out of. The shared-memory stream
-/// implements it over its double mapping; loom and miri models over atomic cells.
-pub trait Storage {
-    /// Samples the storage holds.
-    fn capacity(&self) -> u64;
-    /// Bytes per sample.
-    fn sample_bytes(&self) -> usize;
-    /// Copy samples `[first, first + out.len() / sample_bytes)` into `out`. May race with the
-    /// writer; the caller validates afterwards.
-    fn load(&self, first: u64, out: &mut [u8]);
-    /// Copy `src` into the slots of samples from `first` on (writer only).
-    fn store(&self, first: u64, src: &[u8]);
-}
-
-/// Why a validated copy failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CopyFault {
-    /// See [`WindowCheck`].
-    Window(WindowCheck),
-    /// The writer lapped the copy; `oldest` is the oldest sample still intact.
-    LappedDuringCopy {
-        /// The oldest sample still intact.
-        oldest: u64,
-    },
-}
-
-/// Copy samples `[first, end)` out of `storage` and prove they were neither torn nor stale.
-pub fn copy_validated<S: Storage>(
-    sync: &RingSync,
-    storage: &S,
-    first: u64,
-    end: u64,
-    out: &mut [u8],
-) -> Result<(), CopyFault> {
-    let cap = storage.capacity();
-    let written = sync.written();
-    match check_window(first, end, written, sync.reserved(), cap) {
-        WindowCheck::Ok => {}
-        other => return Err(CopyFault::Window(other)),
-    }
-    storage.load(first, out);
-    sync.validate_after_copy(first, cap)
-        .map_err(|oldest| CopyFault::LappedDuringCopy { oldest })
-}
-
-/// Write `src` (whole samples) as the next samples after `written`, then publish.
-/// Returns the new `written` and whether sleepers must be woken. Writer only.
-pub fn write_and_publish<S: Storage>(
-    sync: &RingSync,
-    storage: &S,
-    written: u64,
-    src: &[u8],
-) -> (u64, bool) {
-    let n = (src.len() / storage.sample_bytes()) as u64;
-    let end = written + n;
-    sync.begin_overwrite(end);
-    storage.store(written, src);
-    let wake = sync.publish(end);
-    if wake {
-        sync.bump_data_seq();
-    }
-    (end, wake)
 }
 
 /// Spin until `cond` holds or `spins` tries pass. Returns whether it held.

@@ -1,183 +1,124 @@
-//! The ring protocol of `ring.rs` with real threads over a heap [`Storage`] of atomic words:
-//! the stress counterpart of the loom models, small enough for miri (`scripts/miri.sh`),
-//! which checks it for data races and undefined behaviour under its weak-memory emulation.
-//! Iteration counts shrink under miri (`cfg!(miri)`).
+//! The shipped writer and readers on real threads over [`HeapBacking`] (the backing the loom
+//! models use too): a latest reader lapped by a fast writer never accepts a wrong sample, a
+//! lossless reader gets every sample in order, a clean close ends a waiting reader, and an
+//! event wakes a reader waiting for events.
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use crate::ring::{
-    copy_validated, min_lossless_cursor, slot_state, write_and_publish, CopyFault, ReaderCursor,
-    RingSync, Storage, WindowCheck,
+use crate::backing::HeapBacking;
+use crate::{
+    DType, Event, EventValue, ReadError, ReaderMode, Stream, StreamConfig, WaitError, Writer,
 };
-use crate::sync::{AtomicU64, Ordering};
 
-const WORDS: usize = 2;
-const SAMPLE_BYTES: usize = WORDS * 8;
-const EMPTY: u64 = u64::MAX;
+const CH: usize = 2;
+const SB: usize = 8 * CH;
 
-/// Samples the writer produces in one test.
-fn total() -> u64 {
-    if cfg!(miri) {
-        150
-    } else {
-        200_000
-    }
+fn heap(capacity: u64) -> Stream<HeapBacking> {
+    let mut cfg = StreamConfig::new(DType::U64, CH, 1000.0, capacity);
+    cfg.event_capacity = 4;
+    Stream::in_heap(&cfg)
 }
 
-/// Each sample is two words that both hold its index.
-struct Cells {
-    words: Vec<AtomicU64>,
-    capacity: u64,
-}
-
-impl Cells {
-    fn new(capacity: u64) -> Cells {
-        Cells {
-            words: (0..capacity as usize * WORDS)
-                .map(|_| AtomicU64::new(EMPTY))
-                .collect(),
-            capacity,
-        }
-    }
-    fn word(&self, first: u64, k: usize) -> &AtomicU64 {
-        let sample = first + (k / WORDS) as u64;
-        &self.words[(sample % self.capacity) as usize * WORDS + k % WORDS]
-    }
-}
-
-impl Storage for Cells {
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn sample_bytes(&self) -> usize {
-        SAMPLE_BYTES
-    }
-    fn load(&self, first: u64, out: &mut [u8]) {
-        for (k, chunk) in out.chunks_exact_mut(8).enumerate() {
-            // SYNC: Relaxed: a word-wise atomic memcpy, ordered by validate_after_copy's fence.
-            chunk.copy_from_slice(&self.word(first, k).load(Ordering::Relaxed).to_ne_bytes());
-        }
-    }
-    fn store(&self, first: u64, src: &[u8]) {
-        for (k, chunk) in src.chunks_exact(8).enumerate() {
-            let v = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
-            // SYNC: Relaxed: ordered by begin_overwrite's fence and publish's Release.
-            self.word(first, k).store(v, Ordering::Relaxed);
-        }
-    }
-}
-
+/// Sample `i`: every channel holds `i`, so a torn or stale copy shows.
 fn samples(first: u64, n: u64) -> Vec<u8> {
     (first..first + n)
-        .flat_map(|s| [s; WORDS])
+        .flat_map(|i| [i; CH])
         .flat_map(u64::to_ne_bytes)
         .collect()
 }
 
-fn assert_exact(first: u64, out: &[u8]) {
-    for (k, w) in out.chunks_exact(8).enumerate() {
-        let got = u64::from_ne_bytes(w.try_into().expect("8 bytes"));
-        let want = first + (k / WORDS) as u64;
-        assert_eq!(got, want, "accepted a torn, stale or uncommitted copy");
+fn check(first: u64, bytes: &[u8]) {
+    for (k, w) in bytes.chunks_exact(8).enumerate() {
+        let v = u64::from_ne_bytes(w.try_into().unwrap());
+        assert_eq!(
+            v,
+            first + (k / CH) as u64,
+            "sample {} is wrong",
+            first + (k / CH) as u64
+        );
     }
 }
 
-struct Ring {
-    sync: RingSync,
-    cells: Cells,
-    readers: [ReaderCursor; 1],
+fn write_all(mut w: Writer<HeapBacking>, total: u64) {
+    let mut k = 0u64;
+    while w.written() < total {
+        let n = (1 + k % 5).min(total - w.written());
+        w.write_bytes(&samples(w.written(), n), None).unwrap();
+        k += 1;
+    }
 }
 
+const TOTAL: u64 = if cfg!(miri) { 200 } else { 20_000 };
+
 #[test]
-fn latest_reader_accepts_only_exact_copies_while_the_writer_laps_it() {
-    let ring = Arc::new(Ring {
-        sync: RingSync::default(),
-        cells: Cells::new(4),
-        readers: [ReaderCursor::default()],
-    });
-    let n = total();
-    let w = Arc::clone(&ring);
-    let writer = std::thread::spawn(move || {
-        let mut written = 0;
-        while written < n {
-            let chunk = 1 + written % 3;
-            (written, _) = write_and_publish(&w.sync, &w.cells, written, &samples(written, chunk));
-        }
-        written
-    });
-    let mut accepted = 0u64;
-    let mut out = [0u8; 4 * SAMPLE_BYTES];
+fn latest_reader_lapped_by_the_writer_never_accepts_a_wrong_sample() {
+    let s = heap(8);
+    let mut r = s.reader(ReaderMode::Latest).unwrap();
+    let w = s.writer().unwrap();
+    let writer = std::thread::spawn(move || write_all(w, TOTAL));
+    let (mut got, mut lost) = (0u64, 0u64);
+    let mut buf = vec![0u8; 4 * SB];
     loop {
-        let written = ring.sync.written();
-        let first = written.saturating_sub(3);
-        let buf = &mut out[..(written - first) as usize * SAMPLE_BYTES];
-        match copy_validated(&ring.sync, &ring.cells, first, written, buf) {
-            Ok(()) => {
-                assert_exact(first, buf);
-                accepted += 1;
+        match r.pull_into(&mut buf, None, 4) {
+            Ok(p) => {
+                check(p.first, &buf[..p.n * SB]);
+                got += p.n as u64;
             }
-            Err(CopyFault::LappedDuringCopy { oldest })
-            | Err(CopyFault::Window(WindowCheck::Overwritten { oldest })) => {
-                assert!(oldest > first, "a lap moves `oldest` past {first}");
-            }
-            Err(other) => panic!("unexpected {other:?}"),
+            Err(ReadError::Overrun { lost: l, .. }) => lost += l,
+            Err(e) => panic!("{e}"),
         }
-        if written >= n {
+        if r.cursor() >= TOTAL {
             break;
         }
-        std::thread::yield_now();
+        match r.wait_available(1, Some(Duration::from_secs(30))) {
+            Ok(_) => {}
+            Err(WaitError::WriterClosed { written }) => assert_eq!(written, TOTAL),
+            Err(e) => panic!("{e}"),
+        }
     }
-    let end = writer.join().expect("writer");
-    assert!(end >= n);
-    assert!(
-        accepted > 0,
-        "the settled window at the end is always accepted"
+    writer.join().unwrap();
+    assert_eq!(
+        got + lost,
+        TOTAL,
+        "every sample delivered or counted as lost"
     );
 }
 
 #[test]
-fn lossless_reader_gets_every_sample_exactly_once_in_order() {
-    let ring = Arc::new(Ring {
-        sync: RingSync::default(),
-        cells: Cells::new(4),
-        readers: [ReaderCursor::default()],
-    });
-    // SYNC: Relaxed + Release as in `Reader::new`.
-    ring.readers[0].cursor.store(0, Ordering::Relaxed);
-    ring.readers[0].state.store(
-        slot_state::word(1 << 63 | 42, slot_state::LOSSLESS),
-        Ordering::Release,
-    );
-    let n = total();
-    let w = Arc::clone(&ring);
-    let writer = std::thread::spawn(move || {
-        let cap = w.cells.capacity;
-        let mut written = 0;
-        while written < n {
-            let chunk = (1 + written % 3).min(n - written);
-            let need = (written + chunk).saturating_sub(cap);
-            while min_lossless_cursor(&w.readers).is_some_and(|m| m < need) {
-                std::thread::yield_now();
+fn lossless_reader_gets_every_sample_in_order_and_ends_at_the_close() {
+    let s = heap(8);
+    let mut r = s.reader(ReaderMode::Lossless).unwrap();
+    let w = s.writer().unwrap();
+    let writer = std::thread::spawn(move || write_all(w, TOTAL));
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 3 * SB];
+    let end = loop {
+        match r.wait_available(1, None) {
+            Ok(_) => {
+                let p = r.pull_into(&mut buf, None, 3).unwrap();
+                assert_eq!(p.first, got, "in order, nothing skipped");
+                check(p.first, &buf[..p.n * SB]);
+                got += p.n as u64;
             }
-            (written, _) = write_and_publish(&w.sync, &w.cells, written, &samples(written, chunk));
+            Err(e) => break e,
         }
-    });
-    let mut cursor = 0;
-    let mut out = [0u8; 4 * SAMPLE_BYTES];
-    while cursor < n {
-        let written = ring.sync.written();
-        if written == cursor {
-            std::thread::yield_now();
-            continue;
-        }
-        let end = written.min(cursor + 4);
-        let buf = &mut out[..(end - cursor) as usize * SAMPLE_BYTES];
-        copy_validated(&ring.sync, &ring.cells, cursor, end, buf)
-            .expect("a lossless reader is never overrun");
-        assert_exact(cursor, buf);
-        cursor = end;
-        let _ = ring.readers[0].release_to(cursor, &ring.sync, true);
-    }
-    writer.join().expect("writer");
-    assert_eq!(ring.sync.written(), n);
+    };
+    writer.join().unwrap();
+    assert_eq!(end, WaitError::WriterClosed { written: TOTAL });
+    assert_eq!(got, TOTAL);
+}
+
+#[test]
+fn an_event_wakes_a_reader_waiting_for_events() {
+    let s = heap(8);
+    let mut w = s.writer().unwrap();
+    let waiter = {
+        let s = s.clone();
+        std::thread::spawn(move || s.wait_for(u64::MAX, 1, Duration::from_secs(30), &|| true))
+    };
+    w.push_event(&Event::new("stim", EventValue::f64(1.0), 0))
+        .unwrap();
+    let (_, events) = waiter.join().unwrap();
+    assert_eq!(events, 1);
+    assert_eq!(s.read_events(0, 1).unwrap()[0].kind.as_text(), Some("stim"));
 }

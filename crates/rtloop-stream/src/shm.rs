@@ -22,84 +22,20 @@ use std::time::Duration;
 
 use rustix::mm::{MapFlags, ProtFlags};
 
-use crate::claims;
-use crate::error::{ClaimError, CreateError, OpenError, RemoveError};
+use crate::backing::{Backing, ZeroCopy};
+use crate::error::{CreateError, OpenError, RemoveError};
 use crate::layout::{
     self, ChannelLabel, ControlBlock, Header, HeaderError, Regions, CH_NAME_MAX, CH_UNIT_MAX,
-    EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION, MAGIC, MAX_CHANNELS, MAX_READERS,
+    EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION, MAGIC, MAX_CHANNELS,
 };
-use crate::ring::{self, slot_state, Storage};
+use crate::ring;
+use crate::stream::{Stream, StreamConfig, StreamInfo};
 use crate::sync::{fence, Ordering};
-use crate::sys::ProcessId;
-use crate::{sys, DType, Reader, ReaderMode, Writer};
+use crate::{sys, DType};
 
-/// What a new stream looks like.
-#[derive(Debug, Clone)]
-pub struct StreamConfig {
-    /// Value type of every channel.
-    pub dtype: DType,
-    /// Channels per sample.
-    pub n_channels: usize,
-    /// Nominal sample rate in Hz (0 = irregular).
-    pub nominal_rate: f64,
-    /// Samples kept (rounded up so the data is a whole number of pages).
-    pub capacity: u64,
-    /// Events kept.
-    pub event_capacity: u64,
-    /// Channel names (empty = `ch0`, `ch1`, ...).
-    pub ch_names: Vec<String>,
-    /// Channel units (empty = none).
-    pub ch_units: Vec<String>,
-}
-
-impl StreamConfig {
-    /// A config with the given shape, 1024 events and no labels.
-    #[must_use]
-    pub fn new(dtype: DType, n_channels: usize, nominal_rate: f64, capacity: u64) -> Self {
-        StreamConfig {
-            dtype,
-            n_channels,
-            nominal_rate,
-            capacity,
-            event_capacity: 1024,
-            ch_names: Vec::new(),
-            ch_units: Vec::new(),
-        }
-    }
-}
-
-/// The static description of an open stream (a copy of its header).
-#[derive(Debug, Clone, PartialEq)]
-pub struct StreamInfo {
-    /// Name.
-    pub name: String,
-    /// Value type.
-    pub dtype: DType,
-    /// Channels per sample.
-    pub n_channels: usize,
-    /// Bytes per sample.
-    pub sample_bytes: usize,
-    /// Samples kept.
-    pub capacity: u64,
-    /// Events kept.
-    pub event_capacity: u64,
-    /// Nominal rate in Hz (0 = irregular).
-    pub nominal_rate: f64,
-    /// Channel names.
-    pub ch_names: Vec<String>,
-    /// Channel units.
-    pub ch_units: Vec<String>,
-    /// Creation time, Unix ns.
-    pub created_unix_ns: u64,
-    /// Size of the shared-memory file.
-    pub file_bytes: u64,
-    /// Path of the shared-memory file.
-    pub path: PathBuf,
-}
-
-/// The mapping of one stream file. Shared (Arc) by the stream, its writer, readers and any
-/// zero-copy views, so the memory outlives every user.
-pub(crate) struct Mapping {
+/// The mapping of one stream file (the product's [`Backing`]). Shared (Arc) by the stream,
+/// its writer, readers and any zero-copy views, so the memory outlives every user.
+pub struct SharedMemory {
     base: NonNull<u8>,
     reserved_len: usize,
     pub(crate) regions: Regions,
@@ -111,13 +47,13 @@ pub(crate) struct Mapping {
 // SAFETY: the mapping is plain shared memory; all shared mutable state in it is accessed
 // through atomics (control block) or under the ring protocol (data, stamps, events), which
 // is designed for concurrent access from many threads and processes.
-unsafe impl Send for Mapping {}
+unsafe impl Send for SharedMemory {}
 // SAFETY: as above.
-unsafe impl Sync for Mapping {}
+unsafe impl Sync for SharedMemory {}
 
-impl Drop for Mapping {
+impl Drop for SharedMemory {
     fn drop(&mut self) {
-        // SAFETY: `base..base+reserved_len` is the address range this Mapping reserved and
+        // SAFETY: `base..base+reserved_len` is the address range this SharedMemory reserved and
         // mapped; nothing borrows it any more (every borrower holds the Arc we are dropping).
         unsafe {
             let _ = rustix::mm::munmap(self.base.as_ptr().cast(), self.reserved_len);
@@ -125,7 +61,7 @@ impl Drop for Mapping {
     }
 }
 
-impl Mapping {
+impl SharedMemory {
     /// Map `file` (of `regions.file_bytes`) with the data region doubled. The pages are
     /// populated now (MAP_POPULATE), so neither writer nor readers take a page fault on
     /// the hot path.
@@ -135,7 +71,7 @@ impl Mapping {
         capacity: u64,
         sample_bytes: usize,
         event_capacity: u64,
-    ) -> std::io::Result<Mapping> {
+    ) -> std::io::Result<SharedMemory> {
         let head_len = usize::try_from(regions.data + regions.data_bytes)
             .map_err(|_| std::io::ErrorKind::OutOfMemory)?;
         let data_len = regions.data_bytes as usize;
@@ -185,7 +121,7 @@ impl Mapping {
             )
         }
         .map_err(release)?;
-        Ok(Mapping {
+        Ok(SharedMemory {
             base: NonNull::new(base.cast()).ok_or(std::io::ErrorKind::Other)?,
             reserved_len,
             regions,
@@ -252,20 +188,22 @@ impl Mapping {
     }
 }
 
-/// The samples of a mapping as ring [`Storage`]: one copy per window thanks to the doubled
-/// data region.
-pub(crate) struct SampleStorage<'a>(pub(crate) &'a Mapping);
-
-impl Storage for SampleStorage<'_> {
+impl Backing for SharedMemory {
+    fn control(&self) -> &ControlBlock {
+        SharedMemory::control(self)
+    }
     fn capacity(&self) -> u64 {
-        self.0.capacity
+        self.capacity
     }
     fn sample_bytes(&self) -> usize {
-        self.0.sample_bytes
+        self.sample_bytes
+    }
+    fn event_capacity(&self) -> u64 {
+        self.event_capacity
     }
     #[inline]
-    fn load(&self, first: u64, out: &mut [u8]) {
-        debug_assert!(out.len() as u64 <= self.0.capacity * self.0.sample_bytes as u64);
+    fn load_samples(&self, first: u64, out: &mut [u8]) {
+        debug_assert!(out.len() as u64 <= self.capacity * self.sample_bytes as u64);
         // SAFETY: the window starts inside the first data view and is at most `capacity`
         // samples long, so it ends inside the second view: readable for out.len() bytes.
         // The bytes may be concurrently overwritten by the writer process; we treat the
@@ -273,29 +211,46 @@ impl Storage for SampleStorage<'_> {
         // to it, and the caller discards the copy unless `validate_after_copy` proves no
         // overwrite overlapped it.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.0.sample_ptr(first), out.as_mut_ptr(), out.len())
+            std::ptr::copy_nonoverlapping(self.sample_ptr(first), out.as_mut_ptr(), out.len())
         }
     }
     #[inline]
-    fn store(&self, first: u64, src: &[u8]) {
-        // SAFETY: as in `load`, the window is contiguous in the doubled view; only the single
-        // writer stores, after `begin_overwrite`.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.0.sample_ptr(first), src.len()) }
+    fn store_samples(&self, first: u64, src: &[u8]) {
+        debug_assert!(src.len() as u64 <= self.capacity * self.sample_bytes as u64);
+        // SAFETY: as in `load_samples`, the window is contiguous in the doubled view; only
+        // the single writer stores, after `begin_overwrite`.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.sample_ptr(first), src.len()) }
+    }
+    #[inline]
+    fn load_stamp(&self, i: u64) -> u64 {
+        // SAFETY: an aligned u64 slot inside the stamp region; racy with the writer like the
+        // samples and validated with them (volatile: a copy of external memory).
+        unsafe { self.stamp_ptr(i).read_volatile() }
+    }
+    #[inline]
+    fn store_stamp(&self, i: u64, stamp_ns: u64) {
+        // SAFETY: an aligned u64 slot inside the stamp region; only the writer stores there,
+        // after `begin_overwrite` covered sample `i`.
+        unsafe { self.stamp_ptr(i).write_volatile(stamp_ns) }
+    }
+    fn load_event(&self, i: u64, out: &mut [u8; EVENT_SLOT_BYTES]) {
+        // SAFETY: a 512-byte slot inside the event region; racy with the writer and
+        // validated after the copy.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.event_ptr(i), out.as_mut_ptr(), EVENT_SLOT_BYTES)
+        }
+    }
+    fn store_event(&self, i: u64, src: &[u8; EVENT_SLOT_BYTES]) {
+        // SAFETY: a 512-byte slot inside the event region; only the writer stores there,
+        // after `begin_overwrite` of the event ring.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.event_ptr(i), EVENT_SLOT_BYTES) }
     }
 }
 
-/// An open stream: the handle readers and the writer are made from.
-#[derive(Clone)]
-pub struct Stream {
-    pub(crate) map: Arc<Mapping>,
-    info: Arc<StreamInfo>,
-}
-
-impl std::fmt::Debug for Stream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stream")
-            .field("info", &self.info)
-            .finish_non_exhaustive()
+impl ZeroCopy for SharedMemory {
+    #[inline]
+    fn sample_ptr(&self, index: u64) -> *mut u8 {
+        SharedMemory::sample_ptr(self, index)
     }
 }
 
@@ -336,10 +291,10 @@ fn check_labels(cfg: &StreamConfig) -> Result<(), CreateError> {
     Ok(())
 }
 
-impl Stream {
+impl Stream<SharedMemory> {
     /// Create a new stream. The file is owner-only (0600) and fully allocated up front, so
     /// a stream that does not fit in memory fails here rather than later.
-    pub fn create(name: &str, cfg: &StreamConfig) -> Result<Stream, CreateError> {
+    pub fn create(name: &str, cfg: &StreamConfig) -> Result<Self, CreateError> {
         layout::validate_name(name)?;
         if cfg.capacity == 0 {
             return Err(CreateError::ZeroCapacity);
@@ -431,7 +386,7 @@ impl Stream {
                 _ => io("allocate", e),
             })
         })?;
-        let map = Mapping::map(
+        let map = SharedMemory::map(
             &file,
             regions,
             capacity,
@@ -489,7 +444,7 @@ impl Stream {
     }
 
     /// Open an existing stream, checking its magic and layout version.
-    pub fn open(name: &str) -> Result<Stream, OpenError> {
+    pub fn open(name: &str) -> Result<Self, OpenError> {
         layout::validate_name(name)?;
         Self::open_path(&stream_path(name)).map_err(|e| match e {
             OpenError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
@@ -503,7 +458,7 @@ impl Stream {
     }
 
     /// Open the stream file at `path` (any file: a foreign one is refused with the reason).
-    pub fn open_path(path: &Path) -> Result<Stream, OpenError> {
+    pub fn open_path(path: &Path) -> Result<Self, OpenError> {
         let io = |op, source| OpenError::Io {
             op,
             path: path.to_owned(),
@@ -552,7 +507,7 @@ impl Stream {
             parsed.sample_bytes,
             parsed.event_capacity,
         );
-        let map = Mapping::map(
+        let map = SharedMemory::map(
             &file,
             regions,
             capacity,
@@ -563,7 +518,7 @@ impl Stream {
         Ok(Stream::from_mapping(map, path.to_owned()))
     }
 
-    fn from_mapping(map: Mapping, path: PathBuf) -> Stream {
+    fn from_mapping(map: SharedMemory, path: PathBuf) -> Self {
         let h = map.header();
         let n = h.n_channels as usize;
         let labels = map.labels(n);
@@ -594,10 +549,7 @@ impl Stream {
             file_bytes: h.file_bytes,
             path,
         };
-        Stream {
-            map: Arc::new(map),
-            info: Arc::new(info),
-        }
+        Stream::from_parts(Arc::new(map), info)
     }
 
     /// Remove a stream's name. Processes that have it open keep their mapping until they
@@ -656,97 +608,6 @@ impl Stream {
         names.sort();
         names
     }
-
-    /// The stream's static description.
-    #[must_use]
-    pub fn info(&self) -> &StreamInfo {
-        &self.info
-    }
-
-    /// Name.
-    #[must_use]
-    pub fn name(&self) -> &str {
-        &self.info.name
-    }
-
-    /// Samples committed so far (absolute count since the stream began).
-    #[must_use]
-    pub fn written(&self) -> u64 {
-        self.map.control().samples.written()
-    }
-
-    /// Events pushed so far.
-    #[must_use]
-    pub fn events_written(&self) -> u64 {
-        self.map.control().events.written()
-    }
-
-    /// Become the stream's one writer. Refused while another live process holds it; a dead
-    /// holder (its process is gone) is replaced.
-    pub fn writer(&self) -> Result<Writer, ClaimError> {
-        let owner = &self.map.control().owner;
-        let me = ProcessId::current();
-        // one compare-and-swap of one word holding pid and start time: never half done
-        match claims::claim_writer(&owner.writer, me) {
-            claims::WriterClaim::Busy(holder) => {
-                return Err(ClaimError::WriterBusy {
-                    name: self.info.name.clone(),
-                    pid: holder.pid(),
-                })
-            }
-            claims::WriterClaim::Won {
-                replaced: Some(dead),
-            } => {
-                tracing::warn!(stream = %self.info.name, pid = dead.pid(), "replacing the writer of a process that died");
-            }
-            claims::WriterClaim::Won { replaced: None } => {}
-        }
-        // SYNC: Relaxed: statistics and a liveness hint, read without ordering.
-        owner.generation.fetch_add(1, Ordering::Relaxed);
-        owner
-            .heartbeat_ns
-            .store(sys::monotonic_ns(), Ordering::Relaxed);
-        Ok(Writer::new(self.clone(), me))
-    }
-
-    /// Register a reader in `mode`, starting at the newest sample (nothing old is pulled;
-    /// `seek` to read history). Dead readers' slots are reclaimed when needed.
-    pub fn reader(&self, mode: ReaderMode) -> Result<Reader, ClaimError> {
-        let slots = &self.map.control().readers;
-        let me = ProcessId::current();
-        for pass in 0..2 {
-            for (i, slot) in slots.iter().enumerate() {
-                if claims::claim_slot(&slot.state, me) {
-                    return Ok(Reader::new(self.clone(), i, mode, me));
-                }
-            }
-            if pass == 0 {
-                self.reclaim_dead_readers();
-            }
-        }
-        Err(ClaimError::NoReaderSlot {
-            name: self.info.name.clone(),
-            max: MAX_READERS,
-        })
-    }
-
-    /// Free the slots of readers whose process died; returns how many.
-    pub fn reclaim_dead_readers(&self) -> usize {
-        let c = self.map.control();
-        let mut n = 0;
-        for slot in &c.readers {
-            let Some((dead, tag)) = claims::reclaim_slot(&slot.state) else {
-                continue;
-            };
-            if tag == slot_state::LOSSLESS {
-                // SYNC: Release pairs with the writer's Acquire count check.
-                c.stats.lossless_readers.fetch_sub(1, Ordering::Release);
-            }
-            tracing::warn!(stream = %self.info.name, pid = dead.pid(), "released the slot of a reader whose process died");
-            n += 1;
-        }
-        n
-    }
 }
 
 /// Why [`open_own_file`] failed.
@@ -756,7 +617,7 @@ enum OwnFileError {
 }
 
 /// Open a stream file only if it is a regular file (not a symbolic link: `O_NOFOLLOW`)
-/// owned by this process's user. Mapping a file another user can truncate or replace would
+/// owned by this process's user. SharedMemory a file another user can truncate or replace would
 /// hand them this process: touching a page past a truncated end raises SIGBUS.
 fn open_own_file(path: &Path, write: bool) -> Result<File, OwnFileError> {
     let file = std::fs::OpenOptions::new()

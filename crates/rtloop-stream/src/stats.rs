@@ -55,7 +55,7 @@ pub struct StreamStats {
     pub readers: Vec<ReaderStats>,
 }
 
-impl Stream {
+impl<B: crate::Backing> Stream<B> {
     /// A snapshot of the stream's counters, readers and writer state.
     #[must_use]
     pub fn stats(&self) -> StreamStats {

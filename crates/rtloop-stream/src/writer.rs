@@ -2,11 +2,13 @@
 
 use std::time::{Duration, Instant};
 
+use crate::backing::{Backing, ZeroCopy};
 use crate::claims;
 use crate::error::WriteError;
 use crate::events::Event;
 use crate::layout::{EVENT_PAYLOAD_MAX, EVENT_SLOT_BYTES};
 use crate::ring::{self, min_lossless_cursor, slot_state};
+use crate::stream::DefaultBacking;
 use crate::sync::{fence, Ordering};
 use crate::sys::ProcessId;
 use crate::{sys, DType, Sample, Stream, StreamInfo};
@@ -15,8 +17,8 @@ use crate::{sys, DType, Sample, Stream, StreamInfo};
 pub const DEFAULT_LOSSLESS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The stream's one writer. Dropping it marks the stream's writer as closed.
-pub struct Writer {
-    stream: Stream,
+pub struct Writer<B: Backing = DefaultBacking> {
+    stream: Stream<B>,
     written: u64,
     events_written: u64,
     /// A lower bound of the slowest lossless reader's cursor (cursors only move forward).
@@ -31,7 +33,7 @@ pub struct Writer {
     fork_generation: u64,
 }
 
-impl std::fmt::Debug for Writer {
+impl<B: Backing> std::fmt::Debug for Writer<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer")
             .field("stream", &self.stream.name())
@@ -41,13 +43,13 @@ impl std::fmt::Debug for Writer {
 }
 
 /// Samples reserved by [`Writer::reserve`]: fill them in place, then commit.
-pub struct WriteGuard<'a> {
-    writer: &'a mut Writer,
+pub struct WriteGuard<'a, B: Backing = DefaultBacking> {
+    writer: &'a mut Writer<B>,
     n: u64,
 }
 
-impl Writer {
-    pub(crate) fn new(stream: Stream, me: ProcessId) -> Writer {
+impl<B: Backing> Writer<B> {
+    pub(crate) fn new(stream: Stream<B>, me: ProcessId) -> Self {
         let c = stream.map.control();
         let written = c.samples.written();
         let events_written = c.events.written();
@@ -85,7 +87,7 @@ impl Writer {
 
     /// The stream.
     #[must_use]
-    pub fn stream(&self) -> &Stream {
+    pub fn stream(&self) -> &Stream<B> {
         &self.stream
     }
 
@@ -107,7 +109,7 @@ impl Writer {
 
     /// Reserve `n` samples after the last commit: a contiguous, writable region even across
     /// the wrap. In lossless mode this waits until registered readers made room.
-    pub fn reserve(&mut self, n: usize) -> Result<WriteGuard<'_>, WriteError> {
+    pub fn reserve(&mut self, n: usize) -> Result<WriteGuard<'_, B>, WriteError> {
         self.check_owner()?;
         let cap = self.stream.info().capacity;
         let n = n as u64;
@@ -183,7 +185,7 @@ impl Writer {
                     })
                 }
             };
-            g.bytes_mut().copy_from_slice(piece);
+            g.store(0, piece);
             g.commit_stamped(stamp_ns);
         }
         Ok(self.written)
@@ -235,15 +237,12 @@ impl Writer {
         let sync = &map.control().events;
         let index = self.events_written;
         sync.begin_overwrite(index + 1);
-        // SAFETY: `event_ptr` points at a 512-byte slot inside the event region; only this
-        // writer stores there, after `begin_overwrite` (readers validate their copies).
-        unsafe {
-            std::ptr::copy_nonoverlapping(slot.as_ptr(), map.event_ptr(index), EVENT_SLOT_BYTES)
-        };
+        // only this writer stores there, after `begin_overwrite` (readers validate copies)
+        map.store_event(index, &slot);
         self.events_written = index + 1;
         if sync.publish(index + 1) {
             sync.bump_data_seq();
-            sys::futex_wake_all(&sync.data_wake.seq);
+            sync.data_wake.seq.wake_all();
         }
         // `Stream::wait_for` sleeps on the samples' futex for samples *or* events; the
         // SeqCst fence inside `publish` above pairs with its announcement (loom model
@@ -251,7 +250,7 @@ impl Writer {
         let samples = &map.control().samples;
         if samples.data_waiters_after_fence() {
             samples.bump_data_seq();
-            sys::futex_wake_all(&samples.data_wake.seq);
+            samples.data_wake.seq.wake_all();
         }
         Ok(index)
     }
@@ -286,11 +285,10 @@ impl Writer {
                     c.samples.withdraw_space_waiter();
                     return Err(self.timeout_error(need, end, started));
                 }
-                sys::futex_wait(
-                    &c.samples.space_wake.seq,
-                    seq,
-                    left.min(Duration::from_millis(10)),
-                );
+                c.samples
+                    .space_wake
+                    .seq
+                    .wait(seq, left.min(Duration::from_millis(10)));
             }
             c.samples.withdraw_space_waiter();
             if ok || room() {
@@ -339,9 +337,8 @@ impl Writer {
         let now = sys::monotonic_ns();
         let stamp = stamp_ns.unwrap_or(now);
         for i in self.written..self.written + k {
-            // SAFETY: `stamp_ptr` is an aligned u64 slot inside the stamp region; only this
-            // writer stores there, after `begin_overwrite` covered sample `i`.
-            unsafe { map.stamp_ptr(i).write(stamp) };
+            // only this writer stores there, after `begin_overwrite` covered sample `i`
+            map.store_stamp(i, stamp);
         }
         self.written += k;
         self.commits += 1;
@@ -350,12 +347,12 @@ impl Writer {
         c.owner.commits.store(self.commits, Ordering::Relaxed);
         if c.samples.publish(self.written) {
             c.samples.bump_data_seq();
-            sys::futex_wake_all(&c.samples.data_wake.seq);
+            c.samples.data_wake.seq.wake_all();
         }
     }
 }
 
-impl Drop for Writer {
+impl<B: Backing> Drop for Writer<B> {
     fn drop(&mut self) {
         if sys::fork_generation() != self.fork_generation {
             return; // a forked child's copy: the writer is the parent's
@@ -371,12 +368,12 @@ impl Drop for Writer {
         fence(Ordering::SeqCst);
         if c.samples.data_waiters_after_fence() {
             c.samples.bump_data_seq();
-            sys::futex_wake_all(&c.samples.data_wake.seq);
+            c.samples.data_wake.seq.wake_all();
         }
     }
 }
 
-impl WriteGuard<'_> {
+impl<B: Backing> WriteGuard<'_, B> {
     /// Samples reserved.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -389,26 +386,22 @@ impl WriteGuard<'_> {
         self.n == 0
     }
 
-    /// The reserved samples' bytes (sample-major), contiguous even across the wrap.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
+    /// Copy `src` (whole samples, sample-major) into the reservation from sample `offset`
+    /// on (works on every backing; [`WriteGuard::bytes_mut`] fills in place).
+    ///
+    /// # Panics
+    ///
+    /// If `src` is not whole samples or reaches past the reservation (a caller bug).
+    pub fn store(&mut self, offset: usize, src: &[u8]) {
         let map = &self.writer.stream.map;
-        let len = self.n as usize * map.sample_bytes;
-        // SAFETY: the reservation starts in the first data view and is at most `capacity`
-        // samples, so it lies inside the doubled mapping; this writer is the only one
-        // allowed to store there (claim) and `begin_overwrite` announced it to readers.
-        // Readers of the same slots only copy and validate, never hold references.
-        unsafe { std::slice::from_raw_parts_mut(map.sample_ptr(self.writer.written), len) }
-    }
-
-    /// The reserved samples as values of the stream's dtype, `n * n_channels` long.
-    pub fn as_mut_slice<T: Sample>(&mut self) -> Result<&mut [T], WriteError> {
-        self.writer.check_dtype(T::DTYPE)?;
-        let bytes = self.bytes_mut();
-        let len = bytes.len() / std::mem::size_of::<T>();
-        // SAFETY: the region is at least 8-byte aligned for every sample (page-aligned
-        // base, sample_bytes a multiple of itemsize) and holds `len` values of T, which is
-        // plain old data.
-        Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), len) })
+        let sb = map.sample_bytes();
+        assert!(
+            src.len() % sb == 0 && offset as u64 + (src.len() / sb) as u64 <= self.n,
+            "store of {} bytes at sample {offset} does not fit a reservation of {} samples of {sb} bytes",
+            src.len(),
+            self.n
+        );
+        map.store_samples(self.writer.written + offset as u64, src);
     }
 
     /// Publish all reserved samples, stamped now.
@@ -436,5 +429,30 @@ impl WriteGuard<'_> {
         }
         self.writer.commit(k as u64, None);
         Ok(())
+    }
+}
+
+impl<B: ZeroCopy> WriteGuard<'_, B> {
+    /// The reserved samples' bytes (sample-major), contiguous even across the wrap.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let map = &self.writer.stream.map;
+        let len = self.n as usize * map.sample_bytes();
+        // SAFETY: the reservation starts in the first data view and is at most `capacity`
+        // samples, so it lies inside the doubled mapping; this writer is the only one
+        // allowed to store there (claim) and `begin_overwrite` announced it to readers.
+        // Readers of the same slots only copy and validate, never hold references (their
+        // zero-copy views are `unsafe` with that contract).
+        unsafe { std::slice::from_raw_parts_mut(map.sample_ptr(self.writer.written), len) }
+    }
+
+    /// The reserved samples as values of the stream's dtype, `n * n_channels` long.
+    pub fn as_mut_slice<T: Sample>(&mut self) -> Result<&mut [T], WriteError> {
+        self.writer.check_dtype(T::DTYPE)?;
+        let bytes = self.bytes_mut();
+        let len = bytes.len() / std::mem::size_of::<T>();
+        // SAFETY: the region is at least 8-byte aligned for every sample (page-aligned
+        // base, sample_bytes a multiple of itemsize) and holds `len` values of T, which is
+        // plain old data.
+        Ok(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), len) })
     }
 }
