@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# loom models of the ring protocol (crates/rtloop-stream/src/loom_tests.rs).
+# loom models of the shipped writer, readers and claims over heap storage
+# (crates/rtloop-stream/src/loom_tests.rs).
 #   scripts/loom.sh                      every model at LOOM_MAX_PREEMPTIONS=2 (default)
 #   scripts/loom.sh [filter] [-- args...] run the models whose name contains `filter`
 #                                        (default `loom_`); args go to the test binary

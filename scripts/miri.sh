@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# miri on rtloop-stream's unit tests: the ring's pure logic and the threaded heap-storage
-# test of the ring protocol (src/ring_threads_tests.rs), checked for undefined behaviour and
-# data races under miri's weak-memory emulation. Tests that need mmap, futex, /proc or
+# miri on rtloop-stream's unit tests: the ring's pure logic and the shipped Writer and
+# Reader on threads over heap storage (src/ring_threads_tests.rs), checked for undefined
+# behaviour and data races under miri's weak-memory emulation. CI has no miri (this then
+# prints SKIPPED); loom (scripts/loom.sh) is the gate that runs there. Tests that need mmap, futex, /proc or
 # processes are not unit tests of the ring (they live in tests/ and are not run here).
 #   scripts/miri.sh [filter] [-- test args]
 # Skips, saying so, when nightly or its miri component is missing.

@@ -48,6 +48,7 @@ pub trait ZeroCopy: Backing {
     fn sample_ptr(&self, index: u64) -> *mut u8;
 }
 
+#[cfg(not(loom))]
 impl sealed::Sealed for crate::SharedMemory {}
 
 /// A stream in this process's heap, every slot an atomic word: what the loom models and

@@ -48,6 +48,7 @@ pub(crate) fn spin_hint() {
 #[derive(Default)]
 pub struct FutexWord(AtomicU32);
 
+/// The loom model of the futex word (see the non-loom definition).
 #[cfg(loom)]
 #[derive(Default)]
 pub struct FutexWord {

@@ -186,6 +186,9 @@ impl ProcessId {
     /// Whether this process still runs (a zombie is dead; a reused pid is another process).
     #[must_use]
     pub fn alive(self) -> bool {
+        #[cfg(loom)]
+        return model::alive(self);
+        #[cfg(not(loom))]
         process_alive(self.pid(), self.start())
     }
 }
@@ -209,9 +212,13 @@ pub fn fork_generation() -> u64 {
     fork::generation()
 }
 
+#[cfg(not(loom))]
 mod fork {
+    // std atomics: process-wide bookkeeping of this module, not part of any modelled protocol
+    #![allow(clippy::disallowed_types)]
+    use std::sync::atomic::{AtomicU64, Ordering};
+
     use super::ProcessId;
-    use crate::sync::{AtomicU64, Ordering};
 
     static GENERATION: AtomicU64 = AtomicU64::new(0);
     /// This process's id word, 0 until first asked (and again in a forked child).
@@ -225,6 +232,10 @@ mod fork {
     }
 
     fn register() {
+        // miri cannot run pthread_atfork; its tests do not fork
+        #[cfg(miri)]
+        return;
+        #[cfg(not(miri))]
         REGISTER.call_once(|| {
             // SAFETY: `in_child` is async-signal-safe (two atomic stores) as POSIX requires
             // of an atfork child handler; registering it has no other precondition.
@@ -253,9 +264,57 @@ mod fork {
     }
 }
 
+/// Processes in the loom models: each model thread plays a process ([`model::enter`]);
+/// a process is dead when the model says so ([`ProcessId::model`] with `alive = false`).
+#[cfg(loom)]
+pub mod model {
+    use super::ProcessId;
+
+    /// Start time given to dead model processes (live ones have 1).
+    const DEAD_START: u64 = 2;
+
+    loom::thread_local! {
+        static ME: std::cell::Cell<u64> = std::cell::Cell::new(0);
+    }
+
+    impl ProcessId {
+        /// Model process `pid`, alive or dead.
+        #[must_use]
+        pub fn model(pid: u32, alive: bool) -> ProcessId {
+            ProcessId::new(pid, if alive { 1 } else { DEAD_START })
+        }
+    }
+
+    /// The current model thread plays process `id` from now on.
+    pub fn enter(id: ProcessId) {
+        ME.with(|m| m.set(id.word()));
+    }
+
+    pub(super) fn alive(id: ProcessId) -> bool {
+        id.start() != DEAD_START
+    }
+
+    pub(super) fn current() -> ProcessId {
+        ME.with(|m| ProcessId::from_word(m.get()))
+            .expect("a loom model thread must call sys::model::enter first")
+    }
+}
+
+#[cfg(loom)]
+mod fork {
+    pub(super) fn generation() -> u64 {
+        0 // the models do not fork
+    }
+
+    pub(super) fn current() -> super::ProcessId {
+        super::model::current()
+    }
+}
+
 /// Sleep on a shared futex word while it equals `expected`, at most `timeout`.
 /// Returns early on a wake, a changed value, a signal or the timeout (callers re-check).
-pub fn futex_wait(word: &crate::sync::AtomicU32, expected: u32, timeout: Duration) {
+#[allow(clippy::disallowed_types)] // the kernel's futex works on a plain std atomic
+pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: Duration) {
     let ts = Timespec {
         tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
         tv_nsec: i64::from(timeout.subsec_nanos()),
@@ -265,7 +324,8 @@ pub fn futex_wait(word: &crate::sync::AtomicU32, expected: u32, timeout: Duratio
 }
 
 /// Wake every sleeper on a shared futex word.
-pub fn futex_wake_all(word: &crate::sync::AtomicU32) {
+#[allow(clippy::disallowed_types)] // as `futex_wait`
+pub fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
     let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
 

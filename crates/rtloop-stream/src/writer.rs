@@ -13,6 +13,14 @@ use crate::sync::{fence, Ordering};
 use crate::sys::ProcessId;
 use crate::{sys, DType, Sample, Stream, StreamInfo};
 
+/// How often a writer waiting for room looks for lossless readers whose process died.
+/// (Under loom, never: a model must not depend on how much real time passed.)
+const RECLAIM_EVERY: Duration = if cfg!(loom) {
+    Duration::from_secs(86_400)
+} else {
+    Duration::from_millis(10)
+};
+
 /// Default time a lossless writer waits for room before [`WriteError::Timeout`].
 pub const DEFAULT_LOSSLESS_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -295,7 +303,7 @@ impl<B: Backing> Writer<B> {
                 self.refresh_room_cache();
                 return Ok(());
             }
-            if last_reclaim.elapsed() >= Duration::from_millis(10) {
+            if last_reclaim.elapsed() >= RECLAIM_EVERY {
                 self.stream.reclaim_dead_readers();
                 last_reclaim = Instant::now();
             }
