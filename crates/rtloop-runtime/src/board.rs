@@ -11,10 +11,10 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rtloop_stream::sys;
+use rtloop_stream::{sys, Doorbell};
 use rustix::mm::{MapFlags, ProtFlags};
 
 const MAGIC: u64 = 0x7274_6c6f_6f70_4244; // "rtloopBD"
@@ -247,10 +247,12 @@ impl Board {
         unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU64>() }
     }
 
-    fn word32(&self, off: usize) -> &AtomicU32 {
-        assert!(off + 4 <= self.len && off % 4 == 0);
-        // SAFETY: as in `word`, for a 4-aligned u32.
-        unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU32>() }
+    fn doorbell(&self, off: usize) -> &Doorbell {
+        assert!(off + 8 <= self.len && off % 8 == 0);
+        // SAFETY: in bounds (checked), 8-aligned, zero-initialised file memory: a Doorbell is
+        // two u32 atomics (repr(C), 8 bytes) whose zero is their initial value, and these 8
+        // bytes are only ever accessed through it.
+        unsafe { &*self.base.as_ptr().add(off).cast::<Doorbell>() }
     }
 
     /// Processes in the model.
@@ -349,8 +351,7 @@ impl Board {
     }
 
     fn bump_and_wake(&self, futex_line: usize) {
-        self.word32(futex_line).fetch_add(1, Ordering::SeqCst);
-        sys::futex_wake_all(self.word32(futex_line));
+        self.doorbell(futex_line).ring_all();
     }
 
     // ---- processes ------------------------------------------------------------------
@@ -454,66 +455,21 @@ impl Board {
 
     // ---- waiting --------------------------------------------------------------------
 
+    /// Wake the sleepers of `futex_line` after the Release store they wait for (the stream
+    /// core's doorbell, modelled under loom there).
     fn notify(&self, futex_line: usize) {
-        let seq = self.word32(futex_line);
-        // SYNC: SeqCst RMW after the Release store being announced: a waiter that read the
-        // old seq sees the futex value change (EAGAIN), one that reads the new seq also sees
-        // the store (the RMW is ordered after it).
-        seq.fetch_add(1, Ordering::SeqCst);
-        // SYNC: the fence orders our seq bump before the waiters load (Dekker with the
-        // waiter's SeqCst announce-then-check): either we see its announcement, or it sees
-        // the new value.
-        fence(Ordering::SeqCst);
-        if self.word32(futex_line + 4).load(Ordering::Relaxed) > 0 {
-            sys::futex_wake_all(seq);
-        }
+        self.doorbell(futex_line).ring();
     }
 
-    /// Wait until `cond()` holds: spin for `spin`, then sleep on the futex of `futex_line`
-    /// (re-checking at least every 20 ms). Returns false if `deadline` passed first.
+    /// Wait until `cond()` holds (see [`Doorbell::wait`]). False if `deadline` passed first.
     fn wait_on(
         &self,
         futex_line: usize,
         spin: Duration,
         deadline: Option<Instant>,
-        mut cond: impl FnMut() -> bool,
+        cond: impl FnMut() -> bool,
     ) -> bool {
-        if cond() {
-            return true;
-        }
-        let spin_until = Instant::now() + spin;
-        while Instant::now() < spin_until {
-            if cond() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        let seq = self.word32(futex_line);
-        let waiters = self.word32(futex_line + 4);
-        loop {
-            // SYNC: SeqCst announce, then SeqCst read of seq, then re-check (Dekker with
-            // `notify`'s bump + fence + waiters load).
-            waiters.fetch_add(1, Ordering::SeqCst);
-            let s = seq.load(Ordering::SeqCst);
-            if cond() {
-                waiters.fetch_sub(1, Ordering::Relaxed);
-                return true;
-            }
-            let mut timeout = Duration::from_millis(20);
-            if let Some(d) = deadline {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    waiters.fetch_sub(1, Ordering::Relaxed);
-                    return cond();
-                }
-                timeout = timeout.min(left);
-            }
-            sys::futex_wait(seq, s, timeout);
-            waiters.fetch_sub(1, Ordering::Relaxed);
-            if cond() {
-                return true;
-            }
-        }
+        self.doorbell(futex_line).wait(spin, deadline, cond)
     }
 
     /// Wait for tick `k` to start, or the stop before it. True if it started.

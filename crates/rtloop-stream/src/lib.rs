@@ -39,6 +39,7 @@
 // shipped writer and readers over heap storage (`Stream::in_heap`).
 mod backing;
 mod claims;
+mod doorbell;
 mod dtype;
 mod error;
 mod events;
@@ -63,6 +64,7 @@ mod ring_threads_tests;
 #[cfg(any(test, loom))]
 pub use backing::HeapBacking;
 pub use backing::{Backing, ZeroCopy};
+pub use doorbell::Doorbell;
 pub use dtype::{DType, Sample, UnknownDType, ALL_DTYPES, DTYPE_NAMES};
 pub use error::{
     ClaimError, CreateError, NameError, OpenError, ReadError, RemoveError, WaitError, WriteError,

@@ -345,3 +345,31 @@ fn loom_reader_slots_are_never_shared_or_freed_from_under_a_live_reader() {
         assert_eq!(s.stats().readers.len(), 0);
     });
 }
+
+/// (k) The doorbell the tick runtime's board is built from: a waiter sleeping for a
+/// condition is always woken by the publisher's ring (and by `ring_all`), never lost.
+#[test]
+fn loom_doorbell_ring_is_never_lost() {
+    for all in [false, true] {
+        loom::model(move || {
+            let bell = std::sync::Arc::new(crate::Doorbell::default());
+            let flag = std::sync::Arc::new(crate::sync::AtomicU64::new(0));
+            let (b2, f2) = (bell.clone(), flag.clone());
+            let t = thread::spawn(move || {
+                // SYNC: Release: the waiter's Acquire in its condition sees the tick.
+                f2.store(1, crate::sync::Ordering::Release);
+                if all {
+                    b2.ring_all();
+                } else {
+                    b2.ring();
+                }
+            });
+            // SYNC: Acquire pairs with the publisher's Release.
+            let woke = bell.wait(Duration::ZERO, None, || {
+                flag.load(crate::sync::Ordering::Acquire) == 1
+            });
+            assert!(woke);
+            t.join().expect("publisher");
+        });
+    }
+}

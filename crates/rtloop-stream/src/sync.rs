@@ -86,8 +86,10 @@ impl FutexWord {
         {
             let _ = timeout;
             let guard = self.lock.lock().expect("futex model lock");
-            // SYNC: Relaxed: the model lock orders this load with `wake_all`'s notify.
-            if self.word.load(Ordering::Relaxed) == expected {
+            // SYNC: SeqCst: the kernel compares the current value under its bucket lock
+            // after a full barrier (futex_wait_setup's smp_mb); a Relaxed load here could
+            // read a value the kernel never would and report a lost wake-up that is not.
+            if self.word.load(Ordering::SeqCst) == expected {
                 drop(self.cv.wait(guard).expect("futex model wait"));
             }
         }
