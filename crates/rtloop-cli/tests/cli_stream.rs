@@ -319,3 +319,17 @@ fn help_describes_every_command() {
         assert!(rtloop(sub).status.success());
     }
 }
+
+#[test]
+fn stream_remove_refuses_a_file_that_is_not_a_stream_and_leaves_it() {
+    let name = unique("notastream");
+    let path = rtloop_stream::stream_path(&name);
+    std::fs::write(&path, b"someone's notes").unwrap();
+    let o = rtloop(&["stream", "remove", &name]);
+    let left = std::fs::read(&path);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("is not removed"), "{}", text(&o));
+    assert!(text(&o).contains("stream magic"), "{}", text(&o));
+    assert_eq!(left.unwrap(), b"someone's notes", "the file is left alone");
+}
