@@ -20,11 +20,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cli-run-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A directory for one test, removed when the test ends (also on failure).
+fn dir(tag: &str) -> rtloop_testkit::TempDir {
+    rtloop_testkit::TempDir::new(&format!("cli-run-{tag}"))
 }
 
 fn write(d: &Path, name: &str, text: &str) -> PathBuf {

@@ -3,7 +3,7 @@
 //! what was sent has arrived (with a generous deadline) and checks what each tick held.
 
 use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rtloop_runtime::drivers::{
@@ -50,11 +50,9 @@ fn port() -> u16 {
         .port()
 }
 
-fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rtloop-drivers-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A directory for one test, removed when the test ends (also on failure).
+fn tmp(tag: &str) -> rtloop_testkit::TempDir {
+    rtloop_testkit::TempDir::new(&format!("drivers-{tag}"))
 }
 
 /// One `udp_in` tick into fresh buffers (filled with 0xAA so zeroing is visible): the

@@ -268,3 +268,40 @@ mod tests {
         std::thread::sleep(Duration::from_millis(1200));
     }
 }
+
+/// A directory for one test, removed with everything in it when this value is dropped —
+/// also when the test panics (unwinding drops it). Derefs to its [`Path`].
+#[derive(Debug)]
+pub struct TempDir(tempfile::TempDir);
+
+impl TempDir {
+    /// A new, empty directory under the system temp dir, named after `label`.
+    #[must_use]
+    pub fn new(label: &str) -> TempDir {
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("rtloop-test-{label}-"))
+                .tempdir()
+                .expect("create a temporary directory"),
+        )
+    }
+
+    /// The directory.
+    #[must_use]
+    pub fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}

@@ -1,22 +1,14 @@
 //! Unit tests of the model parser: a valid model with every default, one test per error
 //! kind (message and line), several problems at once, and garbage that must not panic.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 use std::time::Duration;
 
 use super::*;
 
-/// A fresh directory under the system temp dir.
-fn tmpdir() -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "rtloop-model-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory under the system temp dir, removed when the test ends.
+fn tmpdir() -> rtloop_testkit::TempDir {
+    rtloop_testkit::TempDir::new("model")
 }
 
 /// The driver names and sections of `crate::drivers::check`, with any options accepted
@@ -39,7 +31,7 @@ fn parse(text: &str, path: &Path) -> Result<Model, ModelErrors> {
 }
 
 /// Parse `text` as `<fresh dir>/m.yaml`, with the given code files created there.
-fn parse_with(text: &str, files: &[&str]) -> (Result<Model, ModelErrors>, PathBuf) {
+fn parse_with(text: &str, files: &[&str]) -> (Result<Model, ModelErrors>, rtloop_testkit::TempDir) {
     let dir = tmpdir();
     for f in files {
         std::fs::write(dir.join(f), "# code\n").unwrap();
