@@ -129,13 +129,22 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
     if g.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
-        let mut t = Table::new(&["recording", "samples", "events", "lost", "MB/s", "ended"]);
+        let mut t = Table::new(&[
+            "recording",
+            "samples",
+            "events",
+            "lost",
+            "lost events",
+            "MB/s",
+            "ended",
+        ]);
         for r in &reports {
             t.row(&[
                 r.dir.display().to_string(),
                 r.samples.to_string(),
                 r.events.to_string(),
                 r.lost_samples.to_string(),
+                r.lost_events.to_string(),
                 format!("{:.1}", r.bytes as f64 / r.seconds.max(1e-9) / 1e6),
                 r.ended.clone(),
             ]);
@@ -156,15 +165,28 @@ fn control_socket(
     done: Arc<AtomicBool>,
 ) -> Result<(std::thread::JoinHandle<()>, PathBuf)> {
     use std::io::{BufRead, BufReader, Write as _};
+    use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_file(path);
     let l = std::os::unix::net::UnixListener::bind(path)
         .with_context(|| format!("cannot listen on control socket {}", path.display()))?;
+    // owner-only whatever the umask (bind follows it); connections from other users are
+    // refused below as well, which also covers the moment between bind and this chmod
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot make control socket {} owner-only", path.display()))?;
+    let me = rustix::process::geteuid();
     let t = std::thread::spawn(move || {
         for conn in l.incoming() {
             if done.load(Ordering::Relaxed) {
                 return;
             }
             let Ok(conn) = conn else { continue };
+            match rustix::net::sockopt::socket_peercred(&conn) {
+                Ok(cred) if cred.uid == me => {}
+                other => {
+                    tracing::warn!(peer = ?other.map(|c| c.uid.as_raw()).ok(), "refused a control connection from another user");
+                    continue;
+                }
+            }
             let Ok(w) = conn.try_clone() else { continue };
             let mut w = w;
             for line in BufReader::new(conn).lines() {
@@ -175,6 +197,7 @@ fn control_socket(
                         "streams": streams,
                         "samples": controls.iter().map(|c| c.samples.load(Ordering::Relaxed)).collect::<Vec<_>>(),
                         "lost": controls.iter().map(|c| c.lost.load(Ordering::Relaxed)).collect::<Vec<_>>(),
+                        "lost_events": controls.iter().map(|c| c.lost_events.load(Ordering::Relaxed)).collect::<Vec<_>>(),
                         "paused": controls.iter().any(|c| c.paused.load(Ordering::Relaxed)),
                     })
                     .to_string(),

@@ -60,10 +60,16 @@ pub struct Header {
     pub samples: u64,
     /// Events in `events.jsonl` at the last header update.
     pub events: u64,
-    /// Samples the recorder lost because the stream lapped it.
+    /// Samples the recorder lost because the stream lapped it: the sum of `gaps`, plus any
+    /// lost before the first recorded sample (which `first_sample` already skips).
     pub lost_samples: u64,
-    /// Where samples were lost: (recorded sample index where the gap is, samples lost).
+    /// Where samples were lost between recorded ones: (row of `data.bin` right after the
+    /// gap, samples lost there). Row `r` holds stream sample `first_sample + r + (the lost
+    /// counts of every gap at a row <= r)`: see [`Header::row_of`].
     pub gaps: Vec<(u64, u64)>,
+    /// Events the recorder lost because the stream's event ring lapped it.
+    #[serde(default)]
+    pub lost_events: u64,
     /// The recording ended cleanly (false while it runs or if it was cut).
     pub complete: bool,
     /// Why it ended (`"stopped"`, `"writer closed"`, `"writer died"`, an error).
@@ -78,6 +84,46 @@ pub struct Header {
 
 fn one() -> u32 {
     1
+}
+
+impl Header {
+    /// The row of `data.bin` for stream sample `sample`: `(row, true)` if that sample was
+    /// recorded there; `(row, false)` if it was not (lost in a gap, or before the first
+    /// recorded sample), with `row` the first recorded row after it. The one mapping from
+    /// stream indices to rows: loading, replay and the XDF and NWB exports all use it
+    /// (Python mirrors it in `rtloop.recording.row_of`, checked against the same cases).
+    #[must_use]
+    pub fn row_of(&self, sample: u64) -> (u64, bool) {
+        if sample < self.first_sample {
+            return (0, false);
+        }
+        let (mut row, mut base) = (0u64, self.first_sample);
+        for &(at, lost) in &self.gaps {
+            // rows [row, at) hold samples [base, base + at - row)
+            let end = base + at.saturating_sub(row);
+            if sample < end {
+                return (row + (sample - base), true);
+            }
+            if sample < end + lost {
+                return (at, false);
+            }
+            (row, base) = (at.max(row), end + lost);
+        }
+        (row + (sample - base), true)
+    }
+
+    /// The stream sample index held by row `row` (the inverse of [`Header::row_of`]).
+    #[must_use]
+    pub fn sample_of(&self, row: u64) -> u64 {
+        self.first_sample
+            + row
+            + self
+                .gaps
+                .iter()
+                .filter(|&&(at, _)| at <= row)
+                .map(|&(_, lost)| lost)
+                .sum::<u64>()
+    }
 }
 
 /// Errors of recording.
@@ -147,6 +193,8 @@ pub struct RecordReport {
     pub events: u64,
     /// Samples lost (the recorder was lapped).
     pub lost_samples: u64,
+    /// Events lost (the event ring lapped the recorder).
+    pub lost_events: u64,
     /// Bytes of sample data written.
     pub bytes: u64,
     /// Seconds recorded.
@@ -162,11 +210,42 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
     }
 }
 
+/// Recordings are private to the user who made them, whatever the umask.
+const FILE_MODE: u32 = 0o600;
+/// See [`FILE_MODE`].
+const DIR_MODE: u32 = 0o700;
+
+/// Create (or truncate) `path` owner-only.
+fn create_private(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .open(path)?;
+    // an existing file keeps its mode through open: make it owner-only too
+    f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
+    Ok(f)
+}
+
+/// Create `dir` (and missing parents) owner-only.
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
+}
+
 fn write_header(dir: &Path, h: &Header) -> Result<(), RecordError> {
     let tmp = dir.join("header.json.tmp");
     let path = dir.join("header.json");
     let text = serde_json::to_vec_pretty(h).expect("a header serialises");
-    std::fs::write(&tmp, text).map_err(io_err(&tmp))?;
+    create_private(&tmp)
+        .and_then(|mut f| f.write_all(&text))
+        .map_err(io_err(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io_err(&path))
 }
 
@@ -195,6 +274,8 @@ pub struct Control {
     pub samples: std::sync::atomic::AtomicU64,
     /// Samples lost so far.
     pub lost: std::sync::atomic::AtomicU64,
+    /// Events lost so far.
+    pub lost_events: std::sync::atomic::AtomicU64,
     /// 0: none; else the recording ends once every sample before this one was written (the
     /// runtime's recorder sink stops exactly at the model's last tick).
     pub end_sample: std::sync::atomic::AtomicU64,
@@ -213,15 +294,10 @@ struct Segment {
 
 impl Segment {
     fn open(dir: PathBuf, header: Header) -> Result<Segment, RecordError> {
-        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        create_private_dir(&dir).map_err(io_err(&dir))?;
         let open = |f: &str| -> Result<(BufWriter<File>, PathBuf), RecordError> {
             let p = dir.join(f);
-            let file = OpenOptions::new()
-                .create(true)
-                .write(true)
-                .truncate(true)
-                .open(&p)
-                .map_err(io_err(&p))?;
+            let file = create_private(&p).map_err(io_err(&p))?;
             Ok((BufWriter::with_capacity(1 << 20, file), p))
         };
         let seg = Segment {
@@ -308,6 +384,7 @@ pub fn record(
         events: 0,
         lost_samples: 0,
         gaps: Vec::new(),
+        lost_events: 0,
         complete: false,
         ended: None,
         rtloop_version: env!("CARGO_PKG_VERSION").into(),
@@ -323,6 +400,7 @@ pub fn record(
     let started = Instant::now();
     let (mut last_flush, mut last_sync) = (Instant::now(), Instant::now());
     let (mut total, mut total_events, mut total_lost, mut total_bytes) = (0u64, 0u64, 0u64, 0u64);
+    let mut total_lost_events = 0u64;
     let ended = loop {
         if control.stop.load(Ordering::Relaxed) {
             break "stopped".to_string();
@@ -346,6 +424,7 @@ pub fn record(
             h.start_monotonic_ns = sys::monotonic_ns();
             h.start_unix_ns = sys::realtime_ns();
             (h.samples, h.events, h.lost_samples, h.gaps) = (0, 0, 0, Vec::new());
+            h.lost_events = 0;
             let old = std::mem::replace(&mut seg, Segment::open(segment_dir(out, name, k), h)?);
             old.close("split")?;
         }
@@ -392,15 +471,41 @@ pub fn record(
                 tracing::warn!(stream = name, lost, "the recorder was lapped");
                 if !paused {
                     seg.header.lost_samples += lost;
-                    let at = seg.header.samples;
-                    seg.header.gaps.push((at, lost));
+                    // before the first recorded sample there is no gap between rows: the
+                    // first write sets `first_sample` past the loss (a gap at row 0 as well
+                    // would count it twice and misplace every row)
+                    if seg.header.samples > 0 {
+                        let at = seg.header.samples;
+                        seg.header.gaps.push((at, lost));
+                    }
                     total_lost += lost;
                     control.lost.store(total_lost, Ordering::Relaxed);
                 }
             }
             Err(e) => break format!("read error: {e}"),
         }
-        if let Ok(evs) = reader.pull_events() {
+        let evs = match reader.pull_events() {
+            Ok(evs) => evs,
+            Err(ReadError::Overrun { lost, .. }) => {
+                // the event ring lapped the recorder: say so and count it (the next pull
+                // goes on from the oldest event kept)
+                tracing::warn!(
+                    stream = name,
+                    lost,
+                    "the recorder lost events (event ring lapped)"
+                );
+                if !paused {
+                    seg.header.lost_events += lost;
+                    total_lost_events += lost;
+                    control
+                        .lost_events
+                        .store(total_lost_events, Ordering::Relaxed);
+                }
+                reader.pull_events().unwrap_or_default()
+            }
+            Err(_) => Vec::new(),
+        };
+        {
             if !paused {
                 for e in evs {
                     let mut line = serde_json::to_vec(&event_json(&e)).expect("json");
@@ -428,6 +533,7 @@ pub fn record(
         samples: total,
         events: total_events,
         lost_samples: total_lost,
+        lost_events: total_lost_events,
         bytes: total_bytes,
         seconds: started.elapsed().as_secs_f64(),
         ended,
@@ -638,10 +744,9 @@ pub fn replay(
         done += 1;
         // events at this sample (recorded with absolute stream indices)
         while let Some(e) = events.last() {
-            let at = e["sample"]
-                .as_u64()
-                .unwrap_or(0)
-                .saturating_sub(h.first_sample);
+            // the event's row (the one mapping, `Header::row_of`); in the new stream that
+            // row is sample `row` (replay writes the rows back to back from 0)
+            let (at, _) = h.row_of(e["sample"].as_u64().unwrap_or(0));
             if at >= done {
                 break;
             }

@@ -295,6 +295,7 @@ pub fn to_recording(file: &Path, pick: Option<&str>, out: &Path) -> Result<Strin
         events: events.lines().count() as u64,
         lost_samples: 0,
         gaps: Vec::new(),
+        lost_events: 0,
         complete: true,
         ended: Some(format!("converted from {}", file.display())),
         rtloop_version: env!("CARGO_PKG_VERSION").into(),

@@ -7,12 +7,22 @@ use std::time::Duration;
 
 use rtloop_record::{record, Control, RecordConfig, Recording};
 use rtloop_stream::{DType, Event, Stream, StreamConfig};
-use rtloop_testkit::{unique_name, StreamGuard, Watchdog};
+use rtloop_testkit::{unique_name, StreamGuard, TempDir, Watchdog};
 
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rtloop-rec-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+fn tmpdir(tag: &str) -> TempDir {
+    TempDir::new(&format!("rec-{tag}"))
+}
+
+/// Wait (bounded) until the recorder has registered its reader on `s`.
+fn wait_for_reader(s: &Stream) {
+    let t0 = std::time::Instant::now();
+    while s.stats().readers.is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the recorder never registered"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[test]
@@ -39,8 +49,8 @@ fn round_trip_record_then_load_is_identical() {
             )
             .unwrap()
         });
-        // let the recorder register before writing
-        std::thread::sleep(Duration::from_millis(200));
+        // the recorder registers before anything is written
+        wait_for_reader(&s);
         let mut w = s.writer().unwrap();
         let mut all = Vec::new();
         for k in 0..200i16 {
@@ -153,7 +163,7 @@ fn long_recordings_split_into_segments_that_join_up() {
             };
             record(&name, &out, &cfg, &Control::default()).unwrap()
         });
-        std::thread::sleep(Duration::from_millis(200));
+        wait_for_reader(&s);
         let mut w = s.writer().unwrap();
         for c in written.chunks(200) {
             w.write(c).unwrap();
