@@ -1,7 +1,6 @@
 //! Record while a writer writes: the recording equals what was written, the header says so,
 //! events are there, and the loader takes its count from the files.
 
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
