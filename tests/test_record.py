@@ -23,16 +23,29 @@ def rtloop_exe() -> List[str]:
     return [str(beside) if beside.exists() else "rtloop"]
 
 
-def start_recorder(name: str, out: Path, *args: str) -> subprocess.Popen[str]:
+def wait_until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    """Poll ``cond`` until it holds (a generous deadline, never a fixed sleep)."""
+    t = time.monotonic()
+    while not cond():
+        assert time.monotonic() - t < timeout, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def consumed(name: str, n: int) -> bool:
+    """Whether the stream's (one) reader has consumed ``n`` samples."""
+    readers = rtloop.Stream.open(name).stats()["readers"]
+    return bool(readers) and all(r["cursor"] >= n for r in readers)
+
+
+def start_recorder(name: str, out: Path, *args: str, **popen: Any) -> subprocess.Popen[str]:
     p = subprocess.Popen([*rtloop_exe(), "record", name, "--out", str(out), "--flush-ms", "20", *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # wait until it has registered its reader (the header exists)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    # it registers its reader before it writes the header
     t = time.monotonic()
     while not (out / name / "header.json").exists():
         assert p.poll() is None, p.communicate()
         assert time.monotonic() - t < 20
         time.sleep(0.02)
-    time.sleep(0.2)
     return p
 
 
@@ -46,8 +59,7 @@ def test_record_and_load_round_trip(make_name: Callable[[], str], tmp_path: Path
         w.push_chunk(x[k * 100:(k + 1) * 100])
         time.sleep(0.01)
     w.push_event("stim", "on", 42)
-    time.sleep(0.2)
-    w.close()  # the writer closes: the recorder finishes by itself
+    w.close()  # the writer closes: the recorder records everything, then finishes by itself
     out, err = rec.communicate(timeout=30)
     assert rec.returncode == 0, err
     r = rtloop.load(tmp_path)
@@ -117,7 +129,6 @@ def test_export_loads_in_pyxdf_and_pynwb(make_name: Callable[[], str], tmp_path:
     w.push_chunk(x[:100])
     w.push_event("stim", "on", 150)
     w.push_chunk(x[100:])
-    time.sleep(0.3)
     w.close()
     rec.communicate(timeout=30)
     r = rtloop.load(tmp_path / name)
@@ -150,7 +161,7 @@ def test_start_and_stop_from_python(make_name: Callable[[], str], tmp_path: Path
     with rtloop.record(name, tmp_path) as rec:
         assert rec.running
         w.push_chunk(np.ones((50, 2)))
-        time.sleep(0.3)
+        wait_until(lambda: consumed(name, 50), "the recorder to take the 50 samples")
         reports = rec.stop()
     assert reports[0]["samples"] == 50 and reports[0]["ended"] == "stopped"
     r = rtloop.load(tmp_path / name)
@@ -183,17 +194,17 @@ def test_control_socket_starts_splits_and_stops(make_name: Callable[[], str], tm
 
     w = s.writer()
     w.push_chunk(np.full((100, 1), -1, np.int32))  # before start: not recorded
-    time.sleep(0.3)
+    wait_until(lambda: consumed(name, 100), "the paused recorder to pass the first 100")
     assert json.loads(cmd("status"))["paused"] is True
     assert cmd("start") == "ok"
     w.push_chunk(np.arange(100, dtype=np.int32).reshape(100, 1))
-    time.sleep(0.3)
+    wait_until(lambda: json.loads(cmd("status"))["samples"] == [100], "100 samples recorded")
     assert cmd("split") == "ok"
-    time.sleep(0.3)
+    wait_until(lambda: (tmp_path / "rec" / f"{name}.0002" / "header.json").exists(), "the split")
     w.push_chunk(np.arange(100, 200, dtype=np.int32).reshape(100, 1))
-    time.sleep(0.3)
+    wait_until(lambda: json.loads(cmd("status"))["samples"] == [200], "200 samples recorded")
     st = json.loads(cmd("status"))
-    assert st["samples"] == [200] and st["lost"] == [0]
+    assert st["samples"] == [200] and st["lost"] == [0] and st["lost_events"] == [0]
     assert cmd("bogus").startswith("error: unknown command")
     assert cmd("stop") == "ok"
     f.close()
@@ -219,7 +230,6 @@ def test_replay_of_an_xdf_file(make_name: Callable[[], str], tmp_path: Path) -> 
     w.push_chunk(x[:100])
     w.push_event("cue", "left", 120)
     w.push_chunk(x[100:])
-    time.sleep(0.3)
     w.close()
     rec.communicate(timeout=30)
     to_xdf(tmp_path / name, tmp_path / "r.xdf")
@@ -289,7 +299,7 @@ def test_a_writer_that_dies_ends_the_recording(make_name: Callable[[], str], tmp
         name,
     )
     c.expect("written")
-    time.sleep(0.3)
+    wait_until(lambda: consumed(name, 10), "the recorder to take the 10 samples")
     c.proc.kill()
     c.proc.wait()
     out, err = rec.communicate(timeout=30)
@@ -297,3 +307,85 @@ def test_a_writer_that_dies_ends_the_recording(make_name: Callable[[], str], tmp
     r = rtloop.load(tmp_path / name)
     assert r.complete and "writer died" in r.header["ended"]
     np.testing.assert_array_equal(r.data[:, 0], np.arange(10))
+
+
+def test_recordings_and_the_control_socket_are_private_even_with_umask_000(
+    make_name: Callable[[], str], tmp_path: Path
+) -> None:
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=1, dtype="int32", sfreq=1000.0, capacity=4096)
+    ctl = tmp_path / "ctl.sock"
+    rec = start_recorder(name, tmp_path / "out", "--control", str(ctl), preexec_fn=lambda: os.umask(0))
+    wait_until(ctl.exists, "the control socket")
+    assert ctl.stat().st_mode & 0o777 == 0o600
+    w = s.writer()
+    w.push_chunk(np.arange(10, dtype=np.int32).reshape(10, 1))
+    w.close()
+    out, err = rec.communicate(timeout=30)
+    assert rec.returncode == 0, err
+    d = tmp_path / "out" / name
+    assert d.stat().st_mode & 0o777 == 0o700
+    for f in d.iterdir():
+        assert f.stat().st_mode & 0o777 == 0o600, f
+
+
+def _write_recording(d: Path, first: int, gaps: List[List[int]], rows: int, events: List[int]) -> None:
+    """A recording directory in the recorder's format (int64 data = the sample index),
+    with ``gaps`` between rows, as a lapped recorder leaves it."""
+    d.mkdir(parents=True)
+    header = {
+        "format": "rtloop-recording", "version": 1, "stream": d.name, "dtype": "int64",
+        "n_channels": 1, "ch_names": ["i"], "ch_units": [""], "sfreq": 1000.0,
+        "first_sample": first, "start_monotonic_ns": 0, "start_unix_ns": 1_700_000_000_000_000_000,
+        "samples": rows, "events": len(events), "lost_samples": sum(g[1] for g in gaps),
+        "gaps": gaps, "lost_events": 0, "complete": True, "ended": "stopped",
+        "rtloop_version": "test", "segment": 1,
+    }
+    (d / "header.json").write_text(json.dumps(header))
+    from rtloop.recording import Recording
+
+    probe = Recording(d, header, np.zeros((0, 1)), np.zeros(0), [])
+    samples = np.array([probe.sample_of(r) for r in range(rows)], dtype="<i8")
+    (d / "data.bin").write_bytes(samples.tobytes())
+    (d / "timestamps.bin").write_bytes((samples * 1_000_000).astype("<u8").tobytes())
+    (d / "events.jsonl").write_text(
+        "".join(json.dumps({"type": "mark", "value": str(e), "sample": e, "offset": 0, "duration": 0,
+                            "stamp_ns": 0}) + "\n" for e in events)
+    )
+
+
+def test_row_of_follows_the_cases_shared_with_the_rust_recorder() -> None:
+    from rtloop.recording import row_of
+
+    cases = json.loads((Path(__file__).parents[1] / "crates/rtloop-record/tests/data/row_of_cases.json").read_text())
+    for h in cases["headers"]:
+        for sample, row, exact in h["cases"]:
+            assert row_of(h, sample) == (row, exact), (h, sample)
+
+
+def test_exports_of_a_lapped_recording_put_every_event_on_its_sample(tmp_path: Path) -> None:
+    pyxdf = pytest.importorskip("pyxdf", reason="installed by scripts/python-dev.sh")
+    pynwb = pytest.importorskip("pynwb", reason="installed by scripts/python-dev.sh")
+    from rtloop.export import to_nwb, to_xdf
+
+    d = tmp_path / "lapped"
+    # rows 0..99 hold samples 1000..1099, then 500 lost, rows 100..199 hold 1600..1699, then
+    # 300 lost, rows 200..299 hold 2000..2099
+    events = [1000, 1050, 1099, 1650, 2000, 2099]
+    _write_recording(d, 1000, [[100, 500], [200, 300]], 300, events)
+    r = rtloop.load(d)
+    assert r.lost_samples == 800
+    for e in events:
+        row, exact = r.row_of(e)
+        assert exact and int(r.data[row, 0]) == e
+    to_xdf(r, tmp_path / "l.xdf")
+    streams, _ = pyxdf.load_xdf(str(tmp_path / "l.xdf"), dejitter_timestamps=False)
+    by_name = {st["info"]["name"][0]: st for st in streams}
+    marks = by_name["lapped-events"]
+    # each marker's time is the timestamp of the row holding its sample (sample * 1 ms)
+    np.testing.assert_allclose(marks["time_stamps"], np.array(events) * 1e-3)
+    to_nwb(r, tmp_path / "l.nwb")
+    with pynwb.NWBHDF5IO(str(tmp_path / "l.nwb"), "r") as io:
+        nwb = io.read()
+        t = nwb.get_events_table("events")["timestamp"][:]
+        np.testing.assert_allclose(t, (np.array(events) - 1000) * 1e-3)

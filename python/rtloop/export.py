@@ -93,10 +93,11 @@ def to_xdf(recording: Union[str, os.PathLike[str], Recording], path: Union[str, 
         if events:
             f.write(_stream_header(2, h["stream"] + "-events", "Markers", 1, 0.0, "string", ["event"], []))
             rows = []
-            first = int(h["first_sample"])
             times = []
             for e in events:
-                i = min(max(int(e["sample"]) - first, 0), max(n - 1, 0))
+                # the row holding the event's sample (the one mapping, gaps included); an
+                # event on a lost sample gets the time of the next recorded sample
+                i = min(rec.row_of(int(e["sample"]))[0], max(n - 1, 0))
                 t = float(ts[i]) if n else float(e.get("stamp_ns", 0)) * 1e-9
                 times.append(t)
                 text = f"{e['type']}={e['value']}".encode()
@@ -134,9 +135,9 @@ def to_nwb(recording: Union[str, os.PathLike[str], Recording], path: Union[str, 
         )
     )
     if rec.events:
-        first = int(h["first_sample"])
         n = len(rec.timestamps)
-        times = [float(rec.timestamps[min(max(int(e["sample"]) - first, 0), n - 1)]) - t0 if n else 0.0 for e in rec.events]
+        # the row holding each event's sample (the one mapping, gaps included)
+        times = [float(rec.timestamps[min(rec.row_of(int(e["sample"]))[0], n - 1)]) - t0 if n else 0.0 for e in rec.events]
         table = nwb.create_events_table(
             name="events",
             description="rtloop stream events; time in seconds from the first sample, text type=value",

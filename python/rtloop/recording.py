@@ -17,14 +17,38 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Recording", "Recorder", "load", "record"]
+__all__ = ["Recording", "Recorder", "load", "record", "row_of"]
 
 FORMAT = "rtloop-recording"
+
+
+def row_of(header: Dict[str, Any], sample: int) -> Tuple[int, bool]:
+    """The row of ``data.bin`` for stream sample ``sample``: ``(row, True)`` if that sample was
+    recorded there, ``(row, False)`` if it was not (lost in a gap, or before the first recorded
+    sample), with ``row`` the first recorded row after it.
+
+    The one mapping from stream indices to rows (the same as the Rust recorder's
+    ``Header::row_of``; both are checked against the same cases): row ``r`` holds sample
+    ``first_sample + r`` plus the samples lost in every gap at a row ``<= r``.
+    """
+    first = int(header["first_sample"])
+    if sample < first:
+        return 0, False
+    row, base = 0, first
+    for at, lost in header.get("gaps", []):
+        at, lost = int(at), int(lost)
+        end = base + max(at - row, 0)
+        if sample < end:
+            return row + (sample - base), True
+        if sample < end + lost:
+            return at, False
+        row, base = max(at, row), end + lost
+    return row + (sample - base), True
 
 
 @dataclass
@@ -43,6 +67,25 @@ class Recording:
         return bool(self.header.get("complete"))
 
     @property
+    def lost_samples(self) -> int:
+        """Samples the recorder lost because the stream lapped it."""
+        return int(self.header.get("lost_samples", 0))
+
+    @property
+    def lost_events(self) -> int:
+        """Events the recorder lost because the stream's event ring lapped it."""
+        return int(self.header.get("lost_events", 0))
+
+    def row_of(self, sample: int) -> Tuple[int, bool]:
+        """The row for stream sample ``sample`` (see :func:`row_of`)."""
+        return row_of(self.header, sample)
+
+    def sample_of(self, row: int) -> int:
+        """The stream sample index held by row ``row`` (the inverse of :meth:`row_of`)."""
+        lost = sum(int(n) for at, n in self.header.get("gaps", []) if int(at) <= row)
+        return int(self.header["first_sample"]) + row + lost
+
+    @property
     def sfreq(self) -> float:
         return float(self.header["sfreq"])
 
@@ -54,7 +97,9 @@ class Recording:
         return (
             f"<rtloop.Recording {self.header['stream']!r}: {self.data.shape[0]} samples x "
             f"{self.data.shape[1]} {self.header['dtype']}, {len(self.events)} events"
-            f"{'' if self.complete else ', cut short'}>"
+            f"{'' if self.complete else ', cut short'}"
+            f"{f', {self.lost_samples} samples lost' if self.lost_samples else ''}"
+            f"{f', {self.lost_events} events lost' if self.lost_events else ''}>"
         )
 
 
