@@ -45,13 +45,20 @@ pub struct ServeArgs {
     /// and the connection is closed, before anything is allocated for it.
     #[arg(long, default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(64..=(u32::MAX as u64)))]
     pub max_message: u64,
-    /// Most clients connected at once.
+    /// Most clients connected at once. When all places are taken, a new client gets the
+    /// place of the connection stalled longest mid-message, or else idle longest.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub max_clients: u64,
-    /// Seconds a client may pause in the middle of a message before it is disconnected
-    /// (between messages a client may stay idle as long as it likes).
+    /// Seconds a whole message may take to arrive, from its first byte; a slower client
+    /// (stalled, or sending a byte at a time) is disconnected. Between messages a client may
+    /// stay idle (until its place is needed).
     #[arg(long, default_value_t = 10.0, value_parser = crate::cmd_demo::positive_f64)]
     pub message_timeout: f64,
+    /// MiB that messages being received may hold, over all clients together; a message that
+    /// would go beyond gets the error reply of its kind and its connection is closed, before
+    /// anything is allocated for it.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub memory_mb: u64,
     /// Poll each connection for its next request this many microseconds before sleeping.
     /// On a VM a sleeping thread takes ~40 us to wake, most of a loopback round trip; polling
     /// removes that for clients that send their next request soon, at the cost of a busy CPU
@@ -85,6 +92,7 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
         max_message: a.max_message as usize,
         max_clients: a.max_clients as usize,
         message_timeout: Duration::from_secs_f64(a.message_timeout),
+        memory_budget: (a.memory_mb as usize).saturating_mul(1 << 20),
         spin: Duration::from_micros(a.spin_us),
     };
     let server = Server::start(buffer.clone(), scfg)?;

@@ -3,6 +3,9 @@
 //! large message and sends nothing costs nothing).
 
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::codec::{self, BadVersion, Prefix, PREFIX_BYTES};
 
@@ -39,19 +42,127 @@ pub enum FrameError {
         /// Bytes the message needs.
         need: usize,
     },
-    /// The peer stopped sending in the middle of a message for longer than the timeout.
-    #[error(
-        "the client sent {got} of {need} bytes of a message, then nothing for the message timeout"
-    )]
+    /// A message did not arrive whole within the message deadline (a stalled or dripping
+    /// client).
+    #[error("the client sent {got} of {need} bytes of a message within the message deadline of {deadline_ms} ms")]
     Stalled {
         /// Bytes of this message received.
         got: usize,
         /// Bytes the message needs.
         need: usize,
+        /// The deadline for a whole message.
+        deadline_ms: u64,
+    },
+    /// Holding this message would take the server over its memory budget for partial
+    /// messages; nothing was allocated for it.
+    #[error("{command} (0x{code:04x}) announces {bufsize} payload bytes; partial messages of all clients already hold {held} of the server's {budget} byte budget (--memory-mb)")]
+    OverBudget {
+        /// The prefix (its order and command give the error reply).
+        prefix: Prefix,
+        /// Command name.
+        command: &'static str,
+        /// Command code.
+        code: u16,
+        /// Announced bytes.
+        bufsize: u32,
+        /// Bytes held by all connections' partial messages.
+        held: usize,
+        /// The budget.
+        budget: usize,
     },
     /// Any other socket error.
     #[error("socket error: {0}")]
     Io(#[from] io::Error),
+}
+
+/// The server-wide budget for messages being received: every message larger than the
+/// initial per-connection buffer reserves its whole size here before its payload is read,
+/// and gives it back once handled (or when the connection ends).
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: usize,
+    // Ordering: a counter no data is published through: Relaxed.
+    held: AtomicUsize,
+}
+
+impl MemoryBudget {
+    /// A budget of `limit` bytes.
+    #[must_use]
+    pub fn new(limit: usize) -> Self {
+        MemoryBudget {
+            limit,
+            held: AtomicUsize::new(0),
+        }
+    }
+
+    /// Bytes reserved now.
+    #[must_use]
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// The limit.
+    #[must_use]
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn try_reserve(&self, n: usize) -> Result<(), usize> {
+        let mut cur = self.held.load(Ordering::Relaxed);
+        loop {
+            if cur + n > self.limit {
+                return Err(cur);
+            }
+            match self.held.compare_exchange_weak(
+                cur,
+                cur + n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    fn release(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// What a connection is doing, for choosing whom to drop when the server is full.
+#[derive(Debug, Default)]
+pub struct ConnState {
+    // Ordering: hints read by the accept loop, nothing published through them: Relaxed.
+    phase: AtomicU8,
+    since_ns: AtomicU64,
+}
+
+/// Phases of [`ConnState`].
+pub mod phase {
+    /// Waiting for the next message (idle).
+    pub const IDLE: u8 = 0;
+    /// In the middle of receiving a message.
+    pub const RECEIVING: u8 = 1;
+    /// Handling a request (including a blocking WAIT_DAT): never dropped for room.
+    pub const HANDLING: u8 = 2;
+}
+
+impl ConnState {
+    fn set(&self, p: u8, epoch: Instant) {
+        self.since_ns
+            .store(epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.phase.store(p, Ordering::Relaxed);
+    }
+
+    /// The phase and when it began (ns since the server's epoch).
+    #[must_use]
+    pub fn get(&self) -> (u8, u64) {
+        (
+            self.phase.load(Ordering::Relaxed),
+            self.since_ns.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Reads messages from one connection into a reused buffer.
@@ -62,6 +173,17 @@ pub struct MessageReader {
     end: usize,
     limit: usize,
     current: usize,
+    budget: Option<Arc<MemoryBudget>>,
+    reserved: usize,
+    deadline: Option<Duration>,
+    message_started: Option<Instant>,
+    state: Option<(Arc<ConnState>, Instant)>,
+}
+
+impl Drop for MessageReader {
+    fn drop(&mut self) {
+        self.give_back();
+    }
 }
 
 impl MessageReader {
@@ -74,6 +196,42 @@ impl MessageReader {
             end: 0,
             limit,
             current: 0,
+            budget: None,
+            reserved: 0,
+            deadline: None,
+            message_started: None,
+            state: None,
+        }
+    }
+
+    /// A server connection's reader: large messages reserve from `budget`, a message must
+    /// arrive whole within `deadline` of its first byte, and `state` tells the server what
+    /// the connection is doing (times measured from `epoch`).
+    #[must_use]
+    pub fn for_server(
+        limit: usize,
+        budget: Arc<MemoryBudget>,
+        deadline: Duration,
+        state: Arc<ConnState>,
+        epoch: Instant,
+    ) -> Self {
+        let mut r = MessageReader::new(limit);
+        r.budget = Some(budget);
+        r.deadline = Some(deadline);
+        r.state = Some((state, epoch));
+        r
+    }
+
+    fn give_back(&mut self) {
+        if let Some(b) = &self.budget {
+            b.release(self.reserved);
+        }
+        self.reserved = 0;
+    }
+
+    fn set_phase(&self, p: u8) {
+        if let Some((s, epoch)) = &self.state {
+            s.set(p, *epoch);
         }
     }
 
@@ -87,10 +245,14 @@ impl MessageReader {
     /// messages. The payload is [`MessageReader::payload`] until the next call.
     ///
     /// The source may time out (`WouldBlock`/`TimedOut`): between messages the reader just
-    /// keeps waiting; in the middle of a message it gives up with [`FrameError::Stalled`].
+    /// keeps waiting; in the middle of a message it gives up with [`FrameError::Stalled`]
+    /// once the message deadline (or, without one, the first timeout) has passed.
     pub fn next<R: Read>(&mut self, r: &mut R) -> Result<Option<Prefix>, FrameError> {
         self.start += self.current;
         self.current = 0;
+        self.give_back();
+        self.message_started = None;
+        self.set_phase(phase::IDLE);
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -116,8 +278,22 @@ impl MessageReader {
             });
         }
         let need = PREFIX_BYTES + bufsize;
+        if let Some(b) = &self.budget {
+            if need > INITIAL {
+                b.try_reserve(need).map_err(|held| FrameError::OverBudget {
+                    prefix,
+                    command: codec::cmd::name(prefix.command),
+                    code: prefix.command,
+                    bufsize: prefix.bufsize,
+                    held,
+                    budget: b.limit(),
+                })?;
+                self.reserved = need;
+            }
+        }
         self.fill(r, need)?;
         self.current = need;
+        self.set_phase(phase::HANDLING);
         Ok(Some(prefix))
     }
 
@@ -147,10 +323,23 @@ impl MessageReader {
                 self.buf.resize(grown.max(self.buf.len()), 0);
             }
             let got = self.end - self.start;
+            if got > 0 {
+                if let (Some(d), Some(t)) = (self.deadline, self.message_started) {
+                    if t.elapsed() > d {
+                        return Err(self.stalled(got, need));
+                    }
+                }
+            }
             match r.read(&mut self.buf[self.end..]) {
                 Ok(0) if got == 0 => return Ok(false),
                 Ok(0) => return Err(FrameError::Truncated { got, need }),
-                Ok(n) => self.end += n,
+                Ok(n) => {
+                    if got == 0 && self.message_started.is_none() {
+                        self.message_started = Some(Instant::now());
+                        self.set_phase(phase::RECEIVING);
+                    }
+                    self.end += n;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e)
                     if matches!(
@@ -158,8 +347,10 @@ impl MessageReader {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    if got > 0 {
-                        return Err(FrameError::Stalled { got, need });
+                    // between messages a connection may idle; in a message, only until
+                    // the deadline (the check above), or the first timeout without one
+                    if got > 0 && self.deadline.is_none() {
+                        return Err(self.stalled(got, need));
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset && got == 0 => {
@@ -169,6 +360,14 @@ impl MessageReader {
             }
         }
         Ok(true)
+    }
+
+    fn stalled(&self, got: usize, need: usize) -> FrameError {
+        FrameError::Stalled {
+            got,
+            need,
+            deadline_ms: self.deadline.map_or(0, |d| d.as_millis() as u64),
+        }
     }
 }
 

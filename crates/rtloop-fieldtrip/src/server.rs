@@ -9,16 +9,17 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsFd;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::buffer::{After, Buffer};
 use crate::codec::{cmd, put_status};
-use crate::framing::{FrameError, MessageReader, SpinRead};
+use crate::framing::{phase, ConnState, FrameError, MemoryBudget, MessageReader, SpinRead};
 
 /// Where and how to listen.
 #[derive(Clone, Debug)]
@@ -30,10 +31,17 @@ pub struct ServerConfig {
     /// Largest request payload accepted, in bytes; larger ones are refused before anything
     /// is allocated for them.
     pub max_message: usize,
-    /// Most connections served at once; more are closed at once (with a log line).
+    /// Most connections served at once. When all are taken, a new client gets the place of
+    /// the connection stalled longest in the middle of a message, or else idle longest; only
+    /// when every connection is handling a request is it closed (with a log line).
     pub max_clients: usize,
-    /// How long a client may pause in the middle of a message before it is dropped.
+    /// How long a whole message may take to arrive from its first byte; a client that is
+    /// slower (stalled, or dripping bytes) is dropped.
     pub message_timeout: Duration,
+    /// Bytes that messages being received may hold, over all connections together; a
+    /// message that would go beyond is refused (error reply, connection closed) before
+    /// anything is allocated for it.
+    pub memory_budget: usize,
     /// Poll a connection for its next request this long before sleeping (see
     /// [`crate::framing::SpinRead`]); zero = sleep at once.
     pub spin: Duration,
@@ -47,6 +55,7 @@ impl Default for ServerConfig {
             max_message: 1 << 30,
             max_clients: 256,
             message_timeout: Duration::from_secs(10),
+            memory_budget: 2 << 30,
             spin: Duration::ZERO,
         }
     }
@@ -59,6 +68,18 @@ struct Shared {
     // Ordering: a flag and a counter with no data published through them: Relaxed.
     stop: AtomicBool,
     clients: AtomicUsize,
+    budget: Arc<MemoryBudget>,
+    /// Open connections, for choosing one to drop when the server is full.
+    conns: Mutex<Vec<Arc<Conn>>>,
+    epoch: Instant,
+}
+
+/// One open connection as the accept loop sees it.
+struct Conn {
+    state: Arc<ConnState>,
+    /// A handle on the socket to shut it down from the accept loop.
+    sock: OwnedFd,
+    peer: String,
 }
 
 /// A running server. Dropping it (or [`Server::shutdown`]) stops accepting; connections
@@ -113,6 +134,9 @@ impl Server {
             cfg: cfg.clone(),
             stop: AtomicBool::new(false),
             clients: AtomicUsize::new(0),
+            budget: Arc::new(MemoryBudget::new(cfg.memory_budget)),
+            conns: Mutex::new(Vec::new()),
+            epoch: Instant::now(),
         });
         let mut threads = Vec::new();
         if let Some(l) = tcp {
@@ -155,6 +179,13 @@ impl Server {
     #[must_use]
     pub fn buffer(&self) -> &Arc<Buffer> {
         &self.shared.buffer
+    }
+
+    /// Bytes that messages being received hold now, over all connections (never more than
+    /// [`ServerConfig::memory_budget`]).
+    #[must_use]
+    pub fn partial_bytes(&self) -> usize {
+        self.shared.budget.held()
     }
 
     /// Connections open now.
@@ -216,14 +247,48 @@ fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     }
 }
 
+/// Take a place for a new connection: a free one, or the place of the connection stalled
+/// longest mid-message, or else idle longest (it is shut down). False when every connection
+/// is busy handling a request.
 fn admit(sh: &Shared, peer: &str) -> bool {
     let n = sh.clients.fetch_add(1, Ordering::Relaxed);
-    if n >= sh.cfg.max_clients {
-        sh.clients.fetch_sub(1, Ordering::Relaxed);
-        tracing::warn!(%peer, "{n} clients are connected, the most allowed (--max-clients); closing this one");
-        return false;
+    if n < sh.cfg.max_clients {
+        return true;
     }
-    true
+    let victim = {
+        let conns = sh
+            .conns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pick = |p: u8| {
+            conns
+                .iter()
+                .filter(|c| c.state.get().0 == p)
+                .min_by_key(|c| c.state.get().1)
+                .cloned()
+        };
+        pick(phase::RECEIVING).or_else(|| pick(phase::IDLE))
+    };
+    match victim {
+        Some(v) => {
+            let (p, since) = v.state.get();
+            let for_s = (sh.epoch.elapsed().as_nanos() as u64).saturating_sub(since) as f64 * 1e-9;
+            tracing::warn!(%peer, dropped = %v.peer, "{n} clients are connected, the most allowed (--max-clients); dropping the one {} for {for_s:.1} s to make room", if p == phase::RECEIVING { "stalled mid-message" } else { "idle" });
+            // its thread sees the socket closed and leaves (and gives its place back)
+            let _ = rustix::net::shutdown(&v.sock, rustix::net::Shutdown::Both);
+            true
+        }
+        None => {
+            sh.clients.fetch_sub(1, Ordering::Relaxed);
+            tracing::warn!(%peer, "{n} clients are connected, the most allowed (--max-clients), all handling requests; closing this one");
+            false
+        }
+    }
+}
+
+/// How long a blocked read waits before the reader checks its message deadline again.
+fn read_slice(cfg: &ServerConfig) -> Duration {
+    (cfg.message_timeout / 4).clamp(Duration::from_millis(1), Duration::from_secs(1))
 }
 
 fn accept_tcp(sh: &Arc<Shared>, l: &TcpListener) {
@@ -246,10 +311,14 @@ fn accept_tcp(sh: &Arc<Shared>, l: &TcpListener) {
             continue;
         }
         let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(sh.cfg.message_timeout));
+        let _ = s.set_read_timeout(Some(read_slice(&sh.cfg)));
+        let Ok(handle) = s.as_fd().try_clone_to_owned() else {
+            sh.clients.fetch_sub(1, Ordering::Relaxed);
+            continue;
+        };
         let sh2 = sh.clone();
-        spawn_connection(sh, peer, move |peer| {
-            serve_connection(&sh2, QuickAck(s), peer)
+        spawn_connection(sh, peer, handle, move |peer, state| {
+            serve_connection(&sh2, QuickAck(s), peer, state)
         });
     }
 }
@@ -273,10 +342,16 @@ fn accept_unix(sh: &Arc<Shared>, l: &UnixListener) {
         if !admit(sh, &peer) {
             continue;
         }
-        let _ = s.set_read_timeout(Some(sh.cfg.message_timeout));
+        let _ = s.set_read_timeout(Some(read_slice(&sh.cfg)));
         unix_buffers(&s);
+        let Ok(handle) = s.as_fd().try_clone_to_owned() else {
+            sh.clients.fetch_sub(1, Ordering::Relaxed);
+            continue;
+        };
         let sh2 = sh.clone();
-        spawn_connection(sh, peer, move |peer| serve_connection(&sh2, s, peer));
+        spawn_connection(sh, peer, handle, move |peer, state| {
+            serve_connection(&sh2, s, peer, state)
+        });
     }
 }
 
@@ -287,18 +362,41 @@ pub(crate) fn unix_buffers(s: &UnixStream) {
     let _ = rustix::net::sockopt::set_socket_recv_buffer_size(s, 4 << 20);
 }
 
-fn spawn_connection(sh: &Arc<Shared>, peer: String, f: impl FnOnce(&str) + Send + 'static) {
+fn spawn_connection(
+    sh: &Arc<Shared>,
+    peer: String,
+    sock: OwnedFd,
+    f: impl FnOnce(&str, Arc<ConnState>) + Send + 'static,
+) {
+    let state = Arc::new(ConnState::default());
+    let conn = Arc::new(Conn {
+        state: state.clone(),
+        sock,
+        peer: peer.clone(),
+    });
+    sh.conns
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(conn.clone());
     let sh2 = sh.clone();
+    let leave = move |sh: &Shared| {
+        sh.conns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|c| !Arc::ptr_eq(c, &conn));
+        sh.clients.fetch_sub(1, Ordering::Relaxed);
+    };
+    let leave2 = leave.clone();
     let r = std::thread::Builder::new()
         .name("ft-conn".into())
         .spawn(move || {
             tracing::debug!(%peer, "connected");
-            f(&peer);
-            sh2.clients.fetch_sub(1, Ordering::Relaxed);
+            f(&peer, state);
+            leave(&sh2);
             tracing::debug!(%peer, "disconnected");
         });
     if let Err(e) = r {
-        sh.clients.fetch_sub(1, Ordering::Relaxed);
+        leave2(sh);
         tracing::error!("cannot start a connection thread: {e}");
     }
 }
@@ -335,8 +433,20 @@ impl AsFd for QuickAck {
 }
 
 /// Serve one connection until the client closes it or breaks the protocol.
-fn serve_connection<S: Read + Write + AsFd>(sh: &Shared, mut sock: S, peer: &str) {
-    serve_spinning(&sh.buffer, &mut sock, peer, sh.cfg.max_message, sh.cfg.spin);
+fn serve_connection<S: Read + Write + AsFd>(
+    sh: &Shared,
+    mut sock: S,
+    peer: &str,
+    state: Arc<ConnState>,
+) {
+    let rd = MessageReader::for_server(
+        sh.cfg.max_message,
+        sh.budget.clone(),
+        sh.cfg.message_timeout,
+        state,
+        sh.epoch,
+    );
+    serve_spinning_with(&sh.buffer, &mut sock, peer, rd, sh.cfg.spin);
 }
 
 /// [`serve`] on a socket, polling for each request for up to `spin` before sleeping.
@@ -347,8 +457,18 @@ pub fn serve_spinning<S: Read + Write + AsFd>(
     max_message: usize,
     spin: Duration,
 ) {
+    serve_spinning_with(buffer, sock, peer, MessageReader::new(max_message), spin);
+}
+
+fn serve_spinning_with<S: Read + Write + AsFd>(
+    buffer: &Buffer,
+    sock: &mut S,
+    peer: &str,
+    rd: MessageReader,
+    spin: Duration,
+) {
     if spin.is_zero() {
-        return serve(buffer, sock, peer, max_message);
+        return serve_with(buffer, sock, peer, rd);
     }
     struct Both<'a, S>(SpinRead<'a, S>);
     impl<S: Read + Write + AsFd> Read for Both<'_, S> {
@@ -364,17 +484,15 @@ pub fn serve_spinning<S: Read + Write + AsFd>(
             self.0.inner().flush()
         }
     }
-    serve(
-        buffer,
-        &mut Both(SpinRead::new(sock, spin)),
-        peer,
-        max_message,
-    );
+    serve_with(buffer, &mut Both(SpinRead::new(sock, spin)), peer, rd);
 }
 
 /// The request loop over any byte stream (a socket, or bytes in a test).
 pub fn serve<S: Read + Write>(buffer: &Buffer, sock: &mut S, peer: &str, max_message: usize) {
-    let mut rd = MessageReader::new(max_message);
+    serve_with(buffer, sock, peer, MessageReader::new(max_message));
+}
+
+fn serve_with<S: Read + Write>(buffer: &Buffer, sock: &mut S, peer: &str, mut rd: MessageReader) {
     let mut out = Vec::with_capacity(64 * 1024);
     loop {
         out.clear();
@@ -404,6 +522,22 @@ pub fn serve<S: Read + Write>(buffer: &Buffer, sock: &mut S, peer: &str, max_mes
             }) => {
                 let reply = cmd::error_reply(code);
                 tracing::warn!(%peer, "{command} announces {bufsize} payload bytes, more than the limit of {limit} (--max-message); answering {} and closing", reply.map_or("nothing", cmd::name));
+                if let Some(r) = reply.filter(|_| code >> 8 != 0x05) {
+                    put_status(prefix.order, r, &mut out);
+                    let _ = sock.write_all(&out);
+                }
+                return;
+            }
+            Err(FrameError::OverBudget {
+                prefix,
+                command,
+                code,
+                bufsize,
+                held,
+                budget,
+            }) => {
+                let reply = cmd::error_reply(code);
+                tracing::warn!(%peer, "{command} announces {bufsize} payload bytes, but partial messages already hold {held} of the server's {budget} byte budget (--memory-mb); answering {} and closing", reply.map_or("nothing", cmd::name));
                 if let Some(r) = reply.filter(|_| code >> 8 != 0x05) {
                     put_status(prefix.order, r, &mut out);
                     let _ = sock.write_all(&out);

@@ -46,6 +46,7 @@ fn start_with(max_message: usize, spin: Duration) -> Fixture {
             max_message,
             max_clients: 64,
             message_timeout: Duration::from_millis(500),
+            memory_budget: 2 << 30,
             spin,
         },
     )
