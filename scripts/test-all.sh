@@ -35,6 +35,9 @@ rust_test() {
 
 python_test() {
     ensure_python
+    # every optional peer (pylsl, pynwb, pyxdf, numba, scipy, FieldTrip.py) was installed by
+    # python-dev.sh: a missing one fails the run instead of skipping its tests
+    export RTLOOP_REQUIRE_PEERS=1
     rtloop sys-info
     # pytest exits 5 when it collected nothing: that is a failure here, not a pass
     local rc=0

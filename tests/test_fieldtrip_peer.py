@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 import rtloop
+from _peers import need
 
-FieldTrip: Any = pytest.importorskip(
-    "lib.FieldTrip", reason="the peer client comes from `pip install --no-deps eegsynth` (scripts/python-dev.sh)"
-)
+# the peer client: FieldTrip.py from `pip install --no-deps eegsynth` (scripts/python-dev.sh)
+FieldTrip: Any = need("lib.FieldTrip", "eegsynth")
 
 
 class _OldNumpy(np.ndarray):

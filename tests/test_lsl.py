@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import rtloop
+from _peers import need
 
-pylsl = pytest.importorskip("pylsl")
+pylsl = need("pylsl", "pylsl")
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import rtloop
+from _peers import need
 
 
 def rtloop_exe() -> List[str]:
@@ -117,8 +118,8 @@ def test_bad_input(tmp_path: Path, make_name: Callable[[], str]) -> None:
 
 
 def test_export_loads_in_pyxdf_and_pynwb(make_name: Callable[[], str], tmp_path: Path) -> None:
-    pyxdf = pytest.importorskip("pyxdf", reason="installed by scripts/python-dev.sh")
-    pynwb = pytest.importorskip("pynwb", reason="installed by scripts/python-dev.sh")
+    pyxdf = need("pyxdf", "pyxdf")
+    pynwb = need("pynwb", "pynwb")
     from rtloop.export import to_nwb, to_xdf
 
     name = make_name()
@@ -364,8 +365,8 @@ def test_row_of_follows_the_cases_shared_with_the_rust_recorder() -> None:
 
 
 def test_exports_of_a_lapped_recording_put_every_event_on_its_sample(tmp_path: Path) -> None:
-    pyxdf = pytest.importorskip("pyxdf", reason="installed by scripts/python-dev.sh")
-    pynwb = pytest.importorskip("pynwb", reason="installed by scripts/python-dev.sh")
+    pyxdf = need("pyxdf", "pyxdf")
+    pynwb = need("pynwb", "pynwb")
     from rtloop.export import to_nwb, to_xdf
 
     d = tmp_path / "lapped"

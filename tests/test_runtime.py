@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import rtloop
+from _peers import need
 import rtloop.runtime
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "models"
@@ -234,9 +235,8 @@ def test_the_model_file_errors_are_listed_with_their_lines(tmp_path: Path) -> No
     assert "line " in err
 
 
-@pytest.mark.skipif(shutil.which("cc") is None and False, reason="")
 def test_numba_compiles_step_before_tick_0(tmp_path: Path) -> None:
-    pytest.importorskip("numba")
+    need("numba", "numba")
     write(
         tmp_path,
         "nb.py",
@@ -321,13 +321,20 @@ def test_udp_echo_returns_every_packet(tmp_path: Path) -> None:
     t = threading.Thread(target=receive)
     t.start()
     runner = subprocess.Popen(
-        [sys.executable, "-m", "rtloop", "--json", "run", str(model), "--quiet", "--seconds", "4"],
+        [sys.executable, "-m", "rtloop", "--json", "run", str(model), "--quiet", "--seconds", "8"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)  # the model is running (a packet sent before would be lost, like a NIC's)
+    # wait until the model echoes (a packet sent before it runs is lost, as on a NIC): probe
+    # packets until one comes back, then count only what follows
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    deadline = time.monotonic() + 60
+    while not any(g.startswith(b"probe") for g in got):
+        assert runner.poll() is None, runner.communicate()
+        assert time.monotonic() < deadline, "the echo model never answered a probe"
+        tx.sendto(b"probe", ("127.0.0.1", port_in))
+        time.sleep(0.02)
     sent = []
     for i in range(500):
         payload = (i.to_bytes(4, "little") * 368)[: 16 + (i * 37) % 1457]
@@ -342,6 +349,7 @@ def test_udp_echo_returns_every_packet(tmp_path: Path) -> None:
     rx.close()
     tx.close()
     assert runner.returncode == 0, err
+    got = [g for g in got if g != b"probe"]
     assert got == sent, f"{len(got)} of {len(sent)} echoed"
     report = json.loads(out)
     assert "1 oversized" in proc(report, "udp_rx")["summary"], proc(report, "udp_rx")
@@ -349,7 +357,7 @@ def test_udp_echo_returns_every_packet(tmp_path: Path) -> None:
 
 
 def test_spike_detector_triggers_over_udp(tmp_path: Path) -> None:
-    pytest.importorskip("scipy")
+    need("scipy", "scipy")
     port = free_port()
     model = _example(
         tmp_path,
