@@ -34,10 +34,6 @@ rust_test() {
 }
 
 python_test() {
-    ensure_python
-    # every optional peer (pylsl, pynwb, pyxdf, numba, scipy, FieldTrip.py) was installed by
-    # python-dev.sh: a missing one fails the run instead of skipping its tests
-    export RTLOOP_REQUIRE_PEERS=1
     rtloop sys-info
     # pytest exits 5 when it collected nothing: that is a failure here, not a pass
     local rc=0
@@ -55,6 +51,11 @@ verify_run() {
 }
 
 stage versions versions
+# the Python environment first: it holds the peers the Rust tests use too (liblsl from
+# pylsl). Every optional peer (pylsl, pynwb, pyxdf, numba, scipy, FieldTrip.py) is installed
+# by python-dev.sh, so a missing one fails the run instead of skipping its tests.
+stage pyenv ensure_python
+export RTLOOP_REQUIRE_PEERS=1 RTLOOP_PYTHON="$VENV/bin/python"
 stage lint rust_lint
 stage rust rust_test
 stage loom bash scripts/loom.sh
