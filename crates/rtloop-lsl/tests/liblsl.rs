@@ -241,8 +241,7 @@ fn bad_input_gets_a_clear_error() {
         &stop,
         &mut |_| {},
     )
-    .err()
-    .expect("uint16 has no LSL format");
+    .expect_err("uint16 has no LSL format");
     assert!(matches!(e, LslError::Unmappable(_)), "{e:?}");
     assert!(e.to_string().contains("no LSL channel format"), "{e}");
     // an outlet of a dtype LSL cannot carry is refused before anything is announced
