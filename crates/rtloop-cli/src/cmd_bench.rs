@@ -1,6 +1,6 @@
 //! `rtloop bench stream`: stream throughput and hand-off latency, each next to a reference
 //! measured in the same run — single-thread memcpy bandwidth for throughput, a bare
-//! cache-line ping-pong between two processes for latency — and the ratio (DESIGN §7).
+//! cache-line ping-pong between two processes for latency — and the ratio (docs/design.md §7).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
 use rtloop_stream::lines::SharedLines;
-use rtloop_stream::{sys, DType, ReaderMode, Stream, StreamConfig};
+use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
+use rtloop_sys as sys;
 use serde::Serialize;
 use std::sync::atomic::Ordering;
 

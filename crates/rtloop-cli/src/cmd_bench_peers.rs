@@ -4,7 +4,7 @@
 //! reader counts, each writer and reader its own process (`rtloop child peer-writer` /
 //! `peer-reader`). Per trial: one-way latency of chunks paced at the real rate, then
 //! sustained throughput with the writer going flat out (the slowest reader's rate). The
-//! peers are the references (DESIGN §7): throughput is reported as a ratio to LSL's, and
+//! peers are the references (docs/design.md §7): throughput is reported as a ratio to LSL's, and
 //! the stream's p99 latency beside the lowest peer p99.
 
 use std::io::{BufRead, BufReader, Write};
@@ -92,7 +92,7 @@ impl WaitArg {
         match self {
             WaitArg::Block => Wait::Block,
             WaitArg::Spin => Wait::Spin,
-            WaitArg::Auto if readers < rtloop_stream::sys::online_cpus() => Wait::Spin,
+            WaitArg::Auto if readers < rtloop_sys::online_cpus() => Wait::Spin,
             WaitArg::Auto => Wait::Block,
         }
     }

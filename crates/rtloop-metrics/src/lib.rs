@@ -1,5 +1,5 @@
 //! Measurement helpers shared by the tools and benchmarks: latency distributions kept in HDR
-//! histograms and reported as p50 / p99 / p99.9 / max (never a mean alone, DESIGN §3),
+//! histograms and reported as p50 / p99 / p99.9 / max (never a mean alone, docs/design.md §3),
 //! human tables, JSON, and PNG plots.
 
 #![forbid(unsafe_code)]
@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use rtloop_stream::sys::monotonic_ns;
+pub use rtloop_sys::monotonic_ns;
 
 pub mod charts;
 

@@ -44,7 +44,7 @@ pub(crate) fn batch_samples(t: &Trial) -> usize {
 /// seconds of data at the nominal rate, as an rtloop stream is configured (history), at least
 /// 4 chunks. Larger than the last-level cache on purpose: a ring that fits in it is bimodal on
 /// this kind of VM (2 or 30 GB/s depending on where the host puts the vCPUs), one that does
-/// not is steady (shared/notes/machine-limits.md).
+/// not is steady (measured on these machines with a bare ring).
 pub(crate) fn history_bytes(t: &Trial) -> usize {
     let two_seconds = (2.0 * t.rate) as usize * t.sample_bytes();
     two_seconds.max(4 * t.chunk_bytes())
