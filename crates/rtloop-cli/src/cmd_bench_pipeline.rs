@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rtloop_lab::work::Work;
 use rtloop_metrics::Table;
-use rtloop_stream::{sys, DType, ReaderMode, Stream, StreamConfig};
+use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
+use rtloop_sys as sys;
 use serde::Serialize;
 
 use crate::Global;

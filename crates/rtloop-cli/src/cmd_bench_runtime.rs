@@ -156,7 +156,7 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
     let mut res = Results {
         machine: format!(
             "{} CPUs; {}",
-            rtloop_stream::sys::online_cpus(),
+            rtloop_sys::online_cpus(),
             std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .unwrap_or_default()
                 .trim()
@@ -170,14 +170,13 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
     };
     let result = (|| -> anyhow::Result<()> {
         // 1. jitter: the bare loop, then the Rust spike detector model, same settings
-        let (rt, warning) =
-            timer::probe_realtime(true, true, rtloop_stream::sys::online_cpus() - 1);
+        let (rt, warning) = timer::probe_realtime(true, true, rtloop_sys::online_cpus() - 1);
         if let Some(w) = warning {
             eprintln!("{w}");
         }
-        let core = rtloop_stream::sys::online_cpus().checked_sub(1);
+        let core = rtloop_sys::online_cpus().checked_sub(1);
         // both under the same PM QoS hold the model takes by default
-        let _pm_qos = rtloop_stream::sys::hold_cpu_dma_latency().ok();
+        let _pm_qos = rtloop_sys::hold_cpu_dma_latency().ok();
         let port = free_port()?;
         let spk = copy_example(
             &ex.join("spike_detector"),

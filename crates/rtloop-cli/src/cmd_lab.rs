@@ -13,7 +13,7 @@ use rtloop_lab::link::{self, HostSide, LinkSpec};
 use rtloop_lab::tune::{self, Step};
 use rtloop_lab::work::{BlockWork, Work};
 use rtloop_metrics::{fmt_ns, Summary, Table};
-use rtloop_stream::sys;
+use rtloop_sys as sys;
 use serde::Serialize;
 
 use crate::Global;

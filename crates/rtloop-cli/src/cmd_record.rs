@@ -273,7 +273,7 @@ fn replay_dir(a: &ReplayArgs, dir: &std::path::Path, g: &Global) -> Result<()> {
         .stream
         .clone()
         .unwrap_or_else(|| rec.header.stream.clone());
-    rtloop_stream::layout::validate_name(&name).with_context(|| format!("--stream {name:?}"))?;
+    rtloop_stream::validate_name(&name).with_context(|| format!("--stream {name:?}"))?;
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();

@@ -75,8 +75,7 @@ pub struct ServeArgs {
 
 /// Run the server.
 pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
-    rtloop_stream::layout::validate_name(&a.stream)
-        .with_context(|| format!("--stream {:?}", a.stream))?;
+    rtloop_stream::validate_name(&a.stream).with_context(|| format!("--stream {:?}", a.stream))?;
     if a.no_tcp && a.unix.is_none() {
         anyhow::bail!("--no-tcp needs --unix PATH: the server must listen somewhere");
     }

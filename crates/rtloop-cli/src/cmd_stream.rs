@@ -261,7 +261,7 @@ fn list(g: &Global) -> anyhow::Result<()> {
     if g.json {
         println!("{}", serde_json::Value::Array(rows));
     } else if names.is_empty() {
-        println!("no streams in {}", rtloop_stream::sys::shm_dir().display());
+        println!("no streams in {}", rtloop_sys::shm_dir().display());
     } else {
         print!("{}", table.render());
     }

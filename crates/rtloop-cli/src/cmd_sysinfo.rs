@@ -1,6 +1,6 @@
 //! `rtloop sys-info`: what this machine offers a realtime stream (CI runs it as a smoke test).
 
-use rtloop_stream::sys;
+use rtloop_sys as sys;
 use serde_json::json;
 
 use crate::Global;
@@ -86,7 +86,7 @@ pub fn run(_a: &SysInfoArgs, g: &Global) -> anyhow::Result<()> {
     let perms = permissions();
     let facts = json!({
         "rtloop": env!("CARGO_PKG_VERSION"),
-        "stream_layout_version": rtloop_stream::layout::LAYOUT_VERSION,
+        "stream_layout_version": rtloop_stream::LAYOUT_VERSION,
         "kernel": uname.trim(),
         "cpu": cpu_model(),
         "cpus": sys::online_cpus(),
@@ -113,7 +113,7 @@ pub fn run(_a: &SysInfoArgs, g: &Global) -> anyhow::Result<()> {
     println!(
         "rtloop        {} (stream layout {})",
         env!("CARGO_PKG_VERSION"),
-        rtloop_stream::layout::LAYOUT_VERSION
+        rtloop_stream::LAYOUT_VERSION
     );
     println!("kernel        {}", uname.trim());
     println!(

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use rtloop_metrics::Table;
-use rtloop_stream::{sys, DType, ReadError, ReaderMode, Stream, StreamConfig, WaitError};
+use rtloop_stream::{DType, ReadError, ReaderMode, Stream, StreamConfig, WaitError};
+use rtloop_sys as sys;
 use serde::{Deserialize, Serialize};
 
 use crate::Global;

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use iceoryx2::port::unable_to_deliver_strategy::UnableToDeliverStrategy;
 use iceoryx2::prelude::*;
 use rtloop_metrics::LatencyHistogram;
-use rtloop_stream::sys;
+use rtloop_sys as sys;
 
 const BUFFER: usize = 128;
 

@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rtloop_stream::{
-    stream_path, sys, DType, Event, EventValue, Liveness, Stream, StreamConfig, Writer, CHAR_CODE,
+    stream_path, DType, Event, EventValue, Liveness, Stream, StreamConfig, Writer, CHAR_CODE,
 };
+use rtloop_sys as sys;
 
 use crate::codec::{
     self, cmd, put_chunks, put_datadef, put_event, put_headerdef, put_prefix, put_status,

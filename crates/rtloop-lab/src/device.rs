@@ -19,7 +19,7 @@ use std::io;
 use std::time::Duration;
 
 use rtloop_metrics::{LatencyHistogram, Summary};
-use rtloop_stream::sys::monotonic_ns;
+use rtloop_sys::monotonic_ns;
 use serde::Serialize;
 
 use crate::frame::{self, h2d, ticks, ConfigError, LoadTester, HEARTBEAT_HZ};

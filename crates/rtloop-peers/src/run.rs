@@ -12,7 +12,7 @@ use std::io::{BufRead, Write};
 use std::time::Duration;
 
 use rtloop_metrics::LatencyHistogram;
-use rtloop_stream::sys;
+use rtloop_sys as sys;
 use serde::{Deserialize, Serialize};
 
 use crate::payload::{self, Phase};

@@ -21,13 +21,13 @@ use pyo3::prelude::*;
 /// Seconds of CLOCK_MONOTONIC, the clock of every rtloop timestamp (pylsl's `local_clock`).
 #[pyfunction]
 fn local_clock() -> f64 {
-    convert::ns_to_s(rtloop_stream::sys::monotonic_ns())
+    convert::ns_to_s(rtloop_sys::monotonic_ns())
 }
 
 /// Nanoseconds of CLOCK_MONOTONIC.
 #[pyfunction]
 fn monotonic_ns() -> u64 {
-    rtloop_stream::sys::monotonic_ns()
+    rtloop_sys::monotonic_ns()
 }
 
 /// Path of the shared-memory file of stream `name`.

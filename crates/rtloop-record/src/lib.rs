@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rtloop_stream::{sys, EventValue, Liveness, ReadError, ReaderMode, Stream};
+use rtloop_stream::{EventValue, Liveness, ReadError, ReaderMode, Stream};
+use rtloop_sys as sys;
 use serde::{Deserialize, Serialize};
 
 pub mod xdf;

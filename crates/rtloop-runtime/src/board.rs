@@ -14,7 +14,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rtloop_stream::{sys, Doorbell};
+use rtloop_stream::Doorbell;
+use rtloop_sys as sys;
 use rustix::mm::{MapFlags, ProtFlags};
 
 const MAGIC: u64 = 0x7274_6c6f_6f70_4244; // "rtloopBD"

@@ -87,7 +87,7 @@ pub fn assign_cores(model: &Model) -> Vec<Option<usize>> {
         .config
         .cores
         .clone()
-        .unwrap_or_else(|| (0..rtloop_stream::sys::online_cpus()).collect());
+        .unwrap_or_else(|| (0..rtloop_sys::online_cpus()).collect());
     if let Some(t) = timer_core(model) {
         if cores.len() > 1 {
             cores.retain(|&c| c != t);
@@ -116,7 +116,7 @@ pub fn timer_core(model: &Model) -> Option<usize> {
             .cores
             .as_ref()
             .and_then(|c| c.last().copied())
-            .or_else(|| rtloop_stream::sys::online_cpus().checked_sub(1))
+            .or_else(|| rtloop_sys::online_cpus().checked_sub(1))
     })
 }
 
@@ -250,7 +250,7 @@ impl Process {
             .iter()
             .position(|p| p.name == args.process)
             .ok_or_else(|| format!("no process {:?} in the model", args.process))?;
-        board.set_pid(index, rtloop_stream::sys::pid());
+        board.set_pid(index, rtloop_sys::pid());
         let sig_index = |n: &str| model.signals.iter().position(|s| s.name == n).unwrap_or(0);
         let writer_of = |n: &str| {
             model
@@ -384,13 +384,13 @@ impl Process {
                     return Ok(());
                 }
             }
-            let ready = rtloop_stream::sys::monotonic_ns();
+            let ready = rtloop_sys::monotonic_ns();
             let (deadline_ns, start_ns) = board.tick_times(k);
             let info = TickInfo {
                 tick: k,
                 deadline_ns,
                 start_ns,
-                realtime_ns: rtloop_stream::sys::realtime_ns(),
+                realtime_ns: rtloop_sys::realtime_ns(),
                 monotonic_ns: ready,
             };
             // zero-copy windows of the inputs: history for fixed signals, this tick's rows
@@ -489,7 +489,7 @@ impl Process {
             for o in &self.outputs {
                 board.set_tick_end(o.sig_index, k, o.writer.written());
             }
-            let done = rtloop_stream::sys::monotonic_ns();
+            let done = rtloop_sys::monotonic_ns();
             board.finish_tick(me, k);
             exec.record(done - ready);
             after_start.record(done.saturating_sub(start_ns));

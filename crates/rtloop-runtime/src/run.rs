@@ -311,7 +311,7 @@ pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> 
     // PM QoS: keep idle CPUs out of deep sleep while the model runs (the file stays open);
     // taken before the minimum tick is measured, so that measures the conditions of the run
     let _pm_qos = (cfg.realtime && cfg.pm_qos)
-        .then(rtloop_stream::sys::hold_cpu_dma_latency)
+        .then(rtloop_sys::hold_cpu_dma_latency)
         .and_then(Result::ok);
     let minimum = timer::measure_minimum_tick(rt, timer_core, cfg.priority);
     let tick_ns = cfg.tick.as_nanos() as u64;

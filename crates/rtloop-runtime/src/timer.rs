@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use rtloop_metrics::LatencyHistogram;
-use rtloop_stream::sys;
-pub use rtloop_stream::sys::sleep_until;
+use rtloop_sys as sys;
+pub use rtloop_sys::sleep_until;
 
 /// The first deadline of a tick of `period_ns` at `phase_ns`: the multiple of the period on
 /// CLOCK_MONOTONIC plus the phase that is at least one period away.

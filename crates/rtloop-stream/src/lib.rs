@@ -30,7 +30,7 @@
 //! ```
 //!
 //! Memory ordering is documented at every atomic (`SYNC:` comments) and summarised in the
-//! [`ring`] module; the protocol is model-checked with loom (`scripts/loom.sh`).
+//! ring module; the protocol is model-checked with loom (`scripts/loom.sh`).
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -43,17 +43,17 @@ mod doorbell;
 mod dtype;
 mod error;
 mod events;
-pub mod layout;
+mod layout;
 #[cfg(not(loom))]
 pub mod lines;
 mod reader;
-pub mod ring;
+mod ring;
 #[cfg(not(loom))]
 mod shm;
 mod stats;
 mod stream;
 mod sync;
-pub mod sys;
+mod sys;
 mod writer;
 
 #[cfg(all(test, loom))]
@@ -70,7 +70,7 @@ pub use error::{
     ClaimError, CreateError, NameError, OpenError, ReadError, RemoveError, WaitError, WriteError,
 };
 pub use events::{Event, EventValue, CHAR_CODE};
-pub use layout::EVENT_PAYLOAD_MAX;
+pub use layout::{validate_name, EVENT_PAYLOAD_MAX, LAYOUT_VERSION, NAME_MAX};
 pub use reader::{Liveness, Pulled, Reader, ReaderMode};
 #[cfg(not(loom))]
 pub use reader::{TypedWindow, Window};

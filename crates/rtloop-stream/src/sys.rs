@@ -1,117 +1,8 @@
-//! The only raw OS calls of rtloop: clocks, futex, process liveness, scheduling. Everything
-//! here is a safe function (rustix does the unsafe part), so other crates can use them and
-//! still `forbid(unsafe_code)`.
+//! The stream's view of the operating system: everything `rtloop-sys` offers, plus the
+//! identity a claim stores (a process's pid and start time in one word), the fork generation
+//! that keeps handles with the process that made them, and their loom models.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use rustix::process::Pid;
-use rustix::thread::futex;
-use rustix::time::{clock_gettime, ClockId, Timespec};
-
-/// CLOCK_MONOTONIC in nanoseconds (the clock of every rtloop timestamp).
-#[inline]
-#[must_use]
-pub fn monotonic_ns() -> u64 {
-    ts_ns(clock_gettime(ClockId::Monotonic))
-}
-
-/// CLOCK_REALTIME in nanoseconds since the Unix epoch.
-#[must_use]
-pub fn realtime_ns() -> u64 {
-    ts_ns(clock_gettime(ClockId::Realtime))
-}
-
-#[inline]
-fn ts_ns(t: Timespec) -> u64 {
-    (t.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(t.tv_nsec as u64)
-}
-
-fn ns_ts(ns: u64) -> Timespec {
-    Timespec {
-        tv_sec: (ns / 1_000_000_000) as i64,
-        tv_nsec: (ns % 1_000_000_000) as i64,
-    }
-}
-
-/// Sleep until CLOCK_MONOTONIC `deadline_ns`: a kernel sleep (clock_nanosleep TIMER_ABSTIME)
-/// to `deadline - busy_wait`, then a spin to the deadline. Returns the time it woke
-/// (>= deadline).
-#[inline]
-pub fn sleep_until(deadline_ns: u64, busy_wait: Duration) -> u64 {
-    let tail = busy_wait.as_nanos() as u64;
-    let wake = deadline_ns.saturating_sub(tail);
-    let mut now = monotonic_ns();
-    if now < wake {
-        // EINTR: loop; the absolute deadline makes a retry exact
-        while rustix::thread::clock_nanosleep_absolute(ClockId::Monotonic, &ns_ts(wake)).is_err() {}
-        now = monotonic_ns();
-    }
-    while now < deadline_ns {
-        std::hint::spin_loop();
-        now = monotonic_ns();
-    }
-    now
-}
-
-/// Let this thread's timed sleeps wake within `slack` of their deadline (the kernel's
-/// default for ordinary threads is 50 µs, more than a 30 kHz sample period).
-pub fn set_timer_slack(slack: Duration) -> std::io::Result<()> {
-    let ns = std::num::NonZeroU64::new(slack.as_nanos().max(1) as u64);
-    rustix::thread::set_current_timer_slack(ns).map_err(std::io::Error::from)
-}
-
-/// This process's id.
-#[must_use]
-pub fn pid() -> u32 {
-    rustix::process::getpid().as_raw_nonzero().get() as u32
-}
-
-/// Fields after the command name of `/proc/pid/stat` (the name may hold spaces and ')').
-fn stat_fields(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let i = stat.rfind(')')?;
-    Some(stat[i + 1..].to_owned())
-}
-
-/// Start time (field 22 of `/proc/pid/stat`) from the fields after the name, or 0.
-fn start_of(fields: &str) -> u64 {
-    fields
-        .split_whitespace()
-        .nth(19)
-        .and_then(|f| f.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The start time of process `pid` (clock ticks since boot, field 22 of `/proc/pid/stat`),
-/// or 0 if it cannot be read. Used with the pid to recognise a process after pid reuse.
-#[must_use]
-pub fn process_start_time(pid: u32) -> u64 {
-    stat_fields(pid).map_or(0, |f| start_of(&f))
-}
-
-/// Whether the process `pid` that started at `start` (0 = unknown) still exists.
-#[must_use]
-pub fn process_alive(pid: u32, start: u64) -> bool {
-    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
-        return false;
-    };
-    match rustix::process::test_kill_process(p) {
-        Ok(()) | Err(rustix::io::Errno::PERM) => {
-            // a zombie is dead for our purposes; a different start time is a reused pid
-            // no /proc to judge by: the signal test said it exists
-            let Some(fields) = stat_fields(pid) else {
-                return true;
-            };
-            let zombie = fields.trim_start().starts_with('Z');
-            let now = start_of(&fields);
-            !zombie && (start == 0 || now == 0 || now & START_MASK == start & START_MASK)
-        }
-        Err(_) => false,
-    }
-}
+pub(crate) use rtloop_sys::*;
 
 /// A process named by its pid *and* start time in one 64-bit word, so that taking the
 /// writer or a reader slot is one compare-and-swap that no other process can ever observe
@@ -125,7 +16,6 @@ pub fn process_alive(pid: u32, start: u64) -> bool {
 pub struct ProcessId(u64);
 
 const PID_BITS: u32 = 22;
-const START_MASK: u64 = (1 << 39) - 1;
 /// Set in every word that names a process.
 pub const HELD_BIT: u64 = 1 << 63;
 /// The two tag bits (61–62) of a word that names a process.
@@ -165,12 +55,6 @@ impl ProcessId {
         self.0
     }
 
-    /// The word with `tag` (0..=3) in bits 61–62.
-    #[must_use]
-    pub fn tagged(self, tag: u64) -> u64 {
-        self.0 | (tag & 3) << TAG_SHIFT
-    }
-
     /// The pid.
     #[must_use]
     pub fn pid(self) -> u32 {
@@ -193,16 +77,6 @@ impl ProcessId {
         return true;
         #[cfg(not(any(loom, miri)))]
         process_alive(self.pid(), self.start())
-    }
-}
-
-/// The tag bits of a word (0 when it names no process).
-#[must_use]
-pub fn tag_of(word: u64) -> u64 {
-    if word & HELD_BIT == 0 {
-        0
-    } else {
-        word >> TAG_SHIFT & 3
     }
 }
 
@@ -314,148 +188,34 @@ mod fork {
     }
 }
 
-/// Sleep on a shared futex word while it equals `expected`, at most `timeout`.
-/// Returns early on a wake, a changed value, a signal or the timeout (callers re-check).
-#[allow(clippy::disallowed_types)] // the kernel's futex works on a plain std atomic
-pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: Duration) {
-    let ts = Timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
-        tv_nsec: i64::from(timeout.subsec_nanos()),
-    };
-    // shared (not PRIVATE): the word lives in memory mapped by several processes
-    let _ = futex::wait(word, futex::Flags::empty(), expected, Some(&ts));
-}
-
-/// Wake every sleeper on a shared futex word.
-#[allow(clippy::disallowed_types)] // as `futex_wait`
-pub fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
-    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
-}
-
-/// The page size.
-#[must_use]
-pub fn page_size() -> usize {
-    rustix::param::page_size()
-}
-
-/// The directory streams live in: `$RTLOOP_SHM_DIR` or `/dev/shm`.
-#[must_use]
-pub fn shm_dir() -> PathBuf {
-    std::env::var_os("RTLOOP_SHM_DIR").map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from)
-}
-
-/// Pin the calling thread to one CPU. Fails without permission or for a CPU that is not there.
-pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set).map_err(Into::into)
-}
-
-/// Let the calling thread run on every CPU again (undoes [`pin_to_cpu`]).
-pub fn allow_all_cpus() -> std::io::Result<()> {
-    let mut set = rustix::thread::CpuSet::new();
-    for cpu in 0..rustix::thread::CpuSet::MAX_CPU {
-        set.set(cpu);
-    }
-    rustix::thread::sched_setaffinity(None, &set).map_err(Into::into)
-}
-
-/// Try to switch the calling thread to SCHED_FIFO (priority 1) and straight back to
-/// SCHED_OTHER: tells whether realtime scheduling is permitted.
-pub fn try_sched_fifo() -> std::io::Result<()> {
-    set_fifo(1)?;
-    set_other()
-}
-
-fn sched_set(policy: libc::c_int, priority: i32) -> std::io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid, initialised sched_param that
-    // outlives the call. The call has no memory effects beyond reading it.
-    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Run the calling thread under SCHED_FIFO at `priority` (1..=99).
-pub fn set_fifo(priority: i32) -> std::io::Result<()> {
-    sched_set(libc::SCHED_FIFO, priority)
-}
-
-/// Run the calling thread under SCHED_OTHER again.
-pub fn set_other() -> std::io::Result<()> {
-    sched_set(libc::SCHED_OTHER, 0)
-}
-
-/// Unlock memory locked by [`lock_memory`].
-pub fn unlock_memory() -> std::io::Result<()> {
-    rustix::mm::munlockall().map_err(Into::into)
-}
-
-/// Number of CPUs this process may run on.
-#[must_use]
-pub fn online_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-}
-
-/// Lock current and future pages in memory (no page faults on the hot path).
-pub fn lock_memory() -> std::io::Result<()> {
-    rustix::mm::mlockall(rustix::mm::MlockAllFlags::CURRENT | rustix::mm::MlockAllFlags::FUTURE)
-        .map_err(Into::into)
-}
-
-/// Ask the kernel to keep CPUs out of deep idle states (PM QoS `/dev/cpu_dma_latency` = 0)
-/// for as long as the returned file stays open. On a VM whose idle vCPUs halt, this cuts a
-/// futex or timer wake-up from tens of microseconds to a few.
-pub fn hold_cpu_dma_latency() -> std::io::Result<std::fs::File> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/cpu_dma_latency")?;
-    f.write_all(&0i32.to_ne_bytes())?;
-    Ok(f)
-}
-
-/// Total and available bytes of the filesystem holding `path`.
-#[must_use]
-pub fn fs_space(path: &std::path::Path) -> Option<(u64, u64)> {
-    let st = rustix::fs::statvfs(path).ok()?;
-    Some((st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize))
-}
-
-/// Bytes of memory available to new allocations (`MemAvailable`), if known.
-#[must_use]
-pub fn mem_available() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-#[cfg(test)]
-mod tests {
+#[cfg(all(test, not(loom)))]
+mod identity_tests {
     use super::*;
 
     #[test]
-    fn this_process_is_alive_and_a_made_up_one_is_not() {
-        let me = pid();
-        assert!(process_alive(me, process_start_time(me)));
-        assert!(
-            !process_alive(me, process_start_time(me) + 1),
-            "same pid, other start: reused"
-        );
-        assert!(!process_alive(0, 0));
-        assert!(!process_alive(4_000_000, 0), "above pid_max");
+    fn a_process_word_keeps_pid_and_start_and_is_never_a_small_constant() {
+        for (pid, start) in [
+            (1u32, 0u64),
+            (4_194_303, (1 << 39) - 1),
+            (12345, 987_654_321),
+        ] {
+            let id = ProcessId::new(pid, start);
+            assert_eq!((id.pid(), id.start()), (pid, start));
+            assert!(id.word() >= HELD_BIT, "never 0, 1 or a free-slot value");
+            // a state tag in bits 61-62 does not change who the word names
+            let tagged = crate::ring::slot_state::word(id.word(), 3);
+            assert_eq!(ProcessId::from_word(tagged), Some(id));
+            assert_eq!(crate::ring::slot_state::tag(tagged), 3);
+        }
+        assert_eq!(ProcessId::from_word(0), None);
+        assert_eq!(ProcessId::from_word(1), None);
     }
 
     #[test]
-    fn monotonic_clock_moves_forward() {
-        let a = monotonic_ns();
-        let b = monotonic_ns();
-        assert!(b >= a);
+    fn this_process_is_current_and_alive() {
+        let me = ProcessId::current();
+        assert_eq!(me.pid(), pid());
+        assert!(me.alive());
+        assert_eq!(fork_generation(), fork_generation());
     }
 }

@@ -74,7 +74,7 @@ pub fn unique_name(label: &str) -> String {
         })
         .collect();
     let mut name = format!("t{}-{}-{}", std::process::id(), n, clean);
-    name.truncate(rtloop_stream::layout::NAME_MAX);
+    name.truncate(rtloop_stream::NAME_MAX);
     name
 }
 
@@ -247,7 +247,7 @@ mod tests {
         assert_ne!(a, b);
         let long = unique_name(&"x".repeat(200));
         for n in [&a, &b, &long] {
-            rtloop_stream::layout::validate_name(n).unwrap();
+            rtloop_stream::validate_name(n).unwrap();
         }
         assert!(a.contains(&std::process::id().to_string()));
     }

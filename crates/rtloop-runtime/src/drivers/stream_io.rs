@@ -30,7 +30,7 @@ struct OutOptions {
 }
 
 fn check_name(name: &str) -> Result<(), String> {
-    rtloop_stream::layout::validate_name(name).map_err(|e| format!("stream {name:?}: {e}"))
+    rtloop_stream::validate_name(name).map_err(|e| format!("stream {name:?}: {e}"))
 }
 
 /// Validate `stream_in` options.

@@ -433,7 +433,7 @@ fn wrong_value_types() {
         1,
         &["timer_core: CPU 1000000 does not exist"],
     );
-    if rtloop_stream::sys::online_cpus() > 1 {
+    if rtloop_sys::online_cpus() > 1 {
         one(
             &format!("config: {{cores: [0], timer_core: 1}}\n{SIGNALS}"),
             &[],
@@ -798,7 +798,7 @@ fn process_core_is_checked() {
         4,
         &["source 'g': core: CPU 1000000 does not exist"],
     );
-    if rtloop_stream::sys::online_cpus() > 1 {
+    if rtloop_sys::online_cpus() > 1 {
         one(
             &format!("config: {{cores: [0]}}\n{SIGNALS}sources:\n  g: {{driver: synthetic, out: raw, core: 1}}\n"),
             &[],

@@ -56,7 +56,7 @@ pub(super) fn parse(
 ) -> Result<Model, Vec<ModelError>> {
     let mut cx = Cx {
         errors: Vec::new(),
-        cpus: rtloop_stream::sys::online_cpus(),
+        cpus: rtloop_sys::online_cpus(),
         check,
     };
     if text.len() > TEXT_MAX {
@@ -528,7 +528,7 @@ impl Cx<'_> {
         if let Some(name) = &name {
             for s in &sigs {
                 let stream = format!("{name}.{}", s.name);
-                if let Err(e) = rtloop_stream::layout::validate_name(&stream) {
+                if let Err(e) = rtloop_stream::validate_name(&stream) {
                     self.err(
                         s.line,
                         format!(
@@ -604,7 +604,7 @@ impl Cx<'_> {
                 }
             },
         };
-        match rtloop_stream::layout::validate_name(&name) {
+        match rtloop_stream::validate_name(&name) {
             Ok(()) => Some(name),
             Err(e) => {
                 self.err(
@@ -1290,7 +1290,7 @@ impl Cx<'_> {
         // process names: valid and unique across sections
         let mut names: HashMap<&str, (Kind, usize)> = HashMap::new();
         for p in procs.iter() {
-            if let Err(e) = rtloop_stream::layout::validate_name(&p.name) {
+            if let Err(e) = rtloop_stream::validate_name(&p.name) {
                 self.err(
                     p.line,
                     format!(

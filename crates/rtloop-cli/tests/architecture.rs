@@ -1,0 +1,83 @@
+//! The layout tells the architecture (docs/architecture.md): libraries never depend on the
+//! command line, the core depends only on the OS layer, and the OS layer on no rtloop crate.
+//! Read from `cargo metadata`, so a new dependency that breaks the rule fails here.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+/// Each workspace crate and the rtloop crates it depends on (normal dependencies).
+fn graph() -> BTreeMap<String, Vec<String>> {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    m["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| d["name"].as_str())
+                .filter(|n| n.starts_with("rtloop"))
+                .map(str::to_owned)
+                .collect();
+            (p["name"].as_str().unwrap().to_owned(), deps)
+        })
+        .collect()
+}
+
+#[test]
+fn no_library_depends_on_the_command_line() {
+    let g = graph();
+    assert!(g.len() >= 12, "{g:?}");
+    let on_cli: Vec<&String> = g
+        .iter()
+        .filter(|(_, deps)| deps.iter().any(|d| d == "rtloop-cli"))
+        .map(|(n, _)| n)
+        .collect();
+    // the Python binding carries the `rtloop` command itself (its entry point) and, until
+    // the lab library has a typed loadtest API, reaches the load test through it: nothing
+    // else may depend on the command line
+    assert_eq!(on_cli, ["rtloop-py"], "crates depending on rtloop-cli");
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../rtloop-py/src/lib.rs"
+    ))
+    .unwrap();
+    let uses: Vec<&str> = src
+        .match_indices("rtloop_cli::")
+        .map(|(i, _)| {
+            let rest = &src[i..];
+            &rest[..rest.find('(').unwrap_or(rest.len()).min(60)]
+        })
+        .collect();
+    assert_eq!(
+        uses,
+        ["rtloop_cli::run", "rtloop_cli::cmd_lab::loadtest_json"],
+        "the binding's uses of the command line"
+    );
+}
+
+#[test]
+fn the_core_depends_only_on_the_os_layer() {
+    let g = graph();
+    assert_eq!(g["rtloop-stream"], ["rtloop-sys"]);
+    assert!(g["rtloop-sys"].is_empty(), "{:?}", g["rtloop-sys"]);
+}
