@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rtloop_stream::{
-    stream_path, DType, Event, EventValue, Liveness, Stream, StreamConfig, Writer, CHAR_CODE,
+    stream_path, CreateError, DType, Event, EventValue, Liveness, Stream, StreamConfig, Writer,
+    CHAR_CODE,
 };
 use rtloop_sys as sys;
 
@@ -320,26 +321,28 @@ impl Buffer {
                 }
             }
         }
-        if let Some(old) = st.take() {
-            old.retired.store(true, Ordering::Release);
-            *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        }
-        let _ = Stream::remove(&self.cfg.stream);
         let mut scfg =
             StreamConfig::new(dtype, def.nchans as usize, f64::from(def.fsample), capacity);
         scfg.event_capacity = self.cfg.events;
         if let Some(names) = codec::channel_names(chunks, def.nchans as usize) {
             scfg.ch_names = names;
         }
-        let stream = match Stream::create(&self.cfg.stream, &scfg) {
+        // the new stream is made complete beside the old one and then takes its name: a
+        // PUT_HDR that fails (the new shape does not fit, ...) leaves the old header and data
+        // served as they were
+        let stream = match Stream::create_or_replace(&self.cfg.stream, &scfg) {
             Ok(s) => s,
-            Err(_) if !scfg.ch_names.is_empty() => {
+            Err(CreateError::Labels(_)) if !scfg.ch_names.is_empty() => {
                 // names that do not fit the stream header stay in the chunk only
                 scfg.ch_names.clear();
-                Stream::create(&self.cfg.stream, &scfg).map_err(|e| e.to_string())?
+                Stream::create_or_replace(&self.cfg.stream, &scfg).map_err(|e| e.to_string())?
             }
             Err(e) => return Err(e.to_string()),
         };
+        if let Some(old) = st.take() {
+            old.retired.store(true, Ordering::Release);
+            *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
         let writer = stream.writer().map_err(|e| e.to_string())?;
         tracing::info!(
             stream = %self.cfg.stream,

@@ -47,7 +47,7 @@ pub enum CreateError {
     #[error("nominal rate must be a finite number >= 0 (0 means irregular), got {0}")]
     InvalidRate(f64),
     /// The shared memory would be larger than the machine allows.
-    #[error("a stream of {capacity} samples x {sample_bytes} B needs {requested_bytes} bytes of shared memory but only {available_bytes} are available; ask for a smaller capacity")]
+    #[error("a stream of {capacity} samples x {sample_bytes} B needs {requested_bytes} bytes of shared memory but only {available_bytes} are available ({limit}); {advice}")]
     TooLarge {
         /// Samples asked for.
         capacity: u64,
@@ -57,6 +57,10 @@ pub enum CreateError {
         requested_bytes: u64,
         /// Bytes available.
         available_bytes: u64,
+        /// What limits it: the free space of the shared-memory file system, or memory.
+        limit: String,
+        /// How to make room.
+        advice: String,
     },
     /// Channel names or units do not match the channel count, or are too long.
     #[error("{0}")]

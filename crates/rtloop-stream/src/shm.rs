@@ -295,6 +295,34 @@ impl Stream<SharedMemory> {
     /// Create a new stream. The file is owner-only (0600) and fully allocated up front, so
     /// a stream that does not fit in memory fails here rather than later.
     pub fn create(name: &str, cfg: &StreamConfig) -> Result<Self, CreateError> {
+        Self::create_at(name, cfg, &stream_path(name))
+    }
+
+    /// Create a stream that replaces the one named `name`, if any, only once it is complete:
+    /// it is built under a hidden name beside it and renamed over the old file in one step.
+    /// If anything fails (it does not fit, ...) the old stream is untouched and keeps
+    /// serving. Processes that have the old stream open keep their mapping of it.
+    pub fn create_or_replace(name: &str, cfg: &StreamConfig) -> Result<Self, CreateError> {
+        layout::validate_name(name)?;
+        static N: crate::sync::AtomicU32 = crate::sync::AtomicU32::new(0);
+        // SYNC: Relaxed: a counter for unique temporary names, nothing published through it.
+        let k = N.fetch_add(1, Ordering::Relaxed);
+        let tmp = sys::shm_dir().join(format!(".{FILE_PREFIX}new-{}-{k}-{name}", sys::pid()));
+        let mut made = Self::create_at(name, cfg, &tmp)?;
+        let path = stream_path(name);
+        if let Err(source) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(CreateError::Io {
+                op: "rename",
+                path,
+                source,
+            });
+        }
+        made.set_path(path);
+        Ok(made)
+    }
+
+    fn create_at(name: &str, cfg: &StreamConfig, path: &Path) -> Result<Self, CreateError> {
         layout::validate_name(name)?;
         if cfg.capacity == 0 {
             return Err(CreateError::ZeroCapacity);
@@ -317,12 +345,35 @@ impl Stream<SharedMemory> {
         check_labels(cfg)?;
         let page = sys::page_size() as u64;
         let sample_bytes = (cfg.n_channels * cfg.dtype.itemsize()) as u64;
-        let available = sys::mem_available().unwrap_or(u64::MAX);
+        // a stream is a file in the shared-memory file system (tmpfs: 64 MiB in a default
+        // container) and its pages are memory: the smaller of the two bounds it
+        let dir = sys::shm_dir();
+        let fs_free = sys::fs_space(&dir).map_or(u64::MAX, |(_, free)| free);
+        let mem = sys::mem_available().unwrap_or(u64::MAX);
+        let (available, limit, advice) = if fs_free <= mem {
+            (
+                fs_free,
+                format!("free space of {}", dir.display()),
+                format!(
+                    "ask for a smaller capacity, remove streams you no longer need, or make {} larger (e.g. `mount -o remount,size=2G {}`, or `docker run --shm-size=2g`)",
+                    dir.display(),
+                    dir.display()
+                ),
+            )
+        } else {
+            (
+                mem,
+                "MemAvailable".to_owned(),
+                "ask for a smaller capacity".to_owned(),
+            )
+        };
         let too_large = |requested_bytes: u64| CreateError::TooLarge {
             capacity: cfg.capacity,
             sample_bytes,
             requested_bytes,
             available_bytes: available,
+            limit: limit.clone(),
+            advice: advice.clone(),
         };
         let capacity = ring::round_capacity(cfg.capacity, sample_bytes, page)
             .ok_or_else(|| too_large(u64::MAX))?;
@@ -337,7 +388,7 @@ impl Stream<SharedMemory> {
         if regions.file_bytes > available {
             return Err(too_large(regions.file_bytes));
         }
-        let path = stream_path(name);
+        let path = path.to_owned();
         let io = |op, source| CreateError::Io {
             op,
             path: path.clone(),

@@ -137,6 +137,10 @@ impl Stream<crate::backing::HeapBacking> {
 }
 
 impl<B: Backing> Stream<B> {
+    pub(crate) fn set_path(&mut self, path: PathBuf) {
+        Arc::make_mut(&mut self.info).path = path;
+    }
+
     pub(crate) fn from_parts(map: Arc<B>, info: StreamInfo) -> Self {
         Stream {
             map,

@@ -157,6 +157,7 @@ fn capacity_beyond_memory_is_refused_with_the_sizes_and_leaves_no_file() {
             sample_bytes,
             requested_bytes,
             available_bytes,
+            ..
         } => {
             assert_eq!((*capacity, *sample_bytes), (1 << 40, 8));
             assert!(requested_bytes > available_bytes);

@@ -38,6 +38,9 @@
 
 #![forbid(unsafe_code)]
 
+mod small_shm;
+pub use small_shm::SmallShm;
+
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
