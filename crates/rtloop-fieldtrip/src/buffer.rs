@@ -588,17 +588,49 @@ impl Buffer {
         Ok(())
     }
 
+    /// WAIT_DAT: until more than `nsamples` samples or `nevents` events, or the timeout. As
+    /// the reference does, a PUT_HDR or FLUSH_HDR from another client during the wait does
+    /// not end it: the wait goes on against the header in force, whose counts are reported.
     fn wait(&self, order: ByteOrder, w: &WaitDef, out: &mut Vec<u8>) -> Result<(), Refused> {
-        let s = self.current(true).ok_or_else(|| self.no_header())?;
-        let sb = s.sample_base.load(Ordering::Relaxed);
-        let eb = s.event_base.load(Ordering::Relaxed);
-        let retired = || !s.retired.load(Ordering::Acquire);
-        let _ = s.stream.wait_for(
-            sb + u64::from(w.nsamples) + 1,
-            eb + u64::from(w.nevents) + 1,
-            Duration::from_millis(u64::from(w.timeout_ms)).min(self.cfg.max_wait),
-            &retired,
-        );
+        let mut s = self.current(true).ok_or_else(|| self.no_header())?;
+        let timeout = Duration::from_millis(u64::from(w.timeout_ms)).min(self.cfg.max_wait);
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let sb = s.sample_base.load(Ordering::Relaxed);
+            let eb = s.event_base.load(Ordering::Relaxed);
+            let live = || !s.retired.load(Ordering::Acquire);
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let _ = s.stream.wait_for(
+                sb + u64::from(w.nsamples) + 1,
+                eb + u64::from(w.nevents) + 1,
+                left,
+                &live,
+            );
+            if !s.retired.load(Ordering::Acquire) {
+                break;
+            }
+            // the header was replaced or flushed: wait on the one in force (polling for a
+            // new one after a FLUSH_HDR), until the deadline
+            let next = loop {
+                if let Some(n) = self.current(true) {
+                    break Some(n);
+                }
+                if std::time::Instant::now() >= deadline {
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            match next {
+                Some(n) => s = n,
+                None => {
+                    put_wait_ok(order, 0, 0, out);
+                    return Ok(());
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                break;
+            }
+        }
         let (ns, ne) = s.counts();
         put_wait_ok(order, ns as u32, ne as u32, out);
         Ok(())

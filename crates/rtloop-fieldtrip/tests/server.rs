@@ -429,6 +429,28 @@ fn network_data_is_a_stream_and_a_local_stream_is_served() {
 }
 
 #[test]
+fn a_wait_goes_on_across_another_clients_put_hdr_and_reports_the_new_headers_counts() {
+    let _w = Watchdog::arm(60, "wait across put_hdr");
+    let f = start(1 << 20);
+    let mut c = f.client();
+    c.put_header(1, 10.0, 9, &[]).unwrap();
+    let addr = f.server.tcp_addr().unwrap().to_string();
+    let t = std::thread::spawn(move || {
+        // while the first client waits: a new header, then more samples than it waits for
+        std::thread::sleep(Duration::from_millis(200));
+        let mut p = Client::connect(&addr).unwrap();
+        p.put_header(1, 10.0, 9, &[]).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        p.put_data(1, &[1.0f32; 150]).unwrap();
+    });
+    // the reference keeps waiting through the PUT_HDR and reports the new header's counts;
+    // ending at once with the replaced header's (0, 0) is what FieldTrip's test_waitdat saw
+    let got = c.wait(100, 10_000, 20_000).unwrap();
+    t.join().unwrap();
+    assert_eq!(got, (150, 0));
+}
+
+#[test]
 fn wait_wakes_on_data_and_on_events() {
     let _w = Watchdog::arm(60, "wait");
     let f = start(1 << 20);
