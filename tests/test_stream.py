@@ -69,8 +69,11 @@ def test_create_open_list_remove(stream_name: str) -> None:
     assert o.ch_names == s.ch_names
     assert stream_name in repr(o)
 
-    with pytest.raises(StreamExistsError, match="already exists"):
+    with pytest.raises(StreamExistsError, match="already exists") as e:
         Stream.create(stream_name, n_channels=1)
+    # Python names in a Python error
+    assert f"rtloop.Stream.remove({stream_name!r})" in str(e.value).replace('"', "'")
+    assert "Stream::remove" not in str(e.value)
 
     Stream.remove(stream_name)
     assert stream_name not in Stream.list()

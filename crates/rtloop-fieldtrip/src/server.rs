@@ -117,7 +117,7 @@ impl Server {
                 let l = TcpListener::bind(&addrs[..]).map_err(|e| {
                     io::Error::new(
                         e.kind(),
-                        format!("cannot listen on TCP {addr}: {e} (is another buffer server using the port? choose another with --tcp)"),
+                        format!("cannot listen on TCP {addr}: {e} (is another buffer server using the port? choose another with --bind HOST:PORT)"),
                     )
                 })?;
                 Some(l)

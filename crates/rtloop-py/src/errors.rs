@@ -167,7 +167,10 @@ impl ToPyErr for CreateError {
     fn to_py_err(&self) -> PyErr {
         let msg = self.to_string();
         match self {
-            CreateError::AlreadyExists { .. } => StreamExistsError::new_err(msg),
+            // Python names in a Python error (the Rust message names Stream::remove)
+            CreateError::AlreadyExists { name } => StreamExistsError::new_err(format!(
+                "a stream named {name:?} already exists (remove it first with rtloop.Stream.remove({name:?}) or `rtloop stream remove {name}`)"
+            )),
             CreateError::Io { source, .. } => PyOSError::new_err((source.raw_os_error(), msg)),
             CreateError::Name(_)
             | CreateError::ZeroCapacity

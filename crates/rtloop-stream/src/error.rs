@@ -21,7 +21,7 @@ pub enum CreateError {
     #[error(transparent)]
     Name(#[from] NameError),
     /// A stream of that name exists.
-    #[error("a stream named {name:?} already exists (remove it first with `rtloop stream remove {name}` or Stream::remove)")]
+    #[error("a stream named {name:?} already exists (remove it first with `rtloop stream remove {name}` or `Stream::remove`)")]
     AlreadyExists {
         /// The name.
         name: String,
