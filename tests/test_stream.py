@@ -414,6 +414,15 @@ def test_wrong_dtype_is_refused_without_casting(filled) -> None:
         w.push_sample(np.zeros(4, dtype=np.int32))
     with pytest.raises(TypeError, match=r"must be a numpy array of dtype int16 and shape \(n_samples, 4\)"):
         w.push_chunk([[1, 2, 3, 4]])  # type: ignore[arg-type]
+    # the same type in the other byte order is named as such (the names alone are equal)
+    with pytest.raises(TypeError, match=r"dtype >i2 \(big-endian int16\)"):
+        w.push_chunk(np.zeros((2, 4), dtype=">i2"))
+
+
+def test_a_huge_count_is_explained(filled) -> None:
+    s, w, r = filled
+    with pytest.raises(ValueError, match=r"'max_samples' parameter. Allowed values are integers from 0 to 2\*\*64 - 1, but got 1180591620717411303424"):
+        r.pull_chunk(2**70)
 
 
 def test_wrong_channel_count_is_refused(filled) -> None:
@@ -484,7 +493,7 @@ def test_bad_windows_are_refused(stream_name: str) -> None:
         ({"capacity": 2**60}, ValueError, "needs .* bytes of shared memory"),
         ({"ch_names": ["a"]}, ValueError, "1 channel names given for 2 channels"),
         ({"ch_units": ["x" * 40, "y"]}, ValueError, "at most 15 bytes"),
-        ({"capacity": -1}, ValueError, "Allowed values are integers >= 0"),
+        ({"capacity": -1}, ValueError, "Allowed values are integers from 0 to 2\\*\\*64 - 1"),
         ({"capacity": 1.5}, TypeError, "must be an integer"),
         ({"n_channels": True}, TypeError, "must be an integer, but got a bool"),
     ],

@@ -44,8 +44,12 @@ def check_value(item: Any, allowed_values: Sequence[Any], item_name: str) -> Non
         )
 
 
-def ensure_int(item: Any, item_name: str, minimum: int = 0) -> int:
-    """Return ``item`` as an ``int`` (any integer type, not ``bool``) that is ``>= minimum``."""
+U64_MAX = 2**64 - 1
+
+
+def ensure_int(item: Any, item_name: str, minimum: int = 0, maximum: int = U64_MAX) -> int:
+    """Return ``item`` as an ``int`` (any integer type, not ``bool``) within
+    ``[minimum, maximum]`` (sample counts and indices are unsigned 64-bit)."""
     if isinstance(item, bool):
         raise TypeError(f"The '{item_name}' parameter must be an integer, but got a bool instead.")
     try:
@@ -55,10 +59,11 @@ def ensure_int(item: Any, item_name: str, minimum: int = 0) -> int:
             f"The '{item_name}' parameter must be an integer, "
             f"but got {type(item).__name__!r} instead."
         ) from None
-    if value < minimum:
+    if value < minimum or value > maximum:
+        top = "2**64 - 1" if maximum == U64_MAX else str(maximum)
         raise ValueError(
             f"Invalid value for the '{item_name}' parameter. Allowed values are integers "
-            f">= {minimum}, but got {value} instead."
+            f"from {minimum} to {top}, but got {value} instead."
         )
     return value
 

@@ -390,10 +390,14 @@ class Writer:
                 f"{type(data).__name__!r} instead."
             )
         if data.dtype != s.dtype:
+            got = data.dtype.name
+            if data.dtype.newbyteorder("=") == s.dtype and data.dtype.byteorder not in "=|":
+                # same type, other byte order ('>f4'): say so, the names alone are equal
+                got = f"{data.dtype.str} ({'big' if data.dtype.byteorder == '>' else 'little'}-endian {got})"
             raise TypeError(
-                f"Stream {s.name!r} holds {s.dtype.name} samples, but the '{what}' array has "
-                f"dtype {data.dtype.name}; convert it first (data.astype(np.{s.dtype.name})), "
-                "rtloop does not cast silently."
+                f"Stream {s.name!r} holds {s.dtype.name} samples in native byte order, but the "
+                f"'{what}' array has dtype {got}; convert it first "
+                f"(data.astype(np.{s.dtype.name})), rtloop does not cast silently."
             )
         return data
 
