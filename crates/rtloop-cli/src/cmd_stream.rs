@@ -46,8 +46,9 @@ pub struct CreateArgs {
     /// Nominal sample rate in Hz (0 = irregular).
     #[arg(long, default_value_t = 0.0)]
     pub rate: f64,
-    /// Samples kept (rounded up to whole pages of shared memory).
-    #[arg(long)]
+    /// Samples kept (rounded up to whole pages of shared memory); the same default as
+    /// Python's `Stream.create`.
+    #[arg(long, default_value_t = 65_536)]
     pub capacity: u64,
     /// Events kept.
     #[arg(long, default_value_t = 1024)]

@@ -321,6 +321,17 @@ fn help_describes_every_command() {
 }
 
 #[test]
+fn stream_create_defaults_its_capacity_as_python_does() {
+    let name = unique("defcap");
+    let o = rtloop(&["stream", "create", &name, "--channels", "2"]);
+    let info = rtloop(&["--json", "stream", "info", &name]);
+    let _ = rtloop(&["stream", "remove", &name]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert!(j["capacity"].as_u64().unwrap() >= 65_536, "{j}");
+}
+
+#[test]
 fn stream_remove_refuses_a_file_that_is_not_a_stream_and_leaves_it() {
     let name = unique("notastream");
     let path = rtloop_stream::stream_path(&name);
