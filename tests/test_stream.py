@@ -419,10 +419,18 @@ def test_wrong_dtype_is_refused_without_casting(filled) -> None:
         w.push_chunk(np.zeros((2, 4), dtype=">i2"))
 
 
+def test_pull_chunk_refuses_positional_arguments_pylsl_orders_differently(filled) -> None:
+    s, w, r = filled
+    with pytest.raises(TypeError, match=r"keyword arguments only.*pylsl's pull_chunk\(timeout, max_samples\)"):
+        r.pull_chunk(0)  # pylsl: timeout 0; here it would have been max_samples 0
+    data, _ = r.pull_chunk(timeout=0.0, max_samples=5)  # either keyword order
+    assert data.shape[1] == 4
+
+
 def test_a_huge_count_is_explained(filled) -> None:
     s, w, r = filled
     with pytest.raises(ValueError, match=r"'max_samples' parameter. Allowed values are integers from 0 to 2\*\*64 - 1, but got 1180591620717411303424"):
-        r.pull_chunk(2**70)
+        r.pull_chunk(max_samples=2**70)
 
 
 def test_wrong_channel_count_is_refused(filled) -> None:

@@ -102,10 +102,10 @@ def test_a_forked_child_neither_uses_nor_releases_the_parents_handles(
         Stream.open(stream_name).writer()
     assert [x["mode"] for x in s.stats()["readers"]] == ["lossless"]
     # the parent goes on; its lossless reader gets every sample, none overwritten
-    got = [r.pull_chunk(100)[0]]
+    got = [r.pull_chunk(max_samples=100)[0]]
     for k in range(1, 20):
         w.push_chunk(ramp(k * 10, 10, 2))
-        got.append(r.pull_chunk(100)[0])
+        got.append(r.pull_chunk(max_samples=100)[0])
     np.testing.assert_array_equal(np.concatenate(got), ramp(0, 200, 2))
 
 
@@ -142,4 +142,4 @@ def test_chunk_larger_than_the_ring_that_fails_midway_says_how_much_was_written(
     assert (e.value.committed, e.value.requested) == (cap, cap + 36)
     assert isinstance(e.value.__cause__, WriteTimeoutError)
     assert s.written == cap
-    np.testing.assert_array_equal(stuck.pull_chunk(cap)[0], ramp(0, cap, 2))
+    np.testing.assert_array_equal(stuck.pull_chunk(max_samples=cap)[0], ramp(0, cap, 2))

@@ -637,9 +637,13 @@ class Reader:
         return self._r.written
 
     def pull_chunk(
-        self, max_samples: int = 1024, timeout: Optional[float] = 0.0
+        self, *args: Any, max_samples: int = 1024, timeout: Optional[float] = 0.0
     ) -> Tuple[NDArray[Any], NDArray[np.float64]]:
         """Copy out the next samples and advance the cursor.
+
+        Both arguments are keyword-only: pylsl's ``pull_chunk(timeout, max_samples)`` takes
+        them in the other order, so ``pull_chunk(0)`` would silently mean something else in
+        one of the two; here it is an error that says so.
 
         Parameters
         ----------
@@ -669,6 +673,13 @@ class Reader:
         ForkedHandleError
             The reader was made by the parent of this process (``os.fork()``).
         """
+        if args:
+            raise TypeError(
+                "pull_chunk takes keyword arguments only: pull_chunk(max_samples=..., "
+                f"timeout=...), but got {len(args)} positional argument(s) {args!r}. pylsl's "
+                "pull_chunk(timeout, max_samples) takes them in the other order, so a "
+                "positional call would be misread by one of the two."
+            )
         max_samples = ensure_int(max_samples, "max_samples")
         return self._r.pull(max_samples, ensure_timeout(timeout))
 
@@ -678,7 +689,7 @@ class Reader:
         """Copy out the next sample: ``(sample, timestamp)``, or ``(None, None)`` if none
         came within ``timeout`` (see :meth:`pull_chunk`). ``sample`` has shape
         ``(n_channels,)``."""
-        data, ts = self.pull_chunk(1, timeout)
+        data, ts = self.pull_chunk(max_samples=1, timeout=timeout)
         if len(data) == 0:
             return None, None
         return data[0], float(ts[0])
