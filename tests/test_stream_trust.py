@@ -143,3 +143,50 @@ def test_chunk_larger_than_the_ring_that_fails_midway_says_how_much_was_written(
     assert isinstance(e.value.__cause__, WriteTimeoutError)
     assert s.written == cap
     np.testing.assert_array_equal(stuck.pull_chunk(max_samples=cap)[0], ramp(0, cap, 2))
+
+
+def test_replace_takes_the_place_of_a_dead_or_closed_stream_but_not_a_live_one(
+    stream_name: str, child
+) -> None:
+    from rtloop import StreamExistsError
+
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=64)
+    # a writer in another process that dies without closing, as a crashed run leaves it
+    c = child(
+        """
+        import sys, time, rtloop
+        w = rtloop.Stream.open(sys.argv[1]).writer()
+        print("writing", flush=True)
+        time.sleep(60)
+        """,
+        stream_name,
+    )
+    c.expect("writing")
+    # alive: refused, naming the writer
+    with pytest.raises(StreamExistsError, match="writer .pid .* is alive") as e:
+        Stream.create(stream_name, n_channels=4, dtype="float32", replace=True)
+    assert e.value.pid == c.pid
+    c.proc.kill()
+    c.proc.wait()
+    # dead: replaced; readers of the old stream keep their memory
+    new = Stream.create(stream_name, n_channels=4, dtype="float32", replace=True)
+    assert (new.n_channels, new.dtype) == (4, np.dtype("float32"))
+    assert Stream.open(stream_name).n_channels == 4
+    assert s.n_channels == 2
+    # closed cleanly: replaced too
+    new.writer().close()
+    again = Stream.create(stream_name, n_channels=1, dtype="int16", replace=True)
+    assert again.n_channels == 1
+    # without replace an existing stream is still refused
+    with pytest.raises(StreamExistsError, match="already exists"):
+        Stream.create(stream_name, n_channels=1)
+
+
+def test_replace_refuses_a_file_that_is_not_a_stream(make_name, shm_file) -> None:
+    from rtloop import StreamExistsError
+
+    name = make_name()
+    path = shm_file(name, b"someone's notes" * 400)
+    with pytest.raises(StreamExistsError):
+        Stream.create(name, n_channels=1, replace=True)
+    assert path.read_bytes().startswith(b"someone's notes")

@@ -77,6 +77,7 @@ class Stream:
         event_capacity: int,
         ch_names: List[str],
         ch_units: List[str],
+        replace: bool = False,
     ) -> Stream: ...
     @staticmethod
     def open(name: str) -> Stream: ...

@@ -148,6 +148,7 @@ class Stream:
         ch_names: Optional[Sequence[str]] = None,
         ch_units: Optional[Sequence[str]] = None,
         event_capacity: int = 1024,
+        replace: bool = False,
     ) -> "Stream":
         """Create a new stream.
 
@@ -167,6 +168,10 @@ class Stream:
             One per channel (names default to ``ch0``, ``ch1``, …).
         event_capacity : int
             Events kept (>= 1).
+        replace : bool
+            Replace a stream of that name that nobody writes any more (its writer closed or
+            died, as a crashed run leaves it). A stream whose writer is alive is never
+            replaced. Readers that have the old stream open keep reading the old one.
 
         Returns
         -------
@@ -175,7 +180,8 @@ class Stream:
         Raises
         ------
         StreamExistsError
-            A stream of that name exists.
+            A stream of that name exists (without ``replace``), or its writer is alive
+            (``.pid`` names it), or the file under that name is not an rtloop stream.
         ValueError
             A bad name, channel count, capacity, rate or label, or a stream larger than the
             memory allows.
@@ -185,6 +191,7 @@ class Stream:
         capacity = ensure_int(capacity, "capacity")
         event_capacity = ensure_int(event_capacity, "event_capacity")
         check_type(sfreq, (int, float), "sfreq")
+        check_type(replace, bool, "replace")
         names = [] if ch_names is None else list(ch_names)
         units = [] if ch_units is None else list(ch_units)
         for label, what in ((names, "ch_names"), (units, "ch_units")):
@@ -199,6 +206,7 @@ class Stream:
             event_capacity,
             names,
             units,
+            replace,
         )
         return cls(native)
 

@@ -53,6 +53,10 @@ pub struct CreateArgs {
     /// Events kept.
     #[arg(long, default_value_t = 1024)]
     pub event_capacity: u64,
+    /// Replace a stream of that name that nobody writes any more (its writer closed or
+    /// died, as a crashed run leaves it); a stream with a live writer is never replaced.
+    #[arg(long)]
+    pub replace: bool,
     /// Channel names, comma-separated (one per channel).
     #[arg(long, value_delimiter = ',')]
     pub ch_names: Vec<String>,
@@ -109,7 +113,11 @@ fn create(a: &CreateArgs, g: &Global) -> anyhow::Result<()> {
     cfg.event_capacity = a.event_capacity;
     cfg.ch_names.clone_from(&a.ch_names);
     cfg.ch_units.clone_from(&a.units);
-    let s = Stream::create(&a.name, &cfg)?;
+    let s = if a.replace {
+        Stream::create_replacing(&a.name, &cfg)?
+    } else {
+        Stream::create(&a.name, &cfg)?
+    };
     if g.json {
         println!("{}", info_json(&s));
     } else {

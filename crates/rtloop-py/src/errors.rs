@@ -168,6 +168,9 @@ impl ToPyErr for CreateError {
         let msg = self.to_string();
         match self {
             // Python names in a Python error (the Rust message names Stream::remove)
+            CreateError::InUse { pid, .. } => {
+                with_attrs(StreamExistsError::new_err(msg), &[("pid", u64::from(*pid))])
+            }
             CreateError::AlreadyExists { name } => StreamExistsError::new_err(format!(
                 "a stream named {name:?} already exists (remove it first with rtloop.Stream.remove({name:?}) or `rtloop stream remove {name}`)"
             )),

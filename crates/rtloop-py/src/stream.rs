@@ -29,7 +29,7 @@ pub(crate) fn parse_mode(mode: &str) -> PyResult<ReaderMode> {
 impl PyStream {
     /// Create a new stream (owner-only shared memory, fully allocated up front).
     #[staticmethod]
-    #[pyo3(signature = (name, dtype, n_channels, sfreq, capacity, event_capacity, ch_names, ch_units))]
+    #[pyo3(signature = (name, dtype, n_channels, sfreq, capacity, event_capacity, ch_names, ch_units, replace=false))]
     #[allow(clippy::too_many_arguments)]
     fn create(
         py: Python<'_>,
@@ -41,6 +41,7 @@ impl PyStream {
         event_capacity: u64,
         ch_names: Vec<String>,
         ch_units: Vec<String>,
+        replace: bool,
     ) -> PyResult<Self> {
         let cfg = StreamConfig {
             dtype: parse_dtype(dtype)?,
@@ -52,7 +53,15 @@ impl PyStream {
             ch_units,
         };
         // allocating and touching a large stream takes a while: let other threads run
-        let stream = py.detach(|| Stream::create(name, &cfg)).map_err(py_err)?;
+        let stream = py
+            .detach(|| {
+                if replace {
+                    Stream::create_replacing(name, &cfg)
+                } else {
+                    Stream::create(name, &cfg)
+                }
+            })
+            .map_err(py_err)?;
         Ok(PyStream { stream })
     }
 

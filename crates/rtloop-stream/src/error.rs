@@ -26,6 +26,14 @@ pub enum CreateError {
         /// The name.
         name: String,
     },
+    /// A replacement was asked for, but a live process writes the stream.
+    #[error("a stream named {name:?} exists and its writer (pid {pid}) is alive; it is not replaced under a running writer (stop that process first)")]
+    InUse {
+        /// The name.
+        name: String,
+        /// The live writer's pid.
+        pid: u32,
+    },
     /// Capacity 0.
     #[error("capacity must be at least 1 sample, got 0")]
     ZeroCapacity,

@@ -322,6 +322,28 @@ impl Stream<SharedMemory> {
         Ok(made)
     }
 
+    /// Create `name`, replacing a stream of that name that nobody writes any more (its
+    /// writer closed or died, or it never had one; or it was made by another layout
+    /// version), as a crashed run leaves it. A stream whose writer is alive is refused
+    /// ([`CreateError::InUse`]), and so is a file that is not an rtloop stream.
+    pub fn create_replacing(name: &str, cfg: &StreamConfig) -> Result<Self, CreateError> {
+        layout::validate_name(name)?;
+        match Self::open(name) {
+            Err(OpenError::NotFound { .. }) => Self::create(name, cfg),
+            Err(OpenError::LayoutVersion { .. }) => Self::create_or_replace(name, cfg),
+            Ok(old) => match old.writer_liveness() {
+                crate::Liveness::Active { pid, .. } => Err(CreateError::InUse {
+                    name: name.to_owned(),
+                    pid,
+                }),
+                _ => Self::create_or_replace(name, cfg),
+            },
+            Err(_) => Err(CreateError::AlreadyExists {
+                name: name.to_owned(),
+            }),
+        }
+    }
+
     fn create_at(name: &str, cfg: &StreamConfig, path: &Path) -> Result<Self, CreateError> {
         layout::validate_name(name)?;
         if cfg.capacity == 0 {
