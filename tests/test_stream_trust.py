@@ -190,3 +190,20 @@ def test_replace_refuses_a_file_that_is_not_a_stream(make_name, shm_file) -> Non
     with pytest.raises(StreamExistsError):
         Stream.create(name, n_channels=1, replace=True)
     assert path.read_bytes().startswith(b"someone's notes")
+
+
+def test_a_reader_can_start_at_the_oldest_kept_sample_and_event(stream_name: str) -> None:
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=64)
+    w = s.writer()
+    w.push_event("start", "run", 0)
+    w.push_chunk(ramp(0, 10, 2))
+    # a lossless reader opened after the writer began: from the newest by default...
+    assert len(s.reader("lossless").pull_chunk()[0]) == 0
+    # ...or from the oldest kept sample and event
+    r = s.reader("lossless", start="oldest")
+    np.testing.assert_array_equal(r.pull_chunk(max_samples=100)[0], ramp(0, 10, 2))
+    assert [e.type for e in r.pull_events()] == ["start"]
+    r2 = s.reader(start=4)
+    np.testing.assert_array_equal(r2.pull_chunk(max_samples=100)[0], ramp(4, 6, 2))
+    with pytest.raises(ValueError, match="'start' parameter"):
+        s.reader(start="first")

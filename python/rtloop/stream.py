@@ -24,7 +24,7 @@ itself: they are only valid until the writer laps them. Check them with
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
@@ -336,18 +336,33 @@ class Stream:
             w.timeout = timeout
         return w
 
-    def reader(self, mode: str = "latest") -> "Reader":
-        """Register a reader, starting at the newest sample.
+    def reader(self, mode: str = "latest", *, start: Union[str, int] = "newest") -> "Reader":
+        """Register a reader.
 
         Parameters
         ----------
         mode : ``"latest"`` | ``"lossless"``
             Latest-wins (the writer never waits) or lossless (the writer waits for this
             reader).
+        start : ``"newest"`` | ``"oldest"`` | int
+            Where the reader begins: after the newest sample (the default: only what is
+            written from now on), at the oldest sample and event the stream still keeps
+            (everything since the writer started, if nothing was overwritten yet), or at an
+            absolute sample index.
         """
         check_type(mode, str, "mode")
         check_value(mode, ("latest", "lossless"), "mode")
-        return Reader(self._s.reader(mode), self)
+        if isinstance(start, str):
+            check_value(start, ("newest", "oldest"), "start")
+        else:
+            start = ensure_int(start, "start")
+        r = Reader(self._s.reader(mode), self)
+        if start == "oldest":
+            r._r.seek(r._r.oldest)
+            r._r.seek_events(r._r.oldest_event)
+        elif not isinstance(start, str):
+            r._r.seek(start)
+        return r
 
     def __repr__(self) -> str:
         return (

@@ -173,6 +173,23 @@ impl PyReader {
         Ok(())
     }
 
+    /// Move the event cursor (`pull_events` goes on from event `event`).
+    fn seek_events(&mut self, event: u64) -> PyResult<()> {
+        self.reader_mut()?.seek_events(event).map_err(py_err)
+    }
+
+    /// The oldest sample the stream still keeps.
+    #[getter]
+    fn oldest(&self) -> PyResult<u64> {
+        Ok(self.reader()?.oldest())
+    }
+
+    /// The oldest event the stream still keeps.
+    #[getter]
+    fn oldest_event(&self) -> PyResult<u64> {
+        Ok(self.reader()?.oldest_event())
+    }
+
     /// Next sample `pull` delivers.
     #[getter]
     fn cursor(&self) -> PyResult<u64> {

@@ -364,6 +364,30 @@ impl<B: Backing> Reader<B> {
         Ok(())
     }
 
+    /// The oldest sample the stream still keeps (where a reader starting at the oldest
+    /// begins).
+    #[must_use]
+    pub fn oldest(&self) -> u64 {
+        let c = self.stream.map.control();
+        let cap = self.stream.info().capacity;
+        ring::oldest_kept(c.samples.reserved(), cap).min(c.samples.written())
+    }
+
+    /// Move the event cursor ([`Reader::pull_events`] goes on from event `event`).
+    pub fn seek_events(&mut self, event: u64) -> Result<(), ReadError> {
+        self.check_owner()?;
+        self.event_cursor = event;
+        Ok(())
+    }
+
+    /// The oldest event the stream still keeps.
+    #[must_use]
+    pub fn oldest_event(&self) -> u64 {
+        let c = self.stream.map.control();
+        let cap = self.stream.info().event_capacity;
+        ring::oldest_kept(c.events.reserved(), cap).min(c.events.written())
+    }
+
     fn publish_cursor(&self) {
         let c = self.stream.map.control();
         let lossless = self.mode == ReaderMode::Lossless;
