@@ -207,3 +207,16 @@ def test_a_reader_can_start_at_the_oldest_kept_sample_and_event(stream_name: str
     np.testing.assert_array_equal(r2.pull_chunk(max_samples=100)[0], ramp(4, 6, 2))
     with pytest.raises(ValueError, match="'start' parameter"):
         s.reader(start="first")
+
+
+def test_a_display_reader_can_skip_overruns_and_count_them(stream_name: str) -> None:
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=64)
+    cap = s.capacity
+    r = s.reader(on_overrun="skip")
+    w = s.writer()
+    w.push_chunk(ramp(0, cap + 37, 2))  # laps the reader by 37 samples
+    data, _ = r.pull_chunk(max_samples=cap)
+    np.testing.assert_array_equal(data, ramp(37, cap, 2))
+    assert r.lost == 37
+    with pytest.raises(ValueError, match="'on_overrun' parameter"):
+        s.reader(on_overrun="ignore")

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import DTypeLike, NDArray
 
 from . import _rtloop
-from ._rtloop import WriterClosedError
+from ._rtloop import OverrunError, WriterClosedError
 from ._checks import check_type, check_value, ensure_int, ensure_timeout
 from ._logging import init_logging
 
@@ -336,7 +336,9 @@ class Stream:
             w.timeout = timeout
         return w
 
-    def reader(self, mode: str = "latest", *, start: Union[str, int] = "newest") -> "Reader":
+    def reader(
+        self, mode: str = "latest", *, start: Union[str, int] = "newest", on_overrun: str = "raise"
+    ) -> "Reader":
         """Register a reader.
 
         Parameters
@@ -349,14 +351,20 @@ class Stream:
             written from now on), at the oldest sample and event the stream still keeps
             (everything since the writer started, if nothing was overwritten yet), or at an
             absolute sample index.
+        on_overrun : ``"raise"`` | ``"skip"``
+            What a pull does when the writer lapped this reader: raise
+            :class:`~rtloop.OverrunError` (the default), or skip what was overwritten, count
+            it in :attr:`Reader.lost` and return the oldest samples still kept (as pylsl
+            drops silently; handy for a display loop).
         """
         check_type(mode, str, "mode")
         check_value(mode, ("latest", "lossless"), "mode")
+        check_value(on_overrun, ("raise", "skip"), "on_overrun")
         if isinstance(start, str):
             check_value(start, ("newest", "oldest"), "start")
         else:
             start = ensure_int(start, "start")
-        r = Reader(self._s.reader(mode), self)
+        r = Reader(self._s.reader(mode), self, on_overrun)
         if start == "oldest":
             r._r.seek(r._r.oldest)
             r._r.seek_events(r._r.oldest_event)
@@ -628,11 +636,18 @@ class Reader:
     delivers, :meth:`seek` moves it. Use as a context manager or call :meth:`close`.
     """
 
-    __slots__ = ("_r", "_stream")
+    __slots__ = ("_r", "_stream", "_skip", "_lost")
 
-    def __init__(self, native: _rtloop.Reader, stream: Stream) -> None:
+    def __init__(self, native: _rtloop.Reader, stream: Stream, on_overrun: str = "raise") -> None:
         self._r = native
         self._stream = stream
+        self._skip = on_overrun == "skip"
+        self._lost = 0
+
+    @property
+    def lost(self) -> int:
+        """Samples skipped because the writer lapped this reader (``on_overrun="skip"``)."""
+        return self._lost
 
     @property
     def stream(self) -> Stream:
@@ -704,7 +719,15 @@ class Reader:
                 "positional call would be misread by one of the two."
             )
         max_samples = ensure_int(max_samples, "max_samples")
-        return self._r.pull(max_samples, ensure_timeout(timeout))
+        t = ensure_timeout(timeout)
+        if not self._skip:
+            return self._r.pull(max_samples, t)
+        try:
+            return self._r.pull(max_samples, t)
+        except OverrunError as e:
+            # skip what was overwritten (counted in .lost) and go on from the oldest kept
+            self._lost += int(e.lost)
+            return self._r.pull(max_samples, 0.0)
 
     def pull_sample(
         self, timeout: Optional[float] = 0.0
