@@ -81,8 +81,10 @@ def test_check_messages() -> None:
     with pytest.raises(TypeError, match="must be an instance of 'int'"):
         check_type(True, int, "n")
     assert ensure_int(7, "n") == 7
-    with pytest.raises(ValueError, match="integers >= 1, but got 0"):
+    with pytest.raises(ValueError, match=r"integers from 1 to 2\*\*64 - 1, but got 0"):
         ensure_int(0, "n", minimum=1)
+    with pytest.raises(ValueError, match=r"integers from 0 to 10, but got 11"):
+        ensure_int(11, "n", minimum=0, maximum=10)
     assert ensure_timeout(None) is None
     assert ensure_timeout(2) == 2.0
     with pytest.raises(ValueError, match="None \\(wait forever\\)"):
