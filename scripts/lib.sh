@@ -6,7 +6,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="${RTLOOP_VENV:-$ROOT/.venv}"
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# bold only on a terminal: redirected output (CI logs, files) carries no escape codes
+say() {
+    if [ -t 2 ]; then printf '\033[1m==> %s\033[0m\n' "$*" >&2; else printf '==> %s\n' "$*" >&2; fi
+}
 
 # Rust: the machine's rustup toolchain; Debian's cargo as a last resort.
 ensure_cargo() {

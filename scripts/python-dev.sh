@@ -12,28 +12,41 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 
+# pip's output goes to a log shown only when an install fails: a fresh machine sees what
+# happened, not pip's resolver notes (FieldTrip.py's wheel is installed without its
+# dependencies on purpose, which pip reports as an "ERROR" on every later install)
+pip_log="$(mktemp)"
+trap 'rm -f "$pip_log"' EXIT
+pip_quiet() {
+    if ! "$PY" -m pip install --disable-pip-version-check --no-input "$@" >"$pip_log" 2>&1; then
+        cat "$pip_log" >&2
+        echo "pip install $* failed (output above)" >&2
+        exit 1
+    fi
+}
+
+say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, pynwb, pyxdf, scipy, numba)"
+pip_quiet --upgrade pip
 # the build and test tools; pip skips what is already installed
-"$PY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-"$PY" -m pip install -q --disable-pip-version-check \
-    "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
-# a real FieldTrip peer for the server's tests: FieldTrip.py ships in the eegsynth wheel (as
-# `lib.FieldTrip`); only it is used, so none of eegsynth's own dependencies are installed
-"$PY" -m pip install -q --disable-pip-version-check --no-deps "eegsynth==0.8.1"
+pip_quiet "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
 # the readers that recording exports are tested with
-"$PY" -m pip install -q --disable-pip-version-check pyxdf "pynwb>=3"
+pip_quiet pyxdf "pynwb>=3"
 # the runtime's example modules: scipy's sosfilt for the spike detector's band-pass, numba
 # for `numba: true` modules
-"$PY" -m pip install -q --disable-pip-version-check scipy numba
+pip_quiet scipy numba
 # the LSL peer (pylsl bundles liblsl 1.18, which `rtloop bridge` loads; docs/lsl.md)
-"$PY" -m pip install -q --disable-pip-version-check "pylsl>=1.16"
+pip_quiet "pylsl>=1.16"
 # the ZeroMQ peer of `rtloop bench peers` (pyzmq bundles libzmq, which the benchmark loads)
-"$PY" -m pip install -q --disable-pip-version-check "pyzmq>=25"
+pip_quiet "pyzmq>=25"
+# a real FieldTrip peer for the server's tests: FieldTrip.py ships in the eegsynth wheel (as
+# `lib.FieldTrip`); only it is used, so none of eegsynth's own dependencies are installed
+pip_quiet --no-deps "eegsynth==0.8.1"
 
 # maturin develop installs into the active virtual environment; its output (and pip's) is
 # shown only when the build fails
 say "building rtloop into $VENV (maturin develop --release)"
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$pip_log"' EXIT
 if ! VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" \
         "$VENV/bin/maturin" develop --release --locked >"$log" 2>&1; then
     cat "$log" >&2

@@ -315,28 +315,22 @@ pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
         targets.push(("inproc", Target::InProcess(Arc::new(Buffer::new(cfg)))));
     }
     let cells = (targets.len() * (FAQ_BLOCKS.len() + 1)) as u64;
-    let bar = if g.json {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(cells)
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    // progress on stderr, also with --json and when piped
+    let mut progress = crate::progress::Progress::new("bench fieldtrip");
+    let mut done = 0u64;
     let mut faq = Vec::new();
     let mut latency = Vec::new();
     for (name, target) in &targets {
         for (ch, s) in FAQ_BLOCKS {
-            bar.set_message(format!("{name} {ch}x{s}"));
+            progress.tick(|| format!("{done}/{cells} cells, now {name} {ch}x{s}"));
             faq.push(faq_cell(target, name, ch, s, secs, a.stateless)?);
-            bar.inc(1);
+            done += 1;
         }
-        bar.set_message(format!("{name} latency per write"));
+        progress.tick(|| format!("{done}/{cells} cells, now {name} latency per write"));
         latency.extend(latency_curve(target, name, a.latency_channels, rounds)?);
-        bar.inc(1);
+        done += 1;
     }
-    bar.finish_and_clear();
+    drop(progress);
     drop(targets);
     drop(server);
     let report = Report {

@@ -180,7 +180,8 @@ fn run_with(stream: &Stream, a: &DemoArgs, g: &Global) -> anyhow::Result<()> {
     let mut next_progress = Duration::from_millis(500);
     let mut occupancy: Vec<(f64, f64)> = Vec::new();
     let mut high = 0f64;
-    let progress = !g.json;
+    // live line on stderr (redrawn on a terminal, every few seconds when piped)
+    let mut progress = crate::progress::Progress::new("demo");
     while writer.written() < total && !stop.load(Ordering::Relaxed) {
         let first = writer.written();
         let n = chunk.min(total - first);
@@ -204,27 +205,27 @@ fn run_with(stream: &Stream, a: &DemoArgs, g: &Global) -> anyhow::Result<()> {
             let st = stream.stats();
             occupancy.push((t.as_secs_f64(), st.percent_used));
             high = high.max(st.percent_used);
-            if progress {
-                let r = latest.lock().expect("report lock").clone();
-                let mbs = writer.written() as f64 * stream.info().sample_bytes as f64
-                    / t.as_secs_f64()
-                    / 1e6;
+            let r = latest.lock().expect("report lock").clone();
+            let written = writer.written();
+            let sample_bytes = stream.info().sample_bytes as f64;
+            let percent_used = st.percent_used;
+            progress.tick(|| {
+                let mbs = written as f64 * sample_bytes / t.as_secs_f64() / 1e6;
                 let lat = r.latency.map_or_else(
                     || "-".into(),
                     |l| format!("p50 {} p99 {}", fmt_ns(l.p50_ns), fmt_ns(l.p99_ns)),
                 );
-                eprint!(
-                    "\r{:5.1} s  written {:>9}  read {:>9}  {:7.1} MB/s  latency {:<22}  occupancy {:5.1} %  errors {}   ",
+                format!(
+                    "{:5.1} s  written {:>9}  read {:>9}  {:7.1} MB/s  latency {:<22}  occupancy {:5.1} %  errors {}",
                     t.as_secs_f64(),
-                    writer.written(),
+                    written,
                     r.read,
                     mbs,
                     lat,
-                    st.percent_used,
+                    percent_used,
                     r.errors
-                );
-                let _ = std::io::stderr().flush();
-            }
+                )
+            });
         }
     }
     let elapsed = started.elapsed();
@@ -232,9 +233,7 @@ fn run_with(stream: &Stream, a: &DemoArgs, g: &Global) -> anyhow::Result<()> {
     drop(writer); // readers see the writer closed
     let status = child.wait()?;
     let _ = reader_thread.join();
-    if progress {
-        eprintln!();
-    }
+    progress.finish();
     let r = latest.lock().expect("report lock").clone();
     if !status.success() && !r.done {
         bail!("the reader process failed ({status})");

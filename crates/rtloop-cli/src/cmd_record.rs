@@ -110,6 +110,31 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         )?),
         None => None,
     };
+    // live progress on stderr while the recorders run (a plain line every few seconds when
+    // piped): what a long unattended recording has written and lost so far
+    {
+        let mut progress = crate::progress::Progress::new("record");
+        let paused = |c: &Control| c.paused.load(Ordering::Relaxed);
+        while !handles.iter().all(std::thread::JoinHandle::is_finished) {
+            progress.tick(|| {
+                a.streams
+                    .iter()
+                    .zip(&controls)
+                    .map(|(s, c)| {
+                        format!(
+                            "{s}: {} samples, lost {}, lost events {}{}",
+                            crate::progress::grouped(c.samples.load(Ordering::Relaxed)),
+                            c.lost.load(Ordering::Relaxed),
+                            c.lost_events.load(Ordering::Relaxed),
+                            if paused(c) { " (paused)" } else { "" }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            });
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     let mut reports: Vec<RecordReport> = Vec::new();
     let mut errors = Vec::new();
     for h in handles {

@@ -199,24 +199,20 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
                 ],
             )?);
         }
-        let bar = (progress).then(|| {
-            let b = indicatif::ProgressBar::new(a.packets * a.pairs);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{bar:40} {pos}/{len} packets  {per_sec}  eta {eta}",
-                )
-                .expect("template"),
-            );
-            b
-        });
+        // live progress on stderr, also when piped (a plain line every few seconds)
+        let mut bar = progress.then(|| crate::progress::Progress::new("verify"));
+        let total = a.packets * a.pairs;
         let streams: Vec<Stream> = pairs
             .iter()
             .map(|p| Stream::open(&p.name))
             .collect::<Result<_, _>>()?;
         loop {
-            let done: u64 = streams.iter().map(Stream::written).sum();
-            if let Some(b) = &bar {
-                b.set_position(done);
+            if let Some(b) = &mut bar {
+                let elapsed = b.elapsed();
+                b.tick(|| {
+                    let done: u64 = streams.iter().map(Stream::written).sum();
+                    crate::progress::of_total(done, total, elapsed, "packets")
+                });
             }
             let all_exited = pairs.iter_mut().all(|p| {
                 p.gen
@@ -228,9 +224,7 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        drop(bar);
         let mut results = Vec::new();
         for pair in &mut pairs {
             let gen = pair.gen.take().expect("spawned").wait_with_output()?;
@@ -280,7 +274,7 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
 
 /// Run the verification.
 pub fn run(a: &VerifyArgs, g: &Global) -> anyhow::Result<()> {
-    let results = run_pairs(a, !g.json)?;
+    let results = run_pairs(a, true)?;
     let errors: u64 = results.iter().map(|r| r.errors).sum();
     let lost: u64 = results.iter().map(|r| r.lost).sum();
     let ok: u64 = results.iter().map(|r| r.ok).sum();

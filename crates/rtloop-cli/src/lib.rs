@@ -24,6 +24,7 @@ pub mod cmd_sysinfo;
 pub mod cmd_verify;
 #[cfg(feature = "iceoryx2-peer")]
 pub mod peer_iceoryx2;
+pub mod progress;
 pub mod roles;
 
 /// rtloop: realtime data streaming and closed-loop platform.
@@ -149,6 +150,8 @@ fn init_logging(g: &Global) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(level))
         .with_writer(std::io::stderr)
+        // colour only on a terminal: redirected logs carry no escape codes
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 
