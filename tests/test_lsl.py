@@ -89,6 +89,9 @@ def test_a_pylsl_outlet_arrives_bit_identical_with_its_metadata(fmt: str, dtype)
         assert stream.ch_names == [f"C{i}" for i in range(8)]
         assert stream.ch_units == ["microvolts"] * 8
         assert stream.sfreq == 1000.0
+        # LSL's type and source id are the stream's: found as resolve_byprop would find it
+        assert (stream.content_type, stream.source_id) == ("EEG", f"src-{name}")
+        assert [i.name for i in rtloop.resolve_streams(type="EEG", source_id=f"src-{name}")] == [name]
         # LSL timestamps (local clock = CLOCK_MONOTONIC) became the samples' stamps; a
         # chunk's timestamp is its last sample's, earlier ones are 1/rate apart before it
         k = np.arange(2000)
@@ -104,9 +107,11 @@ def test_an_rtloop_stream_arrives_in_a_pylsl_inlet_identical(make_name) -> None:
     s = rtloop.Stream.create(
         name, n_channels=4, dtype="float32", sfreq=500.0, capacity=10_000,
         ch_names=["Fz", "Cz", "Pz", "Oz"], ch_units=["uV"] * 4,
+        content_type="EEG", source_id=f"amp-{name}",
     )
     w = s.writer()
-    p = bridge("lsl-out", name, "--name", name, "--type", "EEG", "--seconds", "8")
+    # no --type or --source-id: the outlet carries the stream's own
+    p = bridge("lsl-out", name, "--name", name, "--seconds", "8")
     try:
         wait_ready(p)
         found = pylsl.resolve_byprop("name", name, 1, 10)
@@ -114,7 +119,7 @@ def test_an_rtloop_stream_arrives_in_a_pylsl_inlet_identical(make_name) -> None:
         inlet = pylsl.StreamInlet(found[0])
         info = inlet.info(5)
         assert (info.channel_count(), info.nominal_srate(), info.type()) == (4, 500.0, "EEG")
-        assert info.source_id() == f"rtloop:{name}"
+        assert info.source_id() == f"amp-{name}"
         ch = info.desc().child("channels").child("channel")
         labels = []
         while not ch.empty():

@@ -31,6 +31,8 @@ _LAZY = {
     "Writer": "rtloop.stream",
     "Reader": "rtloop.stream",
     "Event": "rtloop.stream",
+    "StreamInfo": "rtloop.stream",
+    "resolve_streams": "rtloop.stream",
     "local_clock": "rtloop.stream",
     "DTYPES": "rtloop.stream",
     "set_log_level": "rtloop._logging",
@@ -81,7 +83,16 @@ if TYPE_CHECKING:
         WriteTimeoutError,
     )
     from .recording import Recorder, Recording, load, record
-    from .stream import DTYPES, Event, Reader, Stream, Writer, local_clock
+    from .stream import (
+        DTYPES,
+        Event,
+        Reader,
+        Stream,
+        StreamInfo,
+        Writer,
+        local_clock,
+        resolve_streams,
+    )
 
 
 def __getattr__(name: str) -> Any:

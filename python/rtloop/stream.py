@@ -23,8 +23,11 @@ itself: they are only valid until the writer laps them. Check them with
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from numpy.typing import DTypeLike, NDArray
@@ -39,7 +42,16 @@ init_logging()
 #: The sample dtypes a stream can hold (the FieldTrip set).
 DTYPES: Tuple[str, ...] = tuple(_rtloop.DTYPES)
 
-__all__ = ["DTYPES", "Event", "Reader", "Stream", "Writer", "local_clock"]
+__all__ = [
+    "DTYPES",
+    "Event",
+    "Reader",
+    "Stream",
+    "StreamInfo",
+    "Writer",
+    "local_clock",
+    "resolve_streams",
+]
 
 
 def local_clock() -> float:
@@ -149,6 +161,10 @@ class Stream:
         ch_units: Optional[Sequence[str]] = None,
         event_capacity: int = 1024,
         replace: bool = False,
+        content_type: str = "",
+        source_id: str = "",
+        ch_types: Union[str, Sequence[str], None] = None,
+        desc: Optional[Dict[str, Any]] = None,
     ) -> "Stream":
         """Create a new stream.
 
@@ -172,6 +188,19 @@ class Stream:
             Replace a stream of that name that nobody writes any more (its writer closed or
             died, as a crashed run leaves it). A stream whose writer is alive is never
             replaced. Readers that have the old stream open keep reading the old one.
+        content_type : str
+            What the stream carries, as LSL's stream type: ``"EEG"``, ``"Markers"``, ...
+            (at most 31 bytes). :func:`resolve_streams` finds streams by it.
+        source_id : str
+            Who produces it: a serial number or rig name that stays the same across
+            restarts (at most 63 bytes), as LSL's ``source_id``.
+        ch_types : str | sequence of str | None
+            Channel types as MNE and LSL name them (``"eeg"``, ``"stim"``, ``"misc"``, ...):
+            one per channel, or one string for every channel (at most 31 bytes each).
+        desc : dict | None
+            Free-form description (LSL's ``desc``): any JSON-serialisable dict, e.g. the
+            amplifier, the montage, the subject. Types and description together take at
+            most 3776 bytes (they live in the stream's header).
 
         Returns
         -------
@@ -194,9 +223,28 @@ class Stream:
         check_type(replace, bool, "replace")
         names = [] if ch_names is None else list(ch_names)
         units = [] if ch_units is None else list(ch_units)
-        for label, what in ((names, "ch_names"), (units, "ch_units")):
+        if ch_types is None:
+            types: List[str] = []
+        elif isinstance(ch_types, str):
+            types = [ch_types] * n_channels
+        else:
+            types = list(ch_types)
+        for label, what in ((names, "ch_names"), (units, "ch_units"), (types, "ch_types")):
             for s in label:
                 check_type(s, str, what)
+        check_type(content_type, str, "content_type")
+        check_type(source_id, str, "source_id")
+        if desc is None:
+            description = ""
+        else:
+            check_type(desc, dict, "desc")
+            try:
+                description = json.dumps(desc, separators=(",", ":"), allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise TypeError(
+                    f"The 'desc' parameter must be a JSON-serialisable dict (str keys; "
+                    f"str, int, float, bool, None, list and dict values): {e}"
+                ) from None
         native = _rtloop.Stream.create(
             name,
             _dtype_name(dtype),
@@ -207,6 +255,10 @@ class Stream:
             names,
             units,
             replace,
+            ch_types=types,
+            content_type=content_type,
+            source_id=source_id,
+            description=description,
         )
         return cls(native)
 
@@ -270,6 +322,32 @@ class Stream:
     def ch_units(self) -> List[str]:
         """Channel units ('' where none was given)."""
         return self._s.ch_units
+
+    @property
+    def ch_types(self) -> List[str]:
+        """Channel types (empty if none were given)."""
+        return self._s.ch_types
+
+    @property
+    def content_type(self) -> str:
+        """What the stream carries (LSL's stream type; '' if none was given)."""
+        return self._s.content_type
+
+    @property
+    def source_id(self) -> str:
+        """Who produces it ('' if none was given)."""
+        return self._s.source_id
+
+    @property
+    def desc(self) -> Dict[str, Any]:
+        """The free-form description given at creation (``{}`` if none). A description
+        that is not a JSON object (written by another tool) comes back as ``{"text": ...}``."""
+        return _parse_desc(self._s.description)
+
+    @property
+    def info(self) -> "StreamInfo":
+        """The stream's metadata as :class:`StreamInfo` (what :func:`resolve_streams` lists)."""
+        return StreamInfo._of(self._s)
 
     @property
     def capacity(self) -> int:
@@ -377,6 +455,116 @@ class Stream:
             f"<Stream {self.name!r} | {self.dtype.name} x {self.n_channels} ch @ "
             f"{self.sfreq:g} Hz, capacity {self.capacity}, written {self.written}>"
         )
+
+
+def _parse_desc(text: str) -> Dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"text": text}
+    return value if isinstance(value, dict) else {"text": text}
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What a stream is, as LSL's ``StreamInfo``: found by :func:`resolve_streams`, or
+    :attr:`Stream.info` of an open stream. :meth:`open` opens the stream it describes."""
+
+    name: str
+    content_type: str
+    n_channels: int
+    sfreq: float
+    dtype: str
+    source_id: str
+    ch_names: List[str] = field(default_factory=list)
+    ch_units: List[str] = field(default_factory=list)
+    ch_types: List[str] = field(default_factory=list)
+    desc: Dict[str, Any] = field(default_factory=dict)
+    capacity: int = 0
+    created_at: float = 0.0
+    """Creation time, Unix seconds."""
+    creator_pid: int = 0
+    writer: str = "none"
+    """The writer's state when listed: ``"none"``, ``"active"``, ``"closed"`` or ``"dead"``."""
+    path: str = ""
+
+    @classmethod
+    def _of(cls, s: _rtloop.Stream) -> "StreamInfo":
+        return cls(
+            name=s.name,
+            content_type=s.content_type,
+            n_channels=s.n_channels,
+            sfreq=s.sfreq,
+            dtype=s.dtype,
+            source_id=s.source_id,
+            ch_names=list(s.ch_names),
+            ch_units=list(s.ch_units),
+            ch_types=list(s.ch_types),
+            desc=_parse_desc(s.description),
+            capacity=s.capacity,
+            created_at=s.created_unix_ns / 1e9,
+            creator_pid=s.creator_pid,
+            writer=str(s.writer_liveness()["state"]),
+            path=str(s.path),
+        )
+
+    def open(self) -> "Stream":
+        """Open the stream this describes."""
+        return Stream.open(self.name)
+
+
+def resolve_streams(
+    *,
+    name: Optional[str] = None,
+    type: Optional[str] = None,
+    source_id: Optional[str] = None,
+    minimum: int = 0,
+    timeout: Optional[float] = 0.0,
+) -> List[StreamInfo]:
+    """The streams on this machine with their metadata, as pylsl's ``resolve_streams`` and
+    ``resolve_byprop``.
+
+    Parameters
+    ----------
+    name, type, source_id : str | None
+        Keep only streams whose name, content type or source id equals this (``None``: any).
+    minimum : int
+        Wait until at least this many streams match (0: list what there is now).
+    timeout : float | None
+        Seconds to wait for ``minimum`` matches; ``None`` waits for ever. When it runs out,
+        what matched so far is returned (as pylsl does), possibly fewer than ``minimum``.
+
+    Returns
+    -------
+    infos : list of StreamInfo
+        Sorted by name. Files in the stream directory that are not streams of this
+        rtloop's layout are skipped.
+    """
+    for value, what in ((name, "name"), (type, "type"), (source_id, "source_id")):
+        if value is not None:
+            check_type(value, str, what)
+    minimum = ensure_int(minimum, "minimum")
+    wait = ensure_timeout(timeout)
+    deadline = None if wait is None else time.monotonic() + wait
+    while True:
+        found = []
+        for stream_name in _rtloop.Stream.list():
+            if name is not None and stream_name != name:
+                continue
+            try:
+                s = _rtloop.Stream.open(stream_name)
+            except (OSError, ValueError, _rtloop.RtloopError):
+                continue  # removed meanwhile, another layout, not ours
+            if type is not None and s.content_type != type:
+                continue
+            if source_id is not None and s.source_id != source_id:
+                continue
+            found.append(StreamInfo._of(s))
+        if len(found) >= minimum or (deadline is not None and time.monotonic() >= deadline):
+            return found
+        time.sleep(0.05)
 
 
 class Writer:

@@ -63,6 +63,19 @@ pub struct CreateArgs {
     /// Channel units, comma-separated (one per channel).
     #[arg(long, value_delimiter = ',')]
     pub units: Vec<String>,
+    /// Channel types, comma-separated: one per channel, or one for every channel
+    /// (eeg, ecog, seeg, stim, misc, ...).
+    #[arg(long, value_delimiter = ',')]
+    pub ch_types: Vec<String>,
+    /// What the stream carries, as LSL's stream type (EEG, Markers, ...).
+    #[arg(long = "type", value_name = "TYPE", default_value = "")]
+    pub content_type: String,
+    /// Who produces it: a serial number or rig name that stays the same across restarts.
+    #[arg(long, default_value = "")]
+    pub source_id: String,
+    /// Free-form description (a JSON object for Python's `Stream.desc`).
+    #[arg(long, default_value = "")]
+    pub desc: String,
 }
 
 /// Options of `rtloop stream monitor`.
@@ -113,6 +126,14 @@ fn create(a: &CreateArgs, g: &Global) -> anyhow::Result<()> {
     cfg.event_capacity = a.event_capacity;
     cfg.ch_names.clone_from(&a.ch_names);
     cfg.ch_units.clone_from(&a.units);
+    cfg.ch_types = if a.ch_types.len() == 1 && a.channels > 1 {
+        vec![a.ch_types[0].clone(); a.channels]
+    } else {
+        a.ch_types.clone()
+    };
+    cfg.content_type.clone_from(&a.content_type);
+    cfg.source_id.clone_from(&a.source_id);
+    cfg.description.clone_from(&a.desc);
     let s = if a.replace {
         Stream::create_replacing(&a.name, &cfg)?
     } else {
@@ -204,6 +225,11 @@ fn info_json(s: &Stream) -> serde_json::Value {
         "created_unix_ns": i.created_unix_ns,
         "ch_names": i.ch_names,
         "ch_units": i.ch_units,
+        "ch_types": i.ch_types,
+        "content_type": i.content_type,
+        "source_id": i.source_id,
+        "description": i.description,
+        "creator_pid": i.creator_pid,
         "stats": stats_json(&s.stats()),
     })
 }
@@ -227,8 +253,8 @@ fn list(g: &Global) -> anyhow::Result<()> {
     let names = Stream::list();
     let mut rows = Vec::new();
     let mut table = Table::new(&[
-        "name", "dtype", "ch", "rate", "capacity", "written", "used %", "high %", "readers",
-        "lost", "writer",
+        "name", "type", "dtype", "ch", "rate", "capacity", "written", "used %", "high %",
+        "readers", "lost", "writer",
     ]);
     for n in &names {
         match Stream::open(n) {
@@ -236,6 +262,7 @@ fn list(g: &Global) -> anyhow::Result<()> {
                 let (i, st) = (s.info(), s.stats());
                 table.row(&[
                     i.name.clone(),
+                    i.content_type.clone(),
                     i.dtype.to_string(),
                     i.n_channels.to_string(),
                     format!("{}", i.nominal_rate),
@@ -252,6 +279,7 @@ fn list(g: &Global) -> anyhow::Result<()> {
             Err(e) => {
                 table.row(&[
                     n.as_str(),
+                    "",
                     "?",
                     "",
                     "",
@@ -285,6 +313,18 @@ fn info(name: &str, g: &Global) -> anyhow::Result<()> {
     }
     let (i, st) = (s.info(), s.stats());
     println!("stream      {}", i.name);
+    let or_none = |v: &str| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.to_owned()
+        }
+    };
+    println!("type        {}", or_none(&i.content_type));
+    println!("source id   {}", or_none(&i.source_id));
+    if !i.description.is_empty() {
+        println!("description {}", i.description);
+    }
     println!(
         "file        {} ({})",
         i.path.display(),
@@ -319,9 +359,10 @@ fn info(name: &str, g: &Global) -> anyhow::Result<()> {
         st.lost_samples
     );
     println!("writer      {}", liveness_text(st.writer));
-    let mut ch = Table::new(&["#", "name", "unit"]);
+    let mut ch = Table::new(&["#", "name", "unit", "type"]);
     for (k, (n, u)) in i.ch_names.iter().zip(&i.ch_units).enumerate().take(64) {
-        ch.row(&[k.to_string(), n.clone(), u.clone()]);
+        let t = i.ch_types.get(k).cloned().unwrap_or_default();
+        ch.row(&[k.to_string(), n.clone(), u.clone(), t]);
     }
     print!("{}", ch.render());
     if i.n_channels > 64 {

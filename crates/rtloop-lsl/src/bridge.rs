@@ -141,6 +141,10 @@ pub fn lsl_in(
         cfg.ch_names = meta.labels.clone();
         cfg.ch_units = meta.units.clone();
     }
+    // LSL's type and source id become the stream's, so `rtloop.resolve_streams(type=...)`
+    // finds a bridged stream as pylsl's resolve_byprop finds the outlet (cut to what fits)
+    cfg.content_type = truncate_utf8(&meta.kind, rtloop_stream::CONTENT_TYPE_MAX);
+    cfg.source_id = truncate_utf8(&meta.source_id, rtloop_stream::SOURCE_ID_MAX);
     let stream = Stream::create(&name, &cfg)
         .map_err(|e| LslError::Other(format!("cannot create stream {name:?}: {e}")))?;
     let mut writer = stream.writer().map_err(other)?;
@@ -255,15 +259,25 @@ pub fn lsl_out(
     format_of(info.dtype)
         .map_err(|e| LslError::Unmappable(format!("stream {:?}: {e}", o.stream)))?;
     let name = o.name.clone().unwrap_or_else(|| o.stream.clone());
-    let source = o
-        .source_id
-        .clone()
-        .unwrap_or_else(|| format!("rtloop:{}", o.stream));
+    let source = o.source_id.clone().unwrap_or_else(|| {
+        if info.source_id.is_empty() {
+            format!("rtloop:{}", o.stream)
+        } else {
+            info.source_id.clone()
+        }
+    });
     let outlet = Outlet::create(
         lsl.clone(),
         &OutletSpec {
             name: name.clone(),
-            kind: o.kind.clone().unwrap_or_else(|| "EEG".into()),
+            // the stream's own content type unless told otherwise; EEG when it has none
+            kind: o.kind.clone().unwrap_or_else(|| {
+                if info.content_type.is_empty() {
+                    "EEG".into()
+                } else {
+                    info.content_type.clone()
+                }
+            }),
             source_id: source.clone(),
             channels: info.n_channels,
             rate: info.nominal_rate,
@@ -334,4 +348,13 @@ pub fn lsl_out(
         }
     }
     Ok(report)
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn truncate_utf8(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].replace('\0', "")
 }

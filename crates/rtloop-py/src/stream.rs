@@ -29,7 +29,7 @@ pub(crate) fn parse_mode(mode: &str) -> PyResult<ReaderMode> {
 impl PyStream {
     /// Create a new stream (owner-only shared memory, fully allocated up front).
     #[staticmethod]
-    #[pyo3(signature = (name, dtype, n_channels, sfreq, capacity, event_capacity, ch_names, ch_units, replace=false))]
+    #[pyo3(signature = (name, dtype, n_channels, sfreq, capacity, event_capacity, ch_names, ch_units, replace=false, ch_types=Vec::new(), content_type=String::new(), source_id=String::new(), description=String::new()))]
     #[allow(clippy::too_many_arguments)]
     fn create(
         py: Python<'_>,
@@ -42,6 +42,10 @@ impl PyStream {
         ch_names: Vec<String>,
         ch_units: Vec<String>,
         replace: bool,
+        ch_types: Vec<String>,
+        content_type: String,
+        source_id: String,
+        description: String,
     ) -> PyResult<Self> {
         let cfg = StreamConfig {
             dtype: parse_dtype(dtype)?,
@@ -51,6 +55,10 @@ impl PyStream {
             event_capacity,
             ch_names,
             ch_units,
+            ch_types,
+            content_type,
+            source_id,
+            description,
         };
         // allocating and touching a large stream takes a while: let other threads run
         let stream = py
@@ -143,6 +151,36 @@ impl PyStream {
     #[getter]
     fn ch_units(&self) -> Vec<String> {
         self.stream.info().ch_units.clone()
+    }
+
+    /// Channel types (empty: none given).
+    #[getter]
+    fn ch_types(&self) -> Vec<String> {
+        self.stream.info().ch_types.clone()
+    }
+
+    /// Content type (LSL's stream type; empty: none given).
+    #[getter]
+    fn content_type(&self) -> &str {
+        &self.stream.info().content_type
+    }
+
+    /// Source id (empty: none given).
+    #[getter]
+    fn source_id(&self) -> &str {
+        &self.stream.info().source_id
+    }
+
+    /// Free-form description as stored (the Python package keeps JSON here).
+    #[getter]
+    fn description(&self) -> &str {
+        &self.stream.info().description
+    }
+
+    /// Pid of the process that created the stream.
+    #[getter]
+    fn creator_pid(&self) -> u32 {
+        self.stream.info().creator_pid
     }
 
     /// Creation time, Unix ns.

@@ -34,6 +34,14 @@ pub const CH_NAME_MAX: usize = 31;
 pub const CH_UNIT_MAX: usize = 15;
 /// Bytes per event slot.
 pub const EVENT_SLOT_BYTES: usize = 512;
+/// Longest content type ("EEG", "Markers", ...), in bytes (UTF-8).
+pub const CONTENT_TYPE_MAX: usize = 31;
+/// Longest source id, in bytes (UTF-8).
+pub const SOURCE_ID_MAX: usize = 63;
+/// Longest channel type ("EEG", "ACC", "MISC", ...), in bytes (UTF-8).
+pub const CH_TYPE_MAX: usize = 31;
+/// Bytes for channel types and the description together (the rest of the header).
+pub const META_TEXT_MAX: usize = 3776;
 /// Prefix of stream files in the shared-memory directory.
 pub const FILE_PREFIX: &str = "rtloop-";
 
@@ -86,12 +94,26 @@ pub struct Header {
     pub name: [u8; NAME_MAX],
     /// Creator's pid.
     pub creator_pid: u32,
-    _reserved: [u8; HEADER_BYTES - 212],
+    /// Content type (LSL's stream type: "EEG", "Markers", ...), NUL-padded UTF-8.
+    pub content_type: [u8; CONTENT_TYPE_MAX + 1],
+    /// Source id (a serial number or rig name that survives restarts), NUL-padded UTF-8.
+    pub source_id: [u8; SOURCE_ID_MAX + 1],
+    /// Bytes of channel types at the start of `meta_text` (0: none given).
+    pub types_len: u32,
+    /// Bytes of the description after the channel types in `meta_text`.
+    pub desc_len: u32,
+    /// Channel types joined by `\n`, then the free-form description (UTF-8).
+    pub meta_text: [u8; META_TEXT_MAX],
+    _reserved: [u8; HEADER_BYTES - 316 - META_TEXT_MAX],
 }
 
 const _: () = assert!(size_of::<Header>() == HEADER_BYTES);
 const _: () = assert!(offset_of!(Header, capacity) == 40);
 const _: () = assert!(offset_of!(Header, name) == 144);
+const _: () = assert!(offset_of!(Header, content_type) == 212);
+const _: () = assert!(offset_of!(Header, source_id) == 244);
+const _: () = assert!(offset_of!(Header, types_len) == 308);
+const _: () = assert!(offset_of!(Header, meta_text) == 316);
 
 /// Who writes, and whether they are alive.
 #[repr(C, align(128))]
@@ -342,6 +364,9 @@ pub fn parse_header(head: &[u8], file_len: u64, page: u64) -> Result<ParsedHeade
         || event_capacity == 0
         || u64_at(offset_of!(Header, event_slot_bytes)) != EVENT_SLOT_BYTES as u64
         || u32_at(offset_of!(Header, name_len)) as usize > NAME_MAX
+        || u64::from(u32_at(offset_of!(Header, types_len)))
+            + u64::from(u32_at(offset_of!(Header, desc_len)))
+            > META_TEXT_MAX as u64
     {
         return invalid("its header describes an impossible shape".into());
     }
@@ -469,6 +494,16 @@ mod tests {
             parse_header(&v1, len, 4096),
             Err(HeaderError::Version { found: 1 })
         );
+        // metadata lengths that overrun the header's text area are a damaged header
+        let mut long = h.clone();
+        long[offset_of!(Header, types_len)..][..4].copy_from_slice(&3000u32.to_ne_bytes());
+        long[offset_of!(Header, desc_len)..][..4].copy_from_slice(&777u32.to_ne_bytes());
+        assert!(matches!(
+            parse_header(&long, len, 4096),
+            Err(HeaderError::Invalid(_))
+        ));
+        long[offset_of!(Header, desc_len)..][..4].copy_from_slice(&776u32.to_ne_bytes());
+        assert!(parse_header(&long, len, 4096).is_ok());
     }
 
     proptest! {

@@ -70,7 +70,10 @@ pub use error::{
     ClaimError, CreateError, NameError, OpenError, ReadError, RemoveError, WaitError, WriteError,
 };
 pub use events::{Event, EventValue, CHAR_CODE};
-pub use layout::{validate_name, EVENT_PAYLOAD_MAX, LAYOUT_VERSION, NAME_MAX};
+pub use layout::{
+    validate_name, CH_TYPE_MAX, CONTENT_TYPE_MAX, EVENT_PAYLOAD_MAX, LAYOUT_VERSION, META_TEXT_MAX,
+    NAME_MAX, SOURCE_ID_MAX,
+};
 pub use reader::{Liveness, Pulled, Reader, ReaderMode};
 #[cfg(not(loom))]
 pub use reader::{TypedWindow, Window};

@@ -25,8 +25,9 @@ use rustix::mm::{MapFlags, ProtFlags};
 use crate::backing::{Backing, ZeroCopy};
 use crate::error::{CreateError, OpenError, RemoveError};
 use crate::layout::{
-    self, ChannelLabel, ControlBlock, Header, HeaderError, Regions, CH_NAME_MAX, CH_UNIT_MAX,
-    EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION, MAGIC, MAX_CHANNELS,
+    self, ChannelLabel, ControlBlock, Header, HeaderError, Regions, CH_NAME_MAX, CH_TYPE_MAX,
+    CH_UNIT_MAX, CONTENT_TYPE_MAX, EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION,
+    MAGIC, MAX_CHANNELS, META_TEXT_MAX, SOURCE_ID_MAX,
 };
 use crate::ring;
 use crate::stream::{Stream, StreamConfig, StreamInfo};
@@ -288,7 +289,47 @@ fn check_labels(cfg: &StreamConfig) -> Result<(), CreateError> {
             )));
         }
     }
+    if !cfg.ch_types.is_empty() && cfg.ch_types.len() != cfg.n_channels {
+        return Err(CreateError::Labels(format!(
+            "{} channel types given for {} channels; give one per channel or none",
+            cfg.ch_types.len(),
+            cfg.n_channels
+        )));
+    }
+    if let Some(bad) = cfg
+        .ch_types
+        .iter()
+        .find(|s| s.len() > CH_TYPE_MAX || s.contains(['\0', '\n']))
+    {
+        return Err(CreateError::Labels(format!(
+            "channel type {bad:?} is not allowed: at most {CH_TYPE_MAX} bytes of UTF-8 without NUL or newline"
+        )));
+    }
+    for (what, value, max) in [
+        ("content type", &cfg.content_type, CONTENT_TYPE_MAX),
+        ("source id", &cfg.source_id, SOURCE_ID_MAX),
+    ] {
+        if value.len() > max || value.contains('\0') {
+            return Err(CreateError::Labels(format!(
+                "{what} {value:?} is not allowed: at most {max} bytes of UTF-8 without NUL"
+            )));
+        }
+    }
+    let types = joined_types(cfg).len();
+    if types + cfg.description.len() > META_TEXT_MAX {
+        return Err(CreateError::Labels(format!(
+            "the channel types ({types} bytes) and the description ({} bytes) do not fit the \
+             stream header: at most {META_TEXT_MAX} bytes together; shorten the description \
+             (keep large documents next to the recording instead)",
+            cfg.description.len()
+        )));
+    }
     Ok(())
+}
+
+/// Channel types as stored: joined by newlines (empty when none were given).
+fn joined_types(cfg: &StreamConfig) -> String {
+    cfg.ch_types.join("\n")
 }
 
 impl Stream<SharedMemory> {
@@ -495,6 +536,14 @@ impl Stream<SharedMemory> {
             h.name[..name.len()].copy_from_slice(name.as_bytes());
             h.has_labels = u32::from(!cfg.ch_names.is_empty() || !cfg.ch_units.is_empty());
             h.creator_pid = sys::pid();
+            put_label(&mut h.content_type, &cfg.content_type);
+            put_label(&mut h.source_id, &cfg.source_id);
+            let types = joined_types(cfg);
+            h.types_len = types.len() as u32;
+            h.desc_len = cfg.description.len() as u32;
+            h.meta_text[..types.len()].copy_from_slice(types.as_bytes());
+            h.meta_text[types.len()..types.len() + cfg.description.len()]
+                .copy_from_slice(cfg.description.as_bytes());
             let labels = std::slice::from_raw_parts_mut(
                 base.add(regions.meta as usize).cast::<ChannelLabel>(),
                 cfg.n_channels,
@@ -618,6 +667,26 @@ impl Stream<SharedMemory> {
                 })
                 .collect(),
             ch_units: labels.iter().map(|l| get_label(&l.unit)).collect(),
+            // lengths checked by `parse_header` on open (and by `check_labels` at create)
+            ch_types: {
+                let t = &h.meta_text[..(h.types_len as usize).min(META_TEXT_MAX)];
+                if t.is_empty() {
+                    Vec::new()
+                } else {
+                    String::from_utf8_lossy(t)
+                        .split('\n')
+                        .map(str::to_owned)
+                        .collect()
+                }
+            },
+            content_type: get_label(&h.content_type),
+            source_id: get_label(&h.source_id),
+            description: {
+                let start = (h.types_len as usize).min(META_TEXT_MAX);
+                let end = (start + h.desc_len as usize).min(META_TEXT_MAX);
+                String::from_utf8_lossy(&h.meta_text[start..end]).into_owned()
+            },
+            creator_pid: h.creator_pid,
             created_unix_ns: h.created_unix_ns,
             file_bytes: h.file_bytes,
             path,

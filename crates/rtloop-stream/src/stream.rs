@@ -37,6 +37,14 @@ pub struct StreamConfig {
     pub ch_names: Vec<String>,
     /// Channel units (empty = none).
     pub ch_units: Vec<String>,
+    /// Channel types, LSL's and MNE's "EEG", "ACC", "STIM", ... (empty = none).
+    pub ch_types: Vec<String>,
+    /// What the stream carries, LSL's stream type ("EEG", "Markers", ...; empty = none).
+    pub content_type: String,
+    /// Who produces it: a serial number or rig name that stays the same across restarts.
+    pub source_id: String,
+    /// Free-form description (rtloop's Python package stores JSON here, as LSL's `desc`).
+    pub description: String,
 }
 
 impl StreamConfig {
@@ -51,6 +59,10 @@ impl StreamConfig {
             event_capacity: 1024,
             ch_names: Vec::new(),
             ch_units: Vec::new(),
+            ch_types: Vec::new(),
+            content_type: String::new(),
+            source_id: String::new(),
+            description: String::new(),
         }
     }
 }
@@ -76,6 +88,16 @@ pub struct StreamInfo {
     pub ch_names: Vec<String>,
     /// Channel units.
     pub ch_units: Vec<String>,
+    /// Channel types (empty: none given).
+    pub ch_types: Vec<String>,
+    /// Content type (empty: none given).
+    pub content_type: String,
+    /// Source id (empty: none given).
+    pub source_id: String,
+    /// Free-form description (empty: none given).
+    pub description: String,
+    /// Pid of the process that created the stream.
+    pub creator_pid: u32,
     /// Creation time, Unix ns.
     pub created_unix_ns: u64,
     /// Size of the shared-memory file.
@@ -128,6 +150,11 @@ impl Stream<crate::backing::HeapBacking> {
             nominal_rate: cfg.nominal_rate,
             ch_names: (0..cfg.n_channels).map(|i| format!("ch{i}")).collect(),
             ch_units: vec![String::new(); cfg.n_channels],
+            ch_types: cfg.ch_types.clone(),
+            content_type: cfg.content_type.clone(),
+            source_id: cfg.source_id.clone(),
+            description: cfg.description.clone(),
+            creator_pid: 0,
             created_unix_ns: 0,
             file_bytes: 0,
             path: PathBuf::new(),

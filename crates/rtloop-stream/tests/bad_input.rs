@@ -436,3 +436,75 @@ fn output_buffer_of_the_wrong_size_is_refused_with_both_sizes() {
     assert_says(&err, &["holds 3 bytes", "needs 64"]);
     assert_intact(&stream, 0, 10);
 }
+
+#[test]
+fn metadata_round_trips_and_bad_metadata_is_refused_with_what_is_allowed() {
+    let name = unique_name("meta");
+    let _g = StreamGuard::new(&name);
+    let mut cfg = StreamConfig::new(DType::F32, 3, 250.0, 1024);
+    cfg.content_type = "EEG".into();
+    cfg.source_id = "amp-7".into();
+    cfg.ch_types = vec!["eeg".into(), "eeg".into(), "stim".into()];
+    cfg.description = r#"{"montage":"10-20"}"#.into();
+    drop(Stream::create(&name, &cfg).unwrap());
+    let i = Stream::open(&name).unwrap().info().clone();
+    assert_eq!(
+        (
+            i.content_type.as_str(),
+            i.source_id.as_str(),
+            i.description.as_str()
+        ),
+        ("EEG", "amp-7", r#"{"montage":"10-20"}"#)
+    );
+    assert_eq!(i.ch_types, ["eeg", "eeg", "stim"]);
+    assert_eq!(i.creator_pid, std::process::id());
+
+    let bad = |f: &dyn Fn(&mut StreamConfig)| {
+        let name = unique_name("meta-bad");
+        let _g = StreamGuard::new(&name);
+        let mut cfg = StreamConfig::new(DType::F32, 3, 250.0, 1024);
+        f(&mut cfg);
+        let e = Stream::create(&name, &cfg).unwrap_err();
+        assert!(matches!(e, CreateError::Labels(_)), "{e:?}");
+        // nothing was created
+        assert!(Stream::open(&name).is_err());
+        e.to_string()
+    };
+    let e = bad(&|c| c.ch_types = vec!["eeg".into()]);
+    assert!(
+        e.contains("1 channel types given for 3 channels; give one per channel or none"),
+        "{e}"
+    );
+    let e = bad(&|c| c.ch_types = vec!["a\nb".into(); 3]);
+    assert!(
+        e.contains("at most 31 bytes of UTF-8 without NUL or newline"),
+        "{e}"
+    );
+    let e = bad(&|c| c.content_type = "x".repeat(32));
+    assert!(
+        e.contains("content type") && e.contains("at most 31 bytes"),
+        "{e}"
+    );
+    let e = bad(&|c| c.source_id = "x".repeat(64));
+    assert!(
+        e.contains("source id") && e.contains("at most 63 bytes"),
+        "{e}"
+    );
+    let e = bad(&|c| c.description = "d".repeat(rtloop_stream::META_TEXT_MAX + 1));
+    assert!(e.contains("at most 3776 bytes together"), "{e}");
+    // exactly the limit fits
+    let name = unique_name("meta-max");
+    let _g = StreamGuard::new(&name);
+    let mut cfg = StreamConfig::new(DType::F32, 3, 250.0, 1024);
+    cfg.ch_types = vec!["t".repeat(31); 3];
+    cfg.description = "d".repeat(rtloop_stream::META_TEXT_MAX - (3 * 31 + 2));
+    let s = Stream::create(&name, &cfg).unwrap();
+    assert_eq!(
+        s.info().description.len(),
+        rtloop_stream::META_TEXT_MAX - 95
+    );
+    assert_eq!(
+        Stream::open(&name).unwrap().info().ch_types,
+        vec!["t".repeat(31); 3]
+    );
+}
