@@ -93,6 +93,36 @@ class Recording:
     def ch_names(self) -> List[str]:
         return list(self.header["ch_names"])
 
+    @property
+    def ch_types(self) -> List[str]:
+        """Channel types the stream had (empty if none were given)."""
+        return list(self.header.get("ch_types", []))
+
+    def to_mne(self) -> Any:
+        """The recording as an ``mne.io.RawArray`` (needs ``mne``).
+
+        Channel names and types come from the stream (channels without an MNE type become
+        ``misc``); volts, millivolts, microvolts and nanovolts are scaled to volts; each
+        event becomes an annotation ``"type=value"`` at the row holding its sample, and each
+        gap where the recorder was lapped a ``BAD_ACQ_SKIP`` annotation at the row after it.
+        """
+        from ._mne import event_text, raw_array
+
+        sfreq = self.sfreq
+        n = self.data.shape[0]
+        annotations = []
+        for e in self.events:
+            row, _ = self.row_of(int(e["sample"]))
+            if row < n and sfreq > 0:
+                duration = float(e.get("duration", 0)) / sfreq
+                annotations.append((row / sfreq, duration, event_text(e["type"], e["value"])))
+        for at, lost in self.header.get("gaps", []):
+            if int(at) < n and sfreq > 0:
+                annotations.append((int(at) / sfreq, 0.0, f"BAD_ACQ_SKIP {int(lost)} samples lost"))
+        annotations.sort()
+        return raw_array(self.data, sfreq, self.ch_names, self.ch_types,
+                         list(self.header.get("ch_units", [])), annotations)
+
     def __repr__(self) -> str:
         return (
             f"<rtloop.Recording {self.header['stream']!r}: {self.data.shape[0]} samples x "

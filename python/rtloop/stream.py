@@ -978,6 +978,151 @@ class Reader:
         :meth:`window`."""
         return self._r.latest(ensure_int(n_samples, "n_samples"))
 
+    def _window_bounds(self, winsize: Optional[float]) -> Tuple[int, int]:
+        """``[first, end)`` of the newest ``winsize`` seconds that are kept."""
+        sfreq = self._stream.sfreq
+        end = self._r.written
+        oldest = self._r.oldest
+        if winsize is None:
+            return oldest, end
+        if isinstance(winsize, bool) or not isinstance(winsize, (int, float)) or not winsize > 0:
+            raise ValueError(
+                f"Invalid value for the 'winsize' parameter. Allowed values are seconds > 0 "
+                f"or None (everything kept), but got {winsize!r} instead."
+            )
+        if sfreq > 0:
+            n = int(np.ceil(float(winsize) * sfreq - 1e-9))
+            return max(end - n, oldest), end
+        # an irregular stream: the samples stamped within the last `winsize` seconds
+        if end == oldest:
+            return end, end
+        stamps = self._r.stamps(oldest, end)
+        first = oldest + int(np.searchsorted(stamps, stamps[-1] - float(winsize), side="right"))
+        return first, end
+
+    def _picks(self, picks: Any) -> Optional[List[int]]:
+        if picks is None:
+            return None
+        names, types = self._stream.ch_names, self._stream.ch_types
+        items = [picks] if isinstance(picks, (str, int)) else list(picks)
+        out: List[int] = []
+        for p in items:
+            if isinstance(p, bool) or not isinstance(p, (str, int, np.integer)):
+                raise TypeError(
+                    f"The 'picks' parameter takes channel names, channel types or indices, "
+                    f"but got {type(p).__name__!r}."
+                )
+            if isinstance(p, str):
+                if p in names:
+                    out.append(names.index(p))
+                elif p in types:
+                    out.extend(k for k, t in enumerate(types) if t == p)
+                else:
+                    raise ValueError(
+                        f"Invalid value for the 'picks' parameter: {p!r} is neither a channel "
+                        f"name nor a channel type of stream {self._stream.name!r} (names: "
+                        f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}; types: "
+                        f"{', '.join(sorted(set(types))) or 'none given'})."
+                    )
+            else:
+                k = int(p)
+                if not -len(names) <= k < len(names):
+                    raise ValueError(
+                        f"Invalid value for the 'picks' parameter: channel index {k} is out of "
+                        f"range for {len(names)} channels."
+                    )
+                out.append(k % len(names))
+        return out
+
+    def get_data(
+        self,
+        winsize: Optional[float] = None,
+        picks: Any = None,
+        *,
+        copy: bool = True,
+    ) -> Tuple[NDArray[Any], NDArray[np.float64]]:
+        """The newest ``winsize`` seconds, as mne-lsl's ``StreamLSL.get_data``.
+
+        Unlike the rest of rtloop, and like every MNE ``get_data``, data are shaped
+        ``(n_channels, n_times)``. The cursor does not move, so a display can call this
+        every frame beside other reads.
+
+        Parameters
+        ----------
+        winsize : float | None
+            Seconds (``ceil(winsize * sfreq)`` samples; for an irregular stream, the samples
+            stamped within ``winsize`` seconds of the newest). ``None``: everything kept.
+            Fewer samples come back while fewer were written.
+        picks : str | int | sequence | None
+            Channel names, channel types (``"eeg"``) or indices; ``None``: all channels.
+        copy : bool
+            ``True``: a validated copy. ``False``: a zero-copy, read-only view of the
+            stream's ring (channels-first by a transpose, no copy) for plotting at high
+            rates; as with :meth:`latest`, it is valid until the writer laps it
+            (:meth:`valid`, :meth:`check`). Picks on a view copy the picked rows.
+
+        Returns
+        -------
+        data : numpy.ndarray, shape ``(n_channels, n_times)``
+        timestamps : numpy.ndarray of float64, shape ``(n_times,)``
+            Each sample's stamp in seconds of :func:`local_clock`.
+        """
+        data, ts, _ = self._get(winsize, picks, copy)
+        return data, ts
+
+    def _get(
+        self, winsize: Optional[float], picks: Any, copy: bool
+    ) -> Tuple[NDArray[Any], NDArray[np.float64], int]:
+        check_type(copy, bool, "copy")
+        rows = self._picks(picks)
+        for _ in range(8):
+            first, end = self._window_bounds(winsize)
+            try:
+                if copy:
+                    data, ts = self._r.read(first, end)
+                else:
+                    data = self._r.window(first, end)
+                    ts = self._r.stamps(first, end)
+            except (OverrunError, _rtloop.TooOldError):
+                continue  # lapped between choosing the window and reading it: choose again
+            out = data.T
+            return (out if rows is None else out[rows]), ts, first
+        raise OverrunError(
+            "the writer laps this window faster than it can be read; ask for a shorter winsize"
+        )
+
+    def to_mne(self, winsize: Optional[float] = None, picks: Any = None) -> Any:
+        """The newest ``winsize`` seconds as an ``mne.io.RawArray`` (needs ``mne``).
+
+        Channel names and types come from the stream (channels without an MNE type become
+        ``misc``); channels in volts, millivolts, microvolts or nanovolts are scaled to volts
+        as MNE expects; events in the window become annotations (``"type=value"``).
+        """
+        from ._mne import event_text, raw_array
+
+        data, ts, start = self._get(winsize, picks, True)
+        rows = self._picks(picks)
+        idx = list(range(self._stream.n_channels)) if rows is None else rows
+        names = [self._stream.ch_names[k] for k in idx]
+        types = self._stream.ch_types
+        units = [self._stream.ch_units[k] for k in idx]
+        annotations = []
+        sfreq = self._stream.sfreq
+        n = data.shape[1]
+        if n and sfreq > 0:
+            for e in self.read_events(self._r.oldest_event, self._r.events_written):
+                if start <= e.sample < start + n:
+                    onset = (e.sample - start) / sfreq
+                    annotations.append((onset, e.duration / sfreq, event_text(e.type, e.value)))
+        return raw_array(
+            data.T,
+            self._stream.sfreq,
+            names,
+            [types[k] for k in idx] if types else [],
+            units,
+            annotations,
+        )
+
     @staticmethod
     def check(view: NDArray[Any]) -> None:
         """Raise :class:`~rtloop.OverrunError` if the writer may have overwritten part of

@@ -145,6 +145,34 @@ impl PyReader {
         Ok((data, stamps_to_py(py, &stamps)))
     }
 
+    /// The timestamps (seconds, CLOCK_MONOTONIC) of samples `[first, end)`, validated;
+    /// the samples themselves are not copied.
+    fn stamps<'py>(
+        &self,
+        py: Python<'py>,
+        first: u64,
+        end: u64,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let reader = self.reader()?;
+        if first > end {
+            return Err(py_err(ReadError::Reversed { first, end }));
+        }
+        let capacity = reader.info().capacity;
+        if end - first > capacity {
+            return Err(py_err(ReadError::TooOld {
+                first,
+                end,
+                oldest: reader.written().saturating_sub(capacity),
+                capacity,
+            }));
+        }
+        let mut stamps = vec![0u64; (end - first) as usize];
+        reader
+            .read_stamps(first, end, &mut stamps)
+            .map_err(py_err)?;
+        Ok(stamps_to_py(py, &stamps))
+    }
+
     /// A zero-copy read-only `(end - first, n_channels)` view of samples `[first, end)`.
     fn window<'py>(&self, py: Python<'py>, first: u64, end: u64) -> PyResult<Bound<'py, PyAny>> {
         let (dtype, n_channels, _) = self.shape()?;

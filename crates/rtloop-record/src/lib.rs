@@ -49,6 +49,18 @@ pub struct Header {
     pub ch_names: Vec<String>,
     /// Channel units.
     pub ch_units: Vec<String>,
+    /// Channel types (empty: none given), as the stream had them.
+    #[serde(default)]
+    pub ch_types: Vec<String>,
+    /// The stream's content type (LSL's stream type; empty: none given).
+    #[serde(default)]
+    pub content_type: String,
+    /// The stream's source id (empty: none given).
+    #[serde(default)]
+    pub source_id: String,
+    /// The stream's free-form description (empty: none given).
+    #[serde(default)]
+    pub description: String,
     /// Nominal rate, Hz (0 = irregular).
     pub sfreq: f64,
     /// The stream's absolute index of the first recorded sample.
@@ -377,6 +389,10 @@ pub fn record(
         n_channels: info.n_channels,
         ch_names: info.ch_names.clone(),
         ch_units: info.ch_units.clone(),
+        ch_types: info.ch_types.clone(),
+        content_type: info.content_type.clone(),
+        source_id: info.source_id.clone(),
+        description: info.description.clone(),
         sfreq: info.nominal_rate,
         first_sample: reader.cursor(),
         start_monotonic_ns: sys::monotonic_ns(),
@@ -676,8 +692,13 @@ pub fn replay(
     );
     cfg.ch_names = h.ch_names.clone();
     cfg.ch_units = h.ch_units.clone();
-    let _ = Stream::remove(name);
-    let stream = Stream::create(name, &cfg).map_err(|e| serr(e.to_string()))?;
+    cfg.ch_types = h.ch_types.clone();
+    cfg.content_type = h.content_type.clone();
+    cfg.source_id = h.source_id.clone();
+    cfg.description = h.description.clone();
+    // a stream of that name left by an earlier replay (closed or dead) is replaced; one
+    // that a live writer holds is never touched
+    let stream = Stream::create_replacing(name, &cfg).map_err(|e| serr(e.to_string()))?;
     let mut writer = stream.writer().map_err(|e| serr(e.to_string()))?;
     let open = |f: &str| {
         let p = dir.join(f);

@@ -287,6 +287,10 @@ pub fn to_recording(file: &Path, pick: Option<&str>, out: &Path) -> Result<Strin
             Vec::new()
         },
         ch_units: Vec::new(),
+        ch_types: Vec::new(),
+        content_type: s.kind.clone(),
+        source_id: String::new(),
+        description: String::new(),
         sfreq: s.srate,
         first_sample: 0,
         start_monotonic_ns: 0,

@@ -498,6 +498,21 @@ impl<B: Backing> Reader<B> {
         copy_out(&*self.stream.map, first, end, out, stamps)
     }
 
+    /// Copy the stamps (CLOCK_MONOTONIC ns) of samples `[first, end)`, validated like
+    /// [`Reader::read_into`]: the timestamps of a zero-copy window without copying its
+    /// samples.
+    pub fn read_stamps(&self, first: u64, end: u64, stamps: &mut [u64]) -> Result<(), ReadError> {
+        self.check_owner()?;
+        let needed = end.saturating_sub(first) as usize;
+        if stamps.len() != needed {
+            return Err(ReadError::BufferSize {
+                needed: needed * 8,
+                got: stamps.len() * 8,
+            });
+        }
+        copy_out(&*self.stream.map, first, end, &mut [], Some(stamps))
+    }
+
     /// Block until at least `until` samples were written (spin briefly, then sleep on the
     /// futex); `None` waits forever. Returns `written`. A dead writer ends the wait.
     pub fn wait(&self, until: u64, timeout: Option<Duration>) -> Result<u64, WaitError> {
@@ -582,7 +597,9 @@ fn copy_out<B: Backing>(
         WindowCheck::Ok => {}
         other => return Err(window_error(other, first, end, cap)),
     }
-    map.load_samples(first, out);
+    if !out.is_empty() {
+        map.load_samples(first, out);
+    }
     if let Some(st) = stamps {
         for (k, i) in (first..end).enumerate() {
             // racy with the writer like the samples, and validated below with them
