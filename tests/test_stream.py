@@ -412,11 +412,38 @@ def test_wrong_dtype_is_refused_without_casting(filled) -> None:
         w.push_chunk(np.zeros((2, 4), dtype=np.float32))
     with pytest.raises(TypeError, match="holds int16 samples.*dtype int32"):
         w.push_sample(np.zeros(4, dtype=np.int32))
-    with pytest.raises(TypeError, match=r"must be a numpy array of dtype int16 and shape \(n_samples, 4\)"):
-        w.push_chunk([[1, 2, 3, 4]])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"must be a numpy array of dtype int16 and shape \(n_samples, 4\) \(or a list"):
+        w.push_chunk("1234")  # type: ignore[arg-type]
     # the same type in the other byte order is named as such (the names alone are equal)
     with pytest.raises(TypeError, match=r"dtype >i2 \(big-endian int16\)"):
         w.push_chunk(np.zeros((2, 4), dtype=">i2"))
+
+
+def test_lists_are_taken_as_pylsl_takes_them(filled) -> None:
+    s, w, r = filled  # int16, 4 channels
+    start = w.written
+    w.push_sample([1, 2, 3, 4])
+    w.push_chunk([[5, 6, 7, 8], [9, 10, 11, 12]])
+    w.push_chunk((13, 14, 15, 16, 17, 18, 19, 20))        # flat: two samples, as pylsl's
+    w.push_chunk([[21.0, 22.0, 23.0, 24.0]])              # whole floats fit an integer stream
+    data, _ = r.read(start, w.written)
+    np.testing.assert_array_equal(data, np.arange(1, 25, dtype=np.int16).reshape(6, 4))
+    assert data.dtype == np.int16
+    written = w.written
+    # what would change a value is refused, and nothing is written
+    for bad, error, message in [
+        ([[70000, 0, 0, 0]], ValueError, "holds int16, which stores -32768 to 32767; the 'data' list has values from 0 to 70000"),
+        ([[1.5, 0, 0, 0]], ValueError, "not whole numbers; round them first"),
+        ([1, 2, 3], ValueError, "a flat list holds whole samples \\(4 values each\\), but got 3 values"),
+        ([[1, 2], [3, 4, 5, 6]], ValueError, "ragged"),
+        ([["a", "b", "c", "d"]], TypeError, "must hold numbers"),
+        ([[True, False, True, False]], TypeError, "must hold numbers"),
+    ]:
+        with pytest.raises(error, match=message):
+            w.push_chunk(bad)
+    with pytest.raises(ValueError, match="a sample has shape \\(4,\\), but got shape \\(2,\\)"):
+        w.push_sample([1, 2])
+    assert w.written == written
 
 
 def test_pull_chunk_refuses_positional_arguments_pylsl_orders_differently(filled) -> None:

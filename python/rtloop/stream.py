@@ -600,13 +600,54 @@ class Writer:
             raise TypeError("The 'timeout' parameter must be a number of seconds, not None.")
         self._w.timeout = t
 
-    def _check(self, data: Any, what: str) -> NDArray[Any]:
+    def _from_list(self, data: Union[list, tuple], what: str, chunk: bool) -> NDArray[Any]:
+        """A list or tuple as pylsl takes it: a sample, a list of samples, or (for a chunk)
+        a flat list of n_samples x n_channels values. Values are converted to the stream's
+        dtype only when that keeps them: an integer stream takes integers in its range."""
         s = self._stream
+        try:
+            arr = np.asarray(data)
+        except ValueError as e:
+            raise ValueError(
+                f"The '{what}' list is ragged ({e}); give {s.n_channels} values per sample."
+            ) from None
+        if arr.dtype.kind not in "biuf" or arr.dtype.kind == "b":
+            raise TypeError(
+                f"The '{what}' list must hold numbers for stream {s.name!r} ({s.dtype.name}), "
+                f"but it holds {arr.dtype.name if arr.dtype.kind != 'O' else 'other objects'}."
+            )
+        if s.dtype.kind in "iu":
+            info = np.iinfo(s.dtype)
+            if arr.size and arr.dtype.kind == "f" and not np.all(np.isfinite(arr) & (arr == np.round(arr))):
+                raise ValueError(
+                    f"Stream {s.name!r} holds {s.dtype.name}: the '{what}' list has values that "
+                    f"are not whole numbers; round them first (rtloop does not truncate)."
+                )
+            if arr.size and (arr.min() < info.min or arr.max() > info.max):
+                raise ValueError(
+                    f"Stream {s.name!r} holds {s.dtype.name}, which stores {info.min} to "
+                    f"{info.max}; the '{what}' list has values from {arr.min()} to {arr.max()}."
+                )
+        arr = arr.astype(s.dtype)
+        if chunk and arr.ndim == 1 and (s.n_channels == 1 or arr.shape[0] != s.n_channels):
+            # pylsl's flat chunk: n_samples x n_channels values, sample by sample
+            if arr.shape[0] % s.n_channels:
+                raise ValueError(
+                    f"Stream {s.name!r} has {s.n_channels} channels: a flat list holds whole "
+                    f"samples ({s.n_channels} values each), but got {arr.shape[0]} values."
+                )
+            arr = arr.reshape(-1, s.n_channels)
+        return arr
+
+    def _check(self, data: Any, what: str, chunk: bool = False) -> NDArray[Any]:
+        s = self._stream
+        if isinstance(data, (list, tuple)):
+            return self._from_list(data, what, chunk)
         if not isinstance(data, np.ndarray):
             raise TypeError(
                 f"The '{what}' parameter must be a numpy array of dtype {s.dtype.name} "
-                f"and shape (n_samples, {s.n_channels}), but got "
-                f"{type(data).__name__!r} instead."
+                f"and shape (n_samples, {s.n_channels}) (or a list of numbers, as pylsl "
+                f"takes), but got {type(data).__name__!r} instead."
             )
         if data.dtype != s.dtype:
             got = data.dtype.name
@@ -625,8 +666,12 @@ class Writer:
 
         Parameters
         ----------
-        data : numpy.ndarray, shape ``(n_samples, n_channels)`` or ``(n_channels,)``
-            Of the stream's dtype exactly (no silent casting). A 1-D array is one sample.
+        data : numpy.ndarray, shape ``(n_samples, n_channels)`` or ``(n_channels,)``, or a list
+            An array of the stream's dtype exactly (no silent casting); a 1-D array is one
+            sample. Lists and tuples are taken as pylsl takes them: a list of samples, one
+            sample, or a flat list of ``n_samples * n_channels`` values; their values are
+            converted to the stream's dtype only if they fit (an integer stream refuses
+            fractions and values outside its range).
         timestamp : float | None
             ``CLOCK_MONOTONIC`` seconds (see :func:`local_clock`) for all samples of the
             chunk; default: now.
@@ -652,7 +697,7 @@ class Writer:
         ForkedHandleError
             The writer was made by the parent of this process (``os.fork()``).
         """
-        arr = self._check(data, "data")
+        arr = self._check(data, "data", chunk=True)
         n_ch = self._stream.n_channels
         if arr.ndim == 1:
             if arr.shape[0] != n_ch:
@@ -670,7 +715,8 @@ class Writer:
         return self._w.write(np.ascontiguousarray(arr), timestamp)
 
     def push_sample(self, sample: NDArray[Any], timestamp: Optional[float] = None) -> int:
-        """Write one sample: an array of shape ``(n_channels,)`` of the stream's dtype.
+        """Write one sample: an array of shape ``(n_channels,)`` of the stream's dtype, or a
+        list of ``n_channels`` numbers.
 
         See :meth:`push_chunk`.
         """
