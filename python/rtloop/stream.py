@@ -600,7 +600,7 @@ class Writer:
             raise TypeError("The 'timeout' parameter must be a number of seconds, not None.")
         self._w.timeout = t
 
-    def _from_list(self, data: Union[list, tuple], what: str, chunk: bool) -> NDArray[Any]:
+    def _from_list(self, data: Union[List[Any], Tuple[Any, ...]], what: str, chunk: bool) -> NDArray[Any]:
         """A list or tuple as pylsl takes it: a sample, a list of samples, or (for a chunk)
         a flat list of n_samples x n_channels values. Values are converted to the stream's
         dtype only when that keeps them: an integer stream takes integers in its range."""
