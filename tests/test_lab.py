@@ -40,7 +40,11 @@ def test_an_exception_in_the_work_ends_the_run_and_is_raised() -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="allowed: 2xnp2, intan64"):
         rtloop.lab.loadtest("np9", work=lambda b: 0)
-    with pytest.raises(RuntimeError, match="requires at least 816 bytes"):
+    with pytest.raises(ValueError, match="requires at least 816 bytes"):
         rtloop.lab.loadtest("2xnp2", read_size=100, work=lambda b: 0)
+    with pytest.raises(ValueError, match='unknown transport "pigeon"; allowed: stream, unix, tcp, fieldtrip'):
+        rtloop.lab.loadtest("2xnp2", transport="pigeon", work=lambda b: 0)
+    with pytest.raises(ValueError, match="seconds must be a number > 0"):
+        rtloop.lab.loadtest("2xnp2", seconds=0, work=lambda b: 0)
     with pytest.raises(TypeError, match="function of one block"):
         rtloop.lab.loadtest("2xnp2", work=42)  # type: ignore[arg-type]

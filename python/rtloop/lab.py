@@ -44,28 +44,29 @@ def loadtest(
     reference: bool = False,
     out: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """Run a load test with ``work(block)`` as the work step; returns the results (the JSON of
-    ``rtloop lab loadtest --json``). Settings are checked as the command checks them."""
+    """Run a load test with ``work(block)`` as the work step; returns the report as a dict
+    (the same report ``rtloop lab loadtest --json`` prints: both come from rtloop's lab
+    library). Settings are checked as the command checks them.
+
+    Raises
+    ------
+    ValueError
+        A setting out of range (the message names the allowed range).
+    RuntimeError
+        The run ended early (a FIFO overflow, the device process ending).
+    """
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
     if not callable(work):
         raise TypeError(f"work must be a function of one block, got {type(work).__name__}")
-    argv = ["--profile", profile, "--read-size", str(read_size), "--seconds", str(seconds),
-            "--transport", transport, "--every", str(every), "--warmup", str(warmup)]
-    if fps is not None:
-        argv += ["--fps", str(fps)]
-    if received_words is not None:
-        argv += ["--received-words", str(received_words)]
-    if fifo_bytes is not None:
-        argv += ["--fifo-bytes", str(fifo_bytes)]
-    if spin_us is not None:
-        argv += ["--spin-us", str(spin_us)]
-    if not reference:
-        argv += ["--no-reference"]
-    if out is not None:
-        argv += ["--out", str(out)]
-    channels = received_words if received_words is not None else PROFILES[profile][1]
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
     # the device process re-runs rtloop as `python -m rtloop`, with this interpreter
     os.environ.setdefault("RTLOOP_PYTHON", sys.executable)
-    result: Dict[str, Any] = json.loads(_rtloop.lab_loadtest(argv, channels, work))
+    text = _rtloop.lab_loadtest(
+        profile, int(read_size), float(seconds), float(warmup), transport, int(every),
+        fps, received_words, fifo_bytes, spin_us, bool(reference),
+        None if out is None else str(out), work,
+    )
+    result: Dict[str, Any] = json.loads(text)
     return result

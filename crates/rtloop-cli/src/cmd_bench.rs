@@ -7,11 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
-use rtloop_stream::lines::SharedLines;
 use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
 use rtloop_sys as sys;
 use serde::Serialize;
-use std::sync::atomic::Ordering;
 
 use crate::cmd_verify::{run_pairs, VerifyArgs};
 use crate::Global;
@@ -126,60 +124,13 @@ pub(crate) fn bare_pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
     bare_pingpong_until(rounds, None)
 }
 
-/// The bare ping-pong for `rounds`, or until `span` has passed (a reference for tails must
-/// last as long as the run it is compared with: the host preempts vCPUs for milliseconds a
-/// few times a second, which a short run never sees).
+/// The bare ping-pong for `rounds`, or until `span` has passed (see
+/// [`rtloop_lab::reference::bare_pingpong`]).
 pub(crate) fn bare_pingpong_until(
     rounds: u64,
     span: Option<Duration>,
 ) -> anyhow::Result<LatencyHistogram> {
-    let name = format!("bench-pp-{}", sys::pid());
-    let lines = SharedLines::create(&name)?;
-    let (mut child, _out) = crate::roles::spawn_ready("pp-bare-echo", &[name.clone(), "1".into()])?;
-    let (ping, pong) = (lines.line(0), lines.line(1));
-    let mut h = LatencyHistogram::new();
-    let started = Instant::now();
-    for i in 1..=rounds + 1000 {
-        if i % 4096 == 0 && span.is_some_and(|s| started.elapsed() >= s) {
-            break;
-        }
-        let t0 = sys::monotonic_ns();
-        // SYNC: Release/Acquire pairs with the echo's; the values are the only data.
-        ping.store(i, Ordering::Release);
-        while pong.load(Ordering::Acquire) != i {
-            std::hint::spin_loop();
-        }
-        if i > 1000 {
-            h.record((sys::monotonic_ns() - t0) / 2);
-        }
-    }
-    ping.store(u64::MAX, Ordering::Release);
-    child.wait()?;
-    Ok(h)
-}
-
-/// `pp-bare-echo NAME CPU`: echo line 0 into line 1 until u64::MAX.
-pub fn bare_echo_role(args: &[String]) -> anyhow::Result<()> {
-    let [name, cpu] = args else {
-        bail!("usage: pp-bare-echo NAME CPU")
-    };
-    let _ = cpu.parse().map(sys::pin_to_cpu);
-    let lines = SharedLines::open(name)?;
-    println!("ready");
-    let (ping, pong) = (lines.line(0), lines.line(1));
-    let mut last = 0;
-    loop {
-        let v = ping.load(Ordering::Acquire);
-        if v == u64::MAX {
-            return Ok(());
-        }
-        if v != last {
-            last = v;
-            pong.store(v, Ordering::Release);
-        } else {
-            std::hint::spin_loop();
-        }
-    }
+    Ok(rtloop_lab::reference::bare_pingpong(rounds, span)?)
 }
 
 /// One-way = RTT/2 through two streams: we write `i` to A, the echo process waits for it

@@ -1,20 +1,13 @@
 //! `rtloop lab`: the latency lab (ONIX's closed-loop tuning workflow in software).
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Stdio};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use rtloop_lab::device::{DeviceConfig, DeviceReport};
 use rtloop_lab::frame::{self, LoadTester};
-use rtloop_lab::host::{self, HostConfig, HostReport};
-use rtloop_lab::link::{self, HostSide, LinkSpec};
+use rtloop_lab::host;
+use rtloop_lab::loadtest::{LabSettings, LoadtestConfig, LoadtestReport, WorkKind};
 use rtloop_lab::tune::{self, Step};
-use rtloop_lab::work::{BlockWork, Work};
-use rtloop_metrics::{fmt_ns, Summary, Table};
-use rtloop_sys as sys;
-use serde::Serialize;
+use rtloop_metrics::{fmt_ns, Table};
 
 use crate::Global;
 
@@ -144,227 +137,27 @@ pub fn run(c: LabCommand, g: &Global) -> Result<()> {
 }
 
 impl LoadArgs {
-    /// The load, validated (profile + overrides).
-    fn load(&self) -> Result<LoadTester> {
-        let p = frame::profile(&self.profile).map_err(anyhow::Error::msg)?;
-        let lt = LoadTester {
-            fps: self.fps.unwrap_or(p.load.fps),
-            received_words: self.received_words.unwrap_or(p.load.received_words),
-            transmitted_words: self.transmitted_words.unwrap_or(p.load.transmitted_words),
+    /// The lab settings, validated (profile + overrides).
+    fn settings(&self) -> Result<LabSettings> {
+        let mut lab = LabSettings::profile(&self.profile)?;
+        lab.load = LoadTester {
+            fps: self.fps.unwrap_or(lab.load.fps),
+            received_words: self.received_words.unwrap_or(lab.load.received_words),
+            transmitted_words: self.transmitted_words.unwrap_or(lab.load.transmitted_words),
         };
-        lt.validate()?;
-        Ok(lt)
-    }
-
-    fn check(&self, lt: &LoadTester) -> Result<()> {
-        if !link::TRANSPORTS.contains(&self.transport.as_str()) {
-            bail!(
-                "unknown transport {:?}; allowed: {}",
-                self.transport,
-                link::TRANSPORTS.join(", ")
-            );
-        }
-        if self.every == 0 {
-            return Err(frame::ConfigError::EveryZero.into());
-        }
-        self.device(lt, 1.0).validate()?;
-        Ok(())
-    }
-
-    fn device(&self, lt: &LoadTester, max_seconds: f64) -> DeviceConfig {
-        DeviceConfig {
-            fps: lt.fps,
-            received_words: lt.received_words,
-            transmitted_words: lt.transmitted_words,
-            monitor_hz: self.monitor_hz,
-            fifo_bytes: self.fifo_bytes,
-            max_seconds,
-        }
-    }
-
-    fn work(&self, lt: &LoadTester) -> Option<Work> {
-        (self.work == "bandpass").then(|| {
-            Work::bandpass(
-                lt.received_words as usize,
-                lt.actual_fps(),
-                300.0,
-                3000.0,
-                -2000.0,
-            )
-        })
-    }
-}
-
-/// One run: device process + host here. Errors that end the run (overflow) come back as
-/// `Ok` with the device's report saying so.
-pub struct RunResult {
-    /// The host's figures (None if the run ended before any).
-    pub host: Option<HostReport>,
-    /// The device's report.
-    pub device: Option<DeviceReport>,
-    /// Why it ended early, if it did.
-    pub error: Option<String>,
-}
-
-struct DeviceProcess {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
-
-impl DeviceProcess {
-    fn start(cfg: &DeviceConfig, spec: &LinkSpec, cpu: Option<usize>) -> Result<DeviceProcess> {
-        let mut child = crate::self_command()
-            .args(["child", "lab-device"])
-            .arg(serde_json::to_string(cfg)?)
-            .arg(serde_json::to_string(spec)?)
-            .arg(cpu.map_or("-".into(), |c| c.to_string()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("cannot start the device process")?;
-        let mut out = BufReader::new(child.stdout.take().context("device stdout")?);
-        let mut line = String::new();
-        out.read_line(&mut line)?;
-        if line.trim() != "ready" {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("the device did not start: {line:?}");
-        }
-        Ok(DeviceProcess { child, out })
-    }
-
-    /// The device's report once it has ended (waits at most `patience`).
-    fn report(&mut self, patience: Duration) -> Option<DeviceReport> {
-        let t = std::time::Instant::now();
-        while t.elapsed() < patience {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let mut line = String::new();
-        let _ = self.out.read_line(&mut line);
-        serde_json::from_str(line.trim()).ok()
-    }
-}
-
-/// `lab-device CONFIG_JSON LINK_JSON CPU`: the device process.
-pub fn device_role(args: &[String]) -> Result<()> {
-    let [cfg, spec, cpu] = args else {
-        bail!("usage: lab-device CONFIG_JSON LINK_JSON CPU|-")
-    };
-    let cfg: DeviceConfig = serde_json::from_str(cfg)?;
-    let spec: LinkSpec = serde_json::from_str(spec)?;
-    if let Ok(c) = cpu.parse::<usize>() {
-        let _ = sys::pin_to_cpu(c);
-    }
-    let mut link = link::connect_device(&spec)?;
-    println!("ready");
-    let report = rtloop_lab::device::run(&cfg, link.as_mut())?;
-    println!("{}", serde_json::to_string(&report)?);
-    Ok(())
-}
-
-/// One measured run at `read_size`; `custom` replaces `--work` (the Python API's function).
-#[allow(clippy::too_many_arguments)] // one run's settings, each used once
-fn one_run(
-    load: &LoadArgs,
-    lt: &LoadTester,
-    read_size: u64,
-    seconds: f64,
-    warmup: f64,
-    loopbacks: Option<u64>,
-    progress: &mut dyn FnMut(&host::Snapshot),
-    custom: Option<&mut dyn BlockWork>,
-) -> Result<RunResult> {
-    let id = format!("{}-{}", sys::pid(), read_size);
-    let spin = Duration::from_micros(load.spin_us);
-    let mut side = HostSide::prepare(&load.transport, &id, spin)?;
-    let two = sys::online_cpus() >= 2;
-    let dcfg = load.device(lt, warmup + seconds + 30.0);
-    let mut dev = DeviceProcess::start(&dcfg, side.spec(), two.then_some(1))?;
-    let mut link = side.connect()?;
-    if two {
-        let _ = sys::pin_to_cpu(0);
-    }
-    let hcfg = HostConfig {
-        load: *lt,
-        read_size,
-        every: load.every,
-        seconds,
-        loopbacks,
-        warmup,
-        fifo_words: load.fifo_bytes / 4,
-    };
-    let mut work = load.work(lt);
-    let exited = |dev: &mut DeviceProcess| matches!(dev.child.try_wait(), Ok(Some(_)));
-    let result = {
-        let dev_ref = &mut dev;
-        let mut check = || {
-            if exited(dev_ref) {
-                Err("the device process ended".to_string())
-            } else {
-                Ok(())
-            }
+        lab.transport.clone_from(&self.transport);
+        lab.every = self.every;
+        lab.fifo_bytes = self.fifo_bytes;
+        lab.monitor_hz = self.monitor_hz;
+        lab.spin_us = self.spin_us;
+        lab.work = if self.work == "bandpass" {
+            WorkKind::Bandpass
+        } else {
+            WorkKind::None
         };
-        let w: Option<&mut dyn BlockWork> = match custom {
-            Some(c) => Some(c),
-            None => work.as_mut().map(|w| w as &mut dyn BlockWork),
-        };
-        host::run(&hcfg, link.as_mut(), w, &mut check, progress)
-    };
-    drop(link);
-    let _ = sys::allow_all_cpus();
-    let device = dev.report(Duration::from_secs(5));
-    Ok(match result {
-        Ok(h) => RunResult {
-            host: Some(h),
-            device,
-            error: None,
-        },
-        Err(e) => {
-            let why = match &device {
-                Some(d) if d.ended == "overflow" => format!(
-                    "the device's hardware FIFO overflowed ({} bytes): the host does not read fast enough at ReadSize {read_size}; acquisition stopped, as ONIX stops it",
-                    load.fifo_bytes
-                ),
-                _ => e.to_string(),
-            };
-            RunResult {
-                host: None,
-                device,
-                error: Some(why),
-            }
-        }
-    })
-}
-
-#[derive(Debug, Serialize)]
-struct LoadtestJson<'a> {
-    load: LoadTester,
-    transport: &'a str,
-    read_size: u64,
-    bytes_per_s_configured: f64,
-    reference_pingpong: Option<Summary>,
-    /// vCPU time the hypervisor reports it took during the run (/proc/stat steal), ms, both
-    /// CPUs together, and as a share of the run's CPU time. Not every stall is counted there.
-    stolen_ms: Option<f64>,
-    stolen_percent: Option<f64>,
-    host: Option<&'a HostReport>,
-    device: Option<&'a DeviceReport>,
-    error: Option<&'a str>,
-}
-
-/// Time the hypervisor took from this machine's vCPUs so far, in ms (the `steal` column of
-/// /proc/stat, summed over CPUs); `None` where it cannot be read.
-fn steal_ms() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let steal: f64 = line.split_whitespace().nth(8)?.parse().ok()?;
-    // USER_HZ is 100 on Linux
-    Some(steal * 10.0)
+        lab.validate()?;
+        Ok(lab)
+    }
 }
 
 /// The live 0–1000 µs histogram as one line: 50 columns of 20 µs, height by count (log
@@ -396,150 +189,65 @@ fn us(ns: u64) -> String {
 }
 
 fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
-    loadtest_with(a, g, None).map(|_| ())
-}
-
-/// `rtloop lab loadtest ARGS...` with a work step of the caller's (the Python API passes a
-/// Python function); returns the results as JSON. Every setting is validated as on the
-/// command line.
-pub fn loadtest_json(args: &[String], work: &mut dyn BlockWork) -> Result<String> {
-    use clap::Parser;
-    #[derive(clap::Parser)]
-    #[command(name = "loadtest")]
-    struct P {
-        #[command(flatten)]
-        a: LoadtestArgs,
-    }
-    let p = P::try_parse_from(std::iter::once("loadtest".to_string()).chain(args.iter().cloned()))
-        .map_err(|e| anyhow::anyhow!("{}", e.render()))?;
-    let g = Global {
-        json: true,
-        verbose: 0,
-        log_level: None,
+    let lab = a.load.settings()?;
+    let cfg = LoadtestConfig {
+        read_size: frame::read_size(&a.read_size, &lab.load)?,
+        lab,
+        seconds: a.seconds,
+        warmup: a.warmup,
+        loopbacks: a.loopbacks,
+        reference: !a.no_reference,
     };
-    loadtest_with(&p.a, &g, Some(work))
-}
-
-fn loadtest_with(
-    a: &LoadtestArgs,
-    g: &Global,
-    custom: Option<&mut dyn BlockWork>,
-) -> Result<String> {
-    let lt = a.load.load()?;
-    a.load.check(&lt)?;
-    let read_size = frame::read_size(&a.read_size, &lt)?;
-    let custom_is_api = custom.is_some();
-    let reference = if a.no_reference {
-        None
-    } else {
-        if !g.json {
-            eprintln!(
-                "reference: a bare cache-line ping-pong between the two CPUs for {:.0} s ...",
-                a.seconds.min(5.0)
-            );
-        }
-        let span = Duration::from_secs_f64(a.seconds.min(5.0));
-        Some(crate::cmd_bench::bare_pingpong_until(u64::MAX - 2000, Some(span))?.summary())
-    };
-    if !g.json {
+    let lt = cfg.lab.load;
+    if cfg.reference {
         eprintln!(
-            "load tester: {} frames/s x {} words ({:.1} MB/s), loopback every {}; ReadSize {read_size} B over {}",
-            lt.actual_fps().round(),
-            lt.received_words,
-            lt.bytes_per_s() / 1e6,
-            a.load.every,
-            a.load.transport
+            "reference: a bare cache-line ping-pong between the two CPUs for {:.0} s ...",
+            a.seconds.min(5.0)
         );
     }
-    let quiet = g.json;
+    eprintln!(
+        "load tester: {} frames/s x {} words ({:.1} MB/s), loopback every {}; ReadSize {} B over {}",
+        lt.actual_fps().round(),
+        lt.received_words,
+        lt.bytes_per_s() / 1e6,
+        cfg.lab.every,
+        cfg.read_size,
+        cfg.lab.transport
+    );
+    // live lines on stderr (also with --json, which keeps stdout for the report)
     let mut progress = |s: &host::Snapshot| {
-        if !quiet {
-            eprintln!(
-                "{:5.1} s  loopbacks {:>7}  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}  PercentUsed {:.4} % (max {:.4} %)  host queue max {}",
-                s.t,
-                s.loopbacks,
-                us(s.latency.p50_ns),
-                us(s.latency.p99_ns),
-                us(s.latency.p999_ns),
-                us(s.latency.max_ns),
-                s.percent_used,
-                s.percent_used_max,
-                s.queue_max
-            );
-            eprintln!("        {}", text_histogram(&s.histogram_us));
-        }
+        eprintln!(
+            "{:5.1} s  loopbacks {:>7}  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}  PercentUsed {:.4} % (max {:.4} %)  host queue max {}",
+            s.t,
+            s.loopbacks,
+            us(s.latency.p50_ns),
+            us(s.latency.p99_ns),
+            us(s.latency.p999_ns),
+            us(s.latency.max_ns),
+            s.percent_used,
+            s.percent_used_max,
+            s.queue_max
+        );
+        eprintln!("        {}", text_histogram(&s.histogram_us));
     };
-    let steal0 = steal_ms();
-    let t0 = std::time::Instant::now();
-    let r = one_run(
-        &a.load,
-        &lt,
-        read_size,
-        a.seconds,
-        a.warmup,
-        a.loopbacks,
-        &mut progress,
-        custom,
-    )?;
-    let stolen = steal_ms().zip(steal0).map(|(b, a)| b - a);
-    let cpu_ms = t0.elapsed().as_secs_f64() * 1e3 * sys::online_cpus().min(2) as f64;
-    let json = LoadtestJson {
-        stolen_ms: stolen,
-        stolen_percent: stolen.map(|s| 100.0 * s / cpu_ms.max(1.0)),
-        load: lt,
-        transport: &a.load.transport,
-        read_size,
-        bytes_per_s_configured: lt.bytes_per_s(),
-        reference_pingpong: reference,
-        host: r.host.as_ref(),
-        device: r.device.as_ref(),
-        error: r.error.as_deref(),
-    };
+    let report = rtloop_lab::loadtest::loadtest(&cfg, &mut progress, None)?;
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        std::fs::write(
-            dir.join("results.json"),
-            serde_json::to_string_pretty(&json)?,
-        )?;
-        if let Some(h) = &r.host {
-            plots(dir, h, read_size, &a.load.transport)?;
-        }
+        rtloop_lab::loadtest::write_results(dir, &report)?;
     }
-    let text = serde_json::to_string_pretty(&json)?;
-    if custom_is_api {
-        // the Python API gets the JSON back instead of printed
-    } else if g.json {
-        println!("{text}");
+    if g.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_loadtest(&json);
+        print_loadtest(&report);
     }
-    if let Some(e) = &r.error {
+    if let Some(e) = &report.error {
         bail!("{e}");
     }
-    Ok(text)
-}
-
-fn plots(dir: &Path, h: &HostReport, read_size: u64, transport: &str) -> Result<()> {
-    rtloop_metrics::charts::latency_histogram_png(
-        &dir.join("latency.png"),
-        &format!("closed-loop latency (HubClockDelta), ReadSize {read_size} B, {transport}"),
-        &h.hist,
-        1000,
-        1_000_000,
-    )?;
-    rtloop_metrics::charts::time_series_png(
-        &dir.join("percent_used.png"),
-        "device FIFO PercentUsed",
-        "seconds",
-        "percent used",
-        &[("PercentUsed", &h.percent_used)],
-    )?;
     Ok(())
 }
 
-fn print_loadtest(j: &LoadtestJson<'_>) {
+fn print_loadtest(j: &LoadtestReport) {
     let mut t = Table::new(&["figure", "value"]);
-    t.row(&["transport", j.transport]);
+    t.row(&["transport", j.transport.as_str()]);
     t.row(&["ReadSize".to_string(), format!("{} B", j.read_size)]);
     t.row(&[
         "load".to_string(),
@@ -550,7 +258,7 @@ fn print_loadtest(j: &LoadtestJson<'_>) {
             j.bytes_per_s_configured / 1e6
         ),
     ]);
-    if let Some(d) = j.device {
+    if let Some(d) = &j.device {
         t.row(&[
             "device rate achieved".to_string(),
             format!(
@@ -570,7 +278,7 @@ fn print_loadtest(j: &LoadtestJson<'_>) {
             ),
         ]);
     }
-    if let Some(h) = j.host {
+    if let Some(h) = &j.host {
         let l = &h.latency;
         t.row(&["loopbacks measured".to_string(), l.count.to_string()]);
         t.row(&[
@@ -620,15 +328,15 @@ fn print_loadtest(j: &LoadtestJson<'_>) {
             format!("{ms:.0} ms ({pct:.2} % of both CPUs)"),
         ]);
     }
-    if let Some(e) = j.error {
-        t.row(&["error", e]);
+    if let Some(e) = &j.error {
+        t.row(&["error", e.as_str()]);
     }
     println!("{}", t.render());
 }
 
 fn tune_cmd(a: &TuneArgs, g: &Global) -> Result<()> {
-    let lt = a.load.load()?;
-    a.load.check(&lt)?;
+    let lab = a.load.settings()?;
+    let lt = lab.load;
     let (loopbacks, max_s) = if a.quick {
         (1000, 3.0)
     } else {
@@ -643,8 +351,8 @@ fn tune_cmd(a: &TuneArgs, g: &Global) -> Result<()> {
         if !quiet {
             eprintln!("ReadSize {read_size} B at {} frames/s ...", lt2.fps);
         }
-        let r = one_run(
-            &a.load,
+        let r = rtloop_lab::loadtest::run_step(
+            &lab,
             &lt2,
             read_size,
             max_s,

@@ -205,21 +205,7 @@ where
 /// which is outside the virtual environment); `RTLOOP_EXE` overrides both.
 #[must_use]
 pub fn self_command() -> std::process::Command {
-    if let Some(exe) = std::env::var_os("RTLOOP_EXE") {
-        return std::process::Command::new(exe);
-    }
-    let exe = std::env::current_exe().unwrap_or_else(|_| "rtloop".into());
-    let is_python = exe
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("python"));
-    if is_python {
-        let python = std::env::var_os("RTLOOP_PYTHON").map_or(exe, std::path::PathBuf::from);
-        let mut cmd = std::process::Command::new(python);
-        cmd.args(["-m", "rtloop"]);
-        return cmd;
-    }
-    std::process::Command::new(exe)
+    rtloop_launch::rtloop_command()
 }
 
 #[cfg(test)]

@@ -22,9 +22,9 @@ pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
         "demo-reader" => crate::cmd_demo::reader_role(&a.args),
         "verify-gen" => crate::cmd_verify::gen_role(&a.args),
         "verify-recv" => crate::cmd_verify::recv_role(&a.args),
-        "pp-bare-echo" => crate::cmd_bench::bare_echo_role(&a.args),
+        "pp-bare-echo" => Ok(rtloop_lab::reference::run_echo(&typed(a)?)?),
         "pp-stream-echo" => crate::cmd_bench::stream_echo_role(&a.args),
-        "lab-device" => crate::cmd_lab::device_role(&a.args),
+        "lab-device" => Ok(rtloop_lab::loadtest::run_device(&typed(a)?)?),
         "runtime-process" => crate::cmd_run::process_role(&a.args),
         "peer-writer" => crate::cmd_bench_peers::writer_role(&a.args),
         "peer-reader" => crate::cmd_bench_peers::reader_role(&a.args),
@@ -36,6 +36,15 @@ pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
         "ix2-echo" => crate::peer_iceoryx2::echo_role(&a.args),
         other => anyhow::bail!("unknown child role {other:?}"),
     }
+}
+
+/// The typed role of a child started with [`rtloop_launch::spawn_ready`]: its one argument
+/// is the role as JSON.
+fn typed<R: rtloop_launch::ChildRole>(a: &ChildArgs) -> anyhow::Result<R> {
+    let [json] = a.args.as_slice() else {
+        bail!("child {}: expected one argument, the role as JSON", R::NAME)
+    };
+    Ok(rtloop_launch::role_from(json)?)
 }
 
 /// Start `rtloop child ROLE ARGS...` and wait for it to print `ready` (its stdout stays

@@ -88,7 +88,7 @@ pub enum ConfigError {
 }
 
 /// The load tester's settings (ConfigureLoadTester).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct LoadTester {
     /// Frames per second asked for.
     pub fps: u64,

@@ -13,10 +13,15 @@
 //! * [`tune`]: the ReadSize sweep with step classification and a recommendation, and the rate
 //!   sweep of liboni's `onix-loadtest`.
 //! * [`work`]: processing per block (band-pass + threshold) so tuning includes real load.
+//! * [`loadtest`]: one load test as a call with a typed report (the command line and the
+//!   Python package are shells over it), and the device's child role.
+//! * [`reference`]: the bare cache-line ping-pong a loop's latency is judged against.
 
 pub mod device;
 pub mod frame;
 pub mod host;
 pub mod link;
+pub mod loadtest;
+pub mod reference;
 pub mod tune;
 pub mod work;

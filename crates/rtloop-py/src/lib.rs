@@ -90,26 +90,68 @@ impl rtloop_lab::work::BlockWork for PyWork {
     }
 }
 
-/// `rtloop lab loadtest` with a Python function as the work step; `argv` are the command's
-/// options. Returns the results as JSON text. The run releases the GIL; the function is
-/// called with it held, once per block.
+/// One load test (`rtloop_lab::loadtest::loadtest`) with a Python function as the work
+/// step. Returns the report as JSON text (the same type the command line prints with
+/// `--json`). The run releases the GIL; the function is called with it held, once per block.
 #[pyfunction]
+#[pyo3(signature = (profile, read_size, seconds, warmup, transport, every, fps, received_words, fifo_bytes, spin_us, reference, out, work))]
+#[allow(clippy::too_many_arguments)] // the load test's settings, each a keyword in Python
 fn lab_loadtest(
     py: Python<'_>,
-    argv: Vec<String>,
-    channels: usize,
+    profile: &str,
+    read_size: u64,
+    seconds: f64,
+    warmup: f64,
+    transport: String,
+    every: u64,
+    fps: Option<u64>,
+    received_words: Option<u64>,
+    fifo_bytes: Option<u64>,
+    spin_us: Option<u64>,
+    reference: bool,
+    out: Option<std::path::PathBuf>,
     work: Py<PyAny>,
 ) -> PyResult<String> {
+    use rtloop_lab::loadtest::{LabError, LabSettings, LoadtestConfig};
+    let value_error = |e: LabError| match e {
+        LabError::Config(_) | LabError::Profile(_) | LabError::Transport { .. } => {
+            pyo3::exceptions::PyValueError::new_err(e.to_string())
+        }
+        other => pyo3::exceptions::PyRuntimeError::new_err(other.to_string()),
+    };
+    let mut lab = LabSettings::profile(profile).map_err(value_error)?;
+    lab.load.fps = fps.unwrap_or(lab.load.fps);
+    lab.load.received_words = received_words.unwrap_or(lab.load.received_words);
+    lab.transport = transport;
+    lab.every = every;
+    lab.fifo_bytes = fifo_bytes.unwrap_or(lab.fifo_bytes);
+    lab.spin_us = spin_us.unwrap_or(lab.spin_us);
+    let cfg = LoadtestConfig {
+        lab,
+        read_size,
+        seconds,
+        warmup,
+        loopbacks: None,
+        reference,
+    };
     let mut w = PyWork {
         f: work,
-        channels,
+        channels: cfg.lab.load.received_words as usize,
         error: None,
     };
-    let result = py.detach(|| rtloop_cli::cmd_lab::loadtest_json(&argv, &mut w));
+    let result = py.detach(|| rtloop_lab::loadtest::loadtest(&cfg, &mut |_| {}, Some(&mut w)));
     if let Some(e) = w.error.take() {
         return Err(e);
     }
-    result.map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("{e:#}")))
+    let report = result.map_err(value_error)?;
+    if let Some(dir) = &out {
+        rtloop_lab::loadtest::write_results(dir, &report).map_err(value_error)?;
+    }
+    if let Some(e) = &report.error {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(e.clone()));
+    }
+    serde_json::to_string(&report)
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
 
 /// The number of an `ExitCode` (std has no getter; it has equality).

@@ -1,0 +1,431 @@
+//! One load test as a library call: the emulated device in its own process, the host here,
+//! a typed report back. The command line (`rtloop lab loadtest`) and the Python package
+//! (`rtloop.lab.loadtest`) are both thin shells over [`loadtest`]; the tuner runs
+//! [`run_step`] once per step.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout};
+use std::time::{Duration, Instant};
+
+use rtloop_launch::{ChildRole, LaunchError};
+use rtloop_metrics::Summary;
+use rtloop_sys as sys;
+use serde::{Deserialize, Serialize};
+
+use crate::device::{DeviceConfig, DeviceReport};
+use crate::frame::{self, ConfigError, LoadTester};
+use crate::host::{self, HostConfig, HostReport, Snapshot};
+use crate::link::{self, HostSide, LinkSpec};
+use crate::reference::{self, ReferenceError};
+use crate::work::{BlockWork, Work};
+
+/// Processing per block the lab can do itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkKind {
+    /// Nothing: the loop's own latency.
+    #[default]
+    None,
+    /// A 300-3000 Hz band-pass and a threshold detector over every channel of every frame.
+    Bandpass,
+}
+
+/// The load and how it travels: what a load test and a tuning sweep share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabSettings {
+    /// The load tester's settings.
+    pub load: LoadTester,
+    /// Device-to-host transport, one of [`link::TRANSPORTS`].
+    pub transport: String,
+    /// Loop back the hub clock of every Nth load-tester frame.
+    pub every: u64,
+    /// The device's hardware FIFO in bytes (a full FIFO ends the run, as on ONIX).
+    pub fifo_bytes: u64,
+    /// Memory monitor samples per second (1..=1000).
+    pub monitor_hz: u64,
+    /// Microseconds the host polls for data before it sleeps.
+    pub spin_us: u64,
+    /// Processing per block (a caller's own work replaces it).
+    pub work: WorkKind,
+}
+
+impl LabSettings {
+    /// The settings of a preset load (`2xnp2`, `intan64`) with the command line's defaults.
+    pub fn profile(name: &str) -> Result<LabSettings, LabError> {
+        let p = frame::profile(name).map_err(LabError::Profile)?;
+        Ok(LabSettings {
+            load: p.load,
+            transport: "stream".into(),
+            every: 100,
+            fifo_bytes: 256 << 20,
+            monitor_hz: 100,
+            spin_us: 200,
+            work: WorkKind::None,
+        })
+    }
+
+    /// Check everything before any process starts.
+    pub fn validate(&self) -> Result<(), LabError> {
+        self.load.validate()?;
+        if !link::TRANSPORTS.contains(&self.transport.as_str()) {
+            return Err(LabError::Transport {
+                given: self.transport.clone(),
+                allowed: link::TRANSPORTS.join(", "),
+            });
+        }
+        if self.every == 0 {
+            return Err(ConfigError::EveryZero.into());
+        }
+        self.device(&self.load, 1.0).validate()?;
+        Ok(())
+    }
+
+    fn device(&self, lt: &LoadTester, max_seconds: f64) -> DeviceConfig {
+        DeviceConfig {
+            fps: lt.fps,
+            received_words: lt.received_words,
+            transmitted_words: lt.transmitted_words,
+            monitor_hz: self.monitor_hz,
+            fifo_bytes: self.fifo_bytes,
+            max_seconds,
+        }
+    }
+
+    fn own_work(&self, lt: &LoadTester) -> Option<Work> {
+        (self.work == WorkKind::Bandpass).then(|| {
+            Work::bandpass(
+                lt.received_words as usize,
+                lt.actual_fps(),
+                300.0,
+                3000.0,
+                -2000.0,
+            )
+        })
+    }
+}
+
+/// One load test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadtestConfig {
+    /// The load and transport.
+    pub lab: LabSettings,
+    /// Bytes per read (a multiple of 4, at least the largest frame: [`frame::read_size`]).
+    pub read_size: u64,
+    /// Seconds to measure, after `warmup`.
+    pub seconds: f64,
+    /// Seconds to run before measuring.
+    pub warmup: f64,
+    /// Stop once this many loopback results were collected.
+    pub loopbacks: Option<u64>,
+    /// Measure the bare cache-line ping-pong reference first (up to 5 s).
+    pub reference: bool,
+}
+
+/// What one load test measured (the command line's `--json` is this, serialised).
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadtestReport {
+    /// The load.
+    pub load: LoadTester,
+    /// The transport.
+    pub transport: String,
+    /// Bytes per read.
+    pub read_size: u64,
+    /// The load's data rate as configured.
+    pub bytes_per_s_configured: f64,
+    /// The bare ping-pong reference of the same run, if measured.
+    pub reference_pingpong: Option<Summary>,
+    /// vCPU time the hypervisor reports it took during the run (/proc/stat steal), ms, both
+    /// CPUs together; not every stall is counted there.
+    pub stolen_ms: Option<f64>,
+    /// `stolen_ms` as a share of the run's CPU time.
+    pub stolen_percent: Option<f64>,
+    /// The host's figures (None if the run ended before any).
+    pub host: Option<HostReport>,
+    /// The device's report.
+    pub device: Option<DeviceReport>,
+    /// Why the run ended early (a FIFO overflow, the device process ending), if it did.
+    pub error: Option<String>,
+}
+
+/// Why a load test could not run at all (a run that starts and then ends early is a report
+/// with `error` set instead).
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// A setting is out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An unknown profile.
+    #[error("{0}")]
+    Profile(String),
+    /// An unknown transport.
+    #[error("unknown transport {given:?}; allowed: {allowed}")]
+    Transport {
+        /// What was given.
+        given: String,
+        /// What is allowed.
+        allowed: String,
+    },
+    /// The transport could not be set up.
+    #[error("cannot set up the {transport} link: {source}")]
+    Link {
+        /// The transport.
+        transport: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The device process did not start.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// The reference could not be measured.
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
+    /// The device process failed.
+    #[error("the device: {0}")]
+    Device(String),
+    /// The results could not be written.
+    #[error("cannot write the results into {dir}: {why}")]
+    Output {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// What failed.
+        why: String,
+    },
+}
+
+/// The emulated device's process: its settings, the link to the host, its CPU.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceRole {
+    /// The device.
+    pub cfg: DeviceConfig,
+    /// How it reaches the host.
+    pub link: LinkSpec,
+    /// The CPU to pin to, if any.
+    pub cpu: Option<usize>,
+}
+
+impl ChildRole for DeviceRole {
+    const NAME: &'static str = "lab-device";
+}
+
+/// In the device process: run [`DeviceRole`] and print its report as one JSON line.
+pub fn run_device(role: &DeviceRole) -> Result<(), LabError> {
+    if let Some(c) = role.cpu {
+        let _ = sys::pin_to_cpu(c);
+    }
+    let mut link = link::connect_device(&role.link).map_err(|source| LabError::Link {
+        transport: format!("{:?}", role.link),
+        source,
+    })?;
+    rtloop_launch::ready();
+    let report = crate::device::run(&role.cfg, link.as_mut())
+        .map_err(|e| LabError::Device(e.to_string()))?;
+    println!(
+        "{}",
+        serde_json::to_string(&report).map_err(|e| LabError::Device(e.to_string()))?
+    );
+    Ok(())
+}
+
+struct DeviceProcess {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl DeviceProcess {
+    /// The device's report once it has ended (waits at most `patience`).
+    fn report(&mut self, patience: Duration) -> Option<DeviceReport> {
+        let t = Instant::now();
+        while t.elapsed() < patience {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut line = String::new();
+        let _ = self.out.read_line(&mut line);
+        serde_json::from_str(line.trim()).ok()
+    }
+}
+
+/// One run's outcome: what the host and the device saw, and why it ended early if it did.
+#[derive(Debug)]
+pub struct RunResult {
+    /// The host's figures (None if the run ended before any).
+    pub host: Option<HostReport>,
+    /// The device's report.
+    pub device: Option<DeviceReport>,
+    /// Why it ended early, if it did.
+    pub error: Option<String>,
+}
+
+/// One measured run of `lt` at `read_size`: the device process plus the host here. `work`
+/// (a caller's function, e.g. Python's) replaces the settings' own work.
+#[allow(clippy::too_many_arguments)] // one run's settings, each used once
+pub fn run_step(
+    lab: &LabSettings,
+    lt: &LoadTester,
+    read_size: u64,
+    seconds: f64,
+    warmup: f64,
+    loopbacks: Option<u64>,
+    progress: &mut dyn FnMut(&Snapshot),
+    work: Option<&mut dyn BlockWork>,
+) -> Result<RunResult, LabError> {
+    let id = format!("{}-{}", sys::pid(), read_size);
+    let spin = Duration::from_micros(lab.spin_us);
+    let link_err = |source| LabError::Link {
+        transport: lab.transport.clone(),
+        source,
+    };
+    let mut side = HostSide::prepare(&lab.transport, &id, spin).map_err(link_err)?;
+    let two = sys::online_cpus() >= 2;
+    let (child, out) = rtloop_launch::spawn_ready(&DeviceRole {
+        cfg: lab.device(lt, warmup + seconds + 30.0),
+        link: side.spec().clone(),
+        cpu: two.then_some(1),
+    })?;
+    let mut dev = DeviceProcess { child, out };
+    let mut link = side.connect().map_err(|source| LabError::Link {
+        transport: lab.transport.clone(),
+        source,
+    })?;
+    if two {
+        let _ = sys::pin_to_cpu(0);
+    }
+    let hcfg = HostConfig {
+        load: *lt,
+        read_size,
+        every: lab.every,
+        seconds,
+        loopbacks,
+        warmup,
+        fifo_words: lab.fifo_bytes / 4,
+    };
+    let mut own = lab.own_work(lt);
+    let result = {
+        let dev_ref = &mut dev;
+        let mut check = || match dev_ref.child.try_wait() {
+            Ok(Some(_)) => Err("the device process ended".to_string()),
+            _ => Ok(()),
+        };
+        let w: Option<&mut dyn BlockWork> = match work {
+            Some(c) => Some(c),
+            None => own.as_mut().map(|w| w as &mut dyn BlockWork),
+        };
+        host::run(&hcfg, link.as_mut(), w, &mut check, progress)
+    };
+    drop(link);
+    let _ = sys::allow_all_cpus();
+    let device = dev.report(Duration::from_secs(5));
+    Ok(match result {
+        Ok(h) => RunResult {
+            host: Some(h),
+            device,
+            error: None,
+        },
+        Err(e) => {
+            let why = match &device {
+                Some(d) if d.ended == "overflow" => format!(
+                    "the device's hardware FIFO overflowed ({} bytes): the host does not read fast enough at ReadSize {read_size}; acquisition stopped, as ONIX stops it",
+                    lab.fifo_bytes
+                ),
+                _ => e.to_string(),
+            };
+            RunResult {
+                host: None,
+                device,
+                error: Some(why),
+            }
+        }
+    })
+}
+
+/// Time the hypervisor took from this machine's vCPUs so far, in ms (the `steal` column of
+/// /proc/stat, summed over CPUs); `None` where it cannot be read.
+fn steal_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let steal: f64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // USER_HZ is 100 on Linux
+    Some(steal * 10.0)
+}
+
+/// Run one load test: validate, measure the reference if asked, run, report. `progress` gets
+/// a snapshot about every second; `work` (optional) is the caller's processing per block.
+pub fn loadtest(
+    cfg: &LoadtestConfig,
+    progress: &mut dyn FnMut(&Snapshot),
+    work: Option<&mut dyn BlockWork>,
+) -> Result<LoadtestReport, LabError> {
+    cfg.lab.validate()?;
+    let lt = cfg.lab.load;
+    let read_size = frame::check_read_size(cfg.read_size, &lt)?;
+    let reference_pingpong = if cfg.reference {
+        let span = Duration::from_secs_f64(cfg.seconds.min(5.0));
+        Some(reference::bare_pingpong(u64::MAX - 2000, Some(span))?.summary())
+    } else {
+        None
+    };
+    let steal0 = steal_ms();
+    let t0 = Instant::now();
+    let r = run_step(
+        &cfg.lab,
+        &lt,
+        read_size,
+        cfg.seconds,
+        cfg.warmup,
+        cfg.loopbacks,
+        progress,
+        work,
+    )?;
+    let stolen = steal_ms().zip(steal0).map(|(b, a)| b - a);
+    let cpu_ms = t0.elapsed().as_secs_f64() * 1e3 * sys::online_cpus().min(2) as f64;
+    Ok(LoadtestReport {
+        load: lt,
+        transport: cfg.lab.transport.clone(),
+        read_size,
+        bytes_per_s_configured: lt.bytes_per_s(),
+        reference_pingpong,
+        stolen_ms: stolen,
+        stolen_percent: stolen.map(|s| 100.0 * s / cpu_ms.max(1.0)),
+        host: r.host,
+        device: r.device,
+        error: r.error,
+    })
+}
+
+/// Write a report's `results.json`, `latency.png` (HubClockDelta histogram) and
+/// `percent_used.png` (the device FIFO over time) into `dir`, creating it.
+pub fn write_results(dir: &std::path::Path, report: &LoadtestReport) -> Result<(), LabError> {
+    let fail = |why: String| LabError::Output {
+        dir: dir.to_owned(),
+        why,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    let json = serde_json::to_string_pretty(report).map_err(|e| fail(e.to_string()))?;
+    std::fs::write(dir.join("results.json"), json).map_err(|e| fail(e.to_string()))?;
+    if let Some(h) = &report.host {
+        rtloop_metrics::charts::latency_histogram_png(
+            &dir.join("latency.png"),
+            &format!(
+                "closed-loop latency (HubClockDelta), ReadSize {} B, {}",
+                report.read_size, report.transport
+            ),
+            &h.hist,
+            1000,
+            1_000_000,
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        rtloop_metrics::charts::time_series_png(
+            &dir.join("percent_used.png"),
+            "device FIFO PercentUsed",
+            "seconds",
+            "percent used",
+            &[("PercentUsed", &h.percent_used)],
+        )
+        .map_err(|e| fail(e.to_string()))?;
+    }
+    Ok(())
+}

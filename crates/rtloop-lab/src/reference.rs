@@ -1,0 +1,96 @@
+//! The bare reference a loop's latency is judged against: one-way time of a cache-line
+//! ping-pong between two processes (RTT / 2), with no protocol, no clock reads on the far
+//! side, no wake-ups. Measured in the same run as the figure it is compared with.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use rtloop_launch::{ChildRole, LaunchError};
+use rtloop_metrics::LatencyHistogram;
+use rtloop_stream::lines::SharedLines;
+use rtloop_sys as sys;
+use serde::{Deserialize, Serialize};
+
+/// The echo process of the ping-pong: copies line 0 into line 1 until it reads `u64::MAX`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EchoRole {
+    /// The shared lines to echo on.
+    pub lines: String,
+    /// The CPU to pin to, if any.
+    pub cpu: Option<usize>,
+}
+
+impl ChildRole for EchoRole {
+    const NAME: &'static str = "pp-bare-echo";
+}
+
+/// Why the reference could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum ReferenceError {
+    /// The shared cache lines could not be made.
+    #[error("cannot create the ping-pong lines: {0}")]
+    Lines(#[from] std::io::Error),
+    /// The echo process did not start.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+}
+
+/// One-way latency of a bare ping-pong for `rounds` (after 1000 warm-up rounds), or until
+/// `span` has passed: a reference for tails must last as long as the run it is compared with
+/// (the host preempts vCPUs for milliseconds a few times a second, which a short run never
+/// sees).
+pub fn bare_pingpong(
+    rounds: u64,
+    span: Option<Duration>,
+) -> Result<LatencyHistogram, ReferenceError> {
+    let name = format!("pp-{}-{}", sys::pid(), sys::monotonic_ns() % 1_000_000);
+    let lines = SharedLines::create(&name)?;
+    let (mut child, _out) = rtloop_launch::spawn_ready(&EchoRole {
+        lines: name,
+        cpu: Some(1),
+    })?;
+    let (ping, pong) = (lines.line(0), lines.line(1));
+    let mut h = LatencyHistogram::new();
+    let started = Instant::now();
+    for i in 1..=rounds.saturating_add(1000) {
+        if i % 4096 == 0 && span.is_some_and(|s| started.elapsed() >= s) {
+            break;
+        }
+        let t0 = sys::monotonic_ns();
+        // SYNC: Release/Acquire pairs with the echo's; the values are the only data.
+        ping.store(i, Ordering::Release);
+        while pong.load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+        if i > 1000 {
+            h.record((sys::monotonic_ns() - t0) / 2);
+        }
+    }
+    ping.store(u64::MAX, Ordering::Release);
+    let _ = child.wait();
+    Ok(h)
+}
+
+/// In the echo process: run [`EchoRole`].
+pub fn run_echo(role: &EchoRole) -> Result<(), ReferenceError> {
+    if let Some(c) = role.cpu {
+        let _ = sys::pin_to_cpu(c);
+    }
+    let lines = SharedLines::open(&role.lines)?;
+    rtloop_launch::ready();
+    let (ping, pong) = (lines.line(0), lines.line(1));
+    let mut last = 0;
+    loop {
+        // SYNC: Acquire/Release pairs with the measuring side; the values are the only data.
+        let v = ping.load(Ordering::Acquire);
+        if v == u64::MAX {
+            return Ok(());
+        }
+        if v != last {
+            last = v;
+            pong.store(v, Ordering::Release);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
