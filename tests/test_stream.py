@@ -676,7 +676,10 @@ def test_ctrl_c_interrupts_a_blocking_pull(stream_name: str, child) -> None:
     Stream.create(stream_name, n_channels=1)
     c = child(
         """
-        import sys, rtloop
+        import signal, sys, rtloop
+        # Python only installs its Ctrl-C handler when SIGINT is not ignored at start, and a
+        # suite started in the background (nohup, `&` in a script) passes SIGINT ignored
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         r = rtloop.Stream.open(sys.argv[1]).reader()
         print("waiting", flush=True)
         try:
