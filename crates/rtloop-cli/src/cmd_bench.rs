@@ -11,7 +11,6 @@ use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
 use rtloop_sys as sys;
 use serde::Serialize;
 
-use crate::cmd_verify::{run_pairs, VerifyArgs};
 use crate::Global;
 
 /// Benchmarks.
@@ -53,9 +52,6 @@ pub struct StreamBenchArgs {
     /// Runs per figure; the median is reported.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub repeats: u32,
-    /// Largest number of writer/reader pairs for the throughput table.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
-    pub pairs: u64,
     /// Hold /dev/cpu_dma_latency at 0 during the run (keeps idle CPUs out of deep sleep).
     #[arg(long)]
     pub pm_qos: bool,
@@ -94,20 +90,41 @@ fn memcpy_gbps(bytes: usize, rounds: u32) -> f64 {
     bytes as f64 * f64::from(rounds) / t.elapsed().as_secs_f64() / 1e9
 }
 
+/// One throughput row: the stream and the bare ring moving the same packets the same way.
 #[derive(Debug, Clone, Serialize)]
 struct ThroughputRow {
     payload_bytes: u64,
     capacity: u64,
-    pairs: u64,
-    packets_per_pair: u64,
+    footprint_bytes: u64,
+    /// The consumer copies every packet out (else it checks the first word in place).
+    copy_out: bool,
+    packets: u64,
     msgs_per_s: f64,
     gb_per_s: f64,
-    memcpy_gb_per_s: f64,
-    ratio_to_memcpy: f64,
+    /// The bare single-producer single-consumer ring, same processes, CPUs, slots,
+    /// footprint and check, same run.
+    bare_gb_per_s: f64,
+    ratio_to_bare: f64,
+    /// The target for `ratio_to_bare`, where there is one.
+    goal: Option<f64>,
+    /// "met" only when `ratio_to_bare` reaches `goal`.
+    verdict: &'static str,
+    /// memcpy of the same working set (copy-out rows).
+    memcpy_gb_per_s: Option<f64>,
+    ratio_to_memcpy: Option<f64>,
     errors: u64,
-    /// iceoryx2 publish/subscribe, same payload and count, same run (1 pair only).
+    /// iceoryx2 publish/subscribe, same payload and count, same run (in-place rows).
     iceoryx2_gb_per_s: Option<f64>,
     iceoryx2_msgs_per_s: Option<f64>,
+}
+
+/// "met" only when the figure reaches its goal.
+fn verdict(ratio: f64, goal: Option<f64>) -> &'static str {
+    match goal {
+        Some(g) if ratio >= g => "met",
+        Some(_) => "not met",
+        None => "-",
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -281,66 +298,88 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
             eprintln!("{s}");
         }
     };
-    say("reference: single-thread memcpy of 64 MiB buffers ...");
-    let memcpy = median(
-        (0..repeats.max(3))
-            .map(|_| memcpy_gbps(64 << 20, if a.quick { 2 } else { 8 }))
-            .collect(),
-    );
-    // throughput: HMF's 8 KiB packets in a 195 MiB ring (DRAM-bound, like the memcpy
-    // reference), the same packets in a 131-packet (1 MiB) ring, the footprint of the
-    // iceoryx2 peer's 128-sample buffer (cache-resident), and small messages in small rings
-    let configs: [(u64, u64, u64); 4] = [
-        (8192, 24989, 400_000),
-        (8192, 131, 400_000),
-        (1024, 1024, 2_000_000),
-        (64, 4096, 5_000_000),
+    // throughput: HMF's 8 KiB packets in a 195 MiB ring (DRAM-bound), the same packets in
+    // a 131-packet (1 MiB) ring (cache-resident, the iceoryx2 peer's footprint), and small
+    // messages in small rings; then the 195 MiB ring with every packet copied out. Each row
+    // runs the stream and the bare ring alternately, `repeats` times each.
+    let configs: [(u64, u64, u64, bool, Option<f64>); 5] = [
+        (8192, 24989, 400_000, false, Some(0.9)),
+        (8192, 131, 400_000, false, Some(0.9)),
+        (1024, 1024, 2_000_000, false, None),
+        (64, 4096, 5_000_000, false, Some(0.7)),
+        (8192, 24989, 400_000, true, None),
     ];
     let mut rows = Vec::new();
-    for (bytes, capacity, packets) in configs {
-        for pairs in 1..=a.pairs {
-            let packets = packets / scale / pairs;
-            say(&format!(
-                "throughput: {bytes} B x {packets} per pair, {pairs} pair(s) ..."
-            ));
-            let va = VerifyArgs {
-                packets,
-                pairs,
-                packet_bytes: bytes,
-                capacity,
-                mode: "lossless".into(),
-                batch: 1,
-                check: "first".into(),
-            };
-            let mut gbs = Vec::new();
-            let mut mps = Vec::new();
-            let mut errors = 0;
-            for _ in 0..repeats {
-                let res = run_pairs(&va, false)?;
-                errors += res.iter().map(|r| r.errors + r.lost).sum::<u64>();
-                gbs.push(res.iter().map(|r| r.gb_per_s).sum());
-                mps.push(res.iter().map(|r| r.packets_per_s).sum());
+    for (bytes, capacity, packets, copy_out, goal) in configs {
+        let packets = packets / scale;
+        let footprint = bytes * capacity;
+        say(&format!(
+            "throughput: {bytes} B x {packets}, ring {}{}: stream and bare ring, {repeats} runs each ...",
+            ring_size(footprint),
+            if copy_out { ", consumer copies every packet out" } else { "" }
+        ));
+        let mut gbs = Vec::new();
+        let mut mps = Vec::new();
+        let mut bare = Vec::new();
+        let mut errors = 0;
+        for k in 0..repeats {
+            for ring in [
+                rtloop_peers::spsc::Ring::Stream,
+                rtloop_peers::spsc::Ring::Bare,
+            ] {
+                let r = rtloop_peers::spsc::run_pair(&rtloop_peers::spsc::PairConfig {
+                    ring,
+                    name: format!("bench-spsc-{}-{k}", sys::pid()),
+                    packet_bytes: bytes,
+                    capacity,
+                    packets,
+                    copy_out,
+                })?;
+                errors += r.errors + (packets - r.ok - r.errors);
+                if ring == rtloop_peers::spsc::Ring::Stream {
+                    gbs.push(r.gb_per_s);
+                    mps.push(r.packets_per_s);
+                } else {
+                    bare.push(r.gb_per_s);
+                }
             }
-            let gb = median(gbs);
-            let peer = if pairs == 1 {
-                peer_throughput(packets, bytes, repeats, &say)
-            } else {
-                None
-            };
-            rows.push(ThroughputRow {
-                payload_bytes: bytes,
-                capacity,
-                pairs,
-                packets_per_pair: packets,
-                msgs_per_s: median(mps),
-                gb_per_s: gb,
-                memcpy_gb_per_s: memcpy,
-                ratio_to_memcpy: gb / memcpy,
-                errors,
-                iceoryx2_gb_per_s: peer.map(|p| p.1),
-                iceoryx2_msgs_per_s: peer.map(|p| p.0),
-            });
         }
+        let (gb, bare_gb) = (median(gbs), median(bare));
+        let memcpy = copy_out.then(|| {
+            say(&format!(
+                "reference: memcpy of the same {} working set ...",
+                ring_size(footprint)
+            ));
+            median(
+                (0..repeats.max(3))
+                    .map(|_| memcpy_gbps(footprint as usize, if a.quick { 2 } else { 4 }))
+                    .collect(),
+            )
+        });
+        let peer = if copy_out {
+            None
+        } else {
+            peer_throughput(packets, bytes, repeats, &say)
+        };
+        let ratio = gb / bare_gb.max(1e-9);
+        rows.push(ThroughputRow {
+            payload_bytes: bytes,
+            capacity,
+            footprint_bytes: footprint,
+            copy_out,
+            packets,
+            msgs_per_s: median(mps),
+            gb_per_s: gb,
+            bare_gb_per_s: bare_gb,
+            ratio_to_bare: ratio,
+            goal,
+            verdict: verdict(ratio, goal),
+            memcpy_gb_per_s: memcpy,
+            ratio_to_memcpy: memcpy.map(|m| gb / m),
+            errors,
+            iceoryx2_gb_per_s: peer.map(|p| p.1),
+            iceoryx2_msgs_per_s: peer.map(|p| p.0),
+        });
     }
     // latency: the parent pins itself to cpu0, echo processes run on cpu1
     let _ = sys::pin_to_cpu(0);
@@ -395,7 +434,6 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
     let results = serde_json::json!({
         "machine": { "cpus": sys::online_cpus(), "pm_qos": a.pm_qos },
         "repeats": repeats,
-        "memcpy_gb_per_s": memcpy,
         "throughput": rows,
         "latency": latency,
     });
@@ -405,21 +443,24 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
             dir.join("results.json"),
             serde_json::to_string_pretty(&results)?,
         )?;
-        // short labels: ten bars share the x axis
-        let mut bars = vec![("memcpy (ref)".to_owned(), memcpy)];
-        for r in rows.iter().filter(|r| r.pairs == 1) {
-            let payload = payload_short(r.payload_bytes);
-            bars.push((
-                format!("{payload} {}", ring_size(r.capacity * r.payload_bytes)),
-                r.gb_per_s,
-            ));
-            if let Some(p) = r.iceoryx2_gb_per_s {
-                bars.push((format!("iceoryx2 {payload}"), p));
+        // short labels: the bars share the x axis
+        let mut bars = Vec::new();
+        for r in &rows {
+            let label = format!(
+                "{} {}{}",
+                payload_short(r.payload_bytes),
+                ring_size(r.footprint_bytes),
+                if r.copy_out { " copy" } else { "" }
+            );
+            bars.push((label.clone(), r.gb_per_s));
+            bars.push((format!("{label} bare"), r.bare_gb_per_s));
+            if let Some(m) = r.memcpy_gb_per_s {
+                bars.push((format!("memcpy {}", ring_size(r.footprint_bytes)), m));
             }
         }
         rtloop_metrics::charts::bar_chart_png(
             &dir.join("throughput.png"),
-            "1 pair: stream (payload, ring size), iceoryx2, memcpy; same run",
+            "stream beside the bare SPSC ring doing the same work (payload, ring size); same run",
             "GB/s",
             &bars,
         )?;
@@ -451,33 +492,44 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
         println!("{results}");
         return Ok(());
     }
-    println!("\nthroughput (lossless, commit per message, receiver checks each message's first word as HMF did); reference: memcpy {memcpy:.2} GB/s (64 MiB buffers)");
+    println!("\nthroughput: one producer and one consumer process on CPUs 0 and 1, lossless, one publication per packet, the consumer checks each packet's first word in place (or copies every packet out); reference: a bare single-producer single-consumer ring in shared memory doing the same (same processes, CPUs, slot size, footprint, copy and check), same run");
     println!("iceoryx2 peer: same payloads and counts, subscriber buffer of 128 samples (about 1 MiB at 8 KiB)");
     let mut t = Table::new(&[
         "payload",
         "ring",
-        "pairs",
+        "consumer",
         "Mmsg/s",
         "GB/s",
-        "memcpy GB/s",
-        "ratio",
+        "bare ring GB/s",
+        "stream / bare",
+        "goal",
+        "verdict",
+        "memcpy same set",
         "iceoryx2 GB/s",
-        "vs iceoryx2",
         "errors",
     ]);
     for r in &rows {
         t.row(&[
             format!("{} B", r.payload_bytes),
-            ring_size(r.capacity * r.payload_bytes),
-            r.pairs.to_string(),
+            ring_size(r.footprint_bytes),
+            if r.copy_out {
+                "copies out"
+            } else {
+                "checks in place"
+            }
+            .to_owned(),
             format!("{:.2}", r.msgs_per_s / 1e6),
             format!("{:.2}", r.gb_per_s),
-            format!("{:.2}", r.memcpy_gb_per_s),
-            format!("{:.2}x", r.ratio_to_memcpy),
+            format!("{:.2}", r.bare_gb_per_s),
+            format!("{:.2}x", r.ratio_to_bare),
+            r.goal.map_or_else(|| "-".into(), |g| format!(">= {g}x")),
+            r.verdict.to_owned(),
+            r.memcpy_gb_per_s.map_or_else(
+                || "-".into(),
+                |m| format!("{m:.2} ({:.2}x)", r.gb_per_s / m),
+            ),
             r.iceoryx2_gb_per_s
                 .map_or_else(|| "-".into(), |p| format!("{p:.2}")),
-            r.iceoryx2_gb_per_s
-                .map_or_else(|| "-".into(), |p| format!("{:.2}x", r.gb_per_s / p)),
             r.errors.to_string(),
         ]);
     }

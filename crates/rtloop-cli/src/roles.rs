@@ -24,6 +24,8 @@ pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
         "verify-recv" => crate::cmd_verify::recv_role(&a.args),
         "pp-bare-echo" => Ok(rtloop_lab::reference::run_echo(&typed(a)?)?),
         "pp-stream-echo" => crate::cmd_bench::stream_echo_role(&a.args),
+        "spsc-producer" => Ok(rtloop_peers::spsc::run_producer(&typed(a)?)?),
+        "spsc-consumer" => Ok(rtloop_peers::spsc::run_consumer(&typed(a)?)?),
         "lab-device" => Ok(rtloop_lab::loadtest::run_device(&typed(a)?)?),
         "runtime-process" => crate::cmd_run::process_role(&a.args),
         "peer-writer" => crate::cmd_bench_peers::writer_role(&a.args),

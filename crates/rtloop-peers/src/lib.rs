@@ -31,6 +31,7 @@
 
 pub mod payload;
 pub mod run;
+pub mod spsc;
 pub mod transport;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,521 @@
+//! The stream against a bare single-producer single-consumer ring doing the same work.
+//!
+//! `rtloop bench stream` divides the stream's throughput by this reference, so the ratio
+//! says what rtloop's protocol costs and nothing else. Both sides run the same way:
+//!
+//! * the same two processes, pinned to the same CPUs (producer on 0, consumer on 1);
+//! * the same slot size and the same footprint (`capacity` packets of `packet_bytes`, one
+//!   shared file in the stream directory);
+//! * the producer copies one cache-hot packet into the next slot and writes the packet's
+//!   sequence number into its first word, one packet per publication;
+//! * the consumer takes what is available (up to 256 packets at a time) and checks each
+//!   packet's first word in place, or (`copy_out`) copies every packet out into its own
+//!   buffer first and checks it there;
+//! * lossless: the producer waits for room; both sides spin while they wait (the stream's
+//!   reader and writer spin before they would sleep, and in a throughput run they never get
+//!   to sleep).
+//!
+//! The bare ring is Lamport's queue with cached indices: a `head` and a `tail` counter on
+//! their own 128-byte lines, Release stores and Acquire loads, nothing else (no ownership
+//! claims, no stamps, no overwrite markers, no statistics, no liveness).
+
+use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use rtloop_launch::ChildRole;
+use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
+use rtloop_sys as sys;
+use serde::{Deserialize, Serialize};
+
+use crate::PeerError;
+
+/// Which ring a pair runs over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ring {
+    /// An rtloop stream (lossless reader).
+    Stream,
+    /// The bare reference ring.
+    Bare,
+}
+
+/// One producer/consumer run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairConfig {
+    /// The ring.
+    pub ring: Ring,
+    /// The ring's name (a stream name, or the bare ring's file name).
+    pub name: String,
+    /// Bytes per packet (a multiple of 8).
+    pub packet_bytes: u64,
+    /// Packets the ring holds.
+    pub capacity: u64,
+    /// Packets to move.
+    pub packets: u64,
+    /// The consumer copies every packet out before checking it.
+    pub copy_out: bool,
+}
+
+/// What a pair measured.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct PairResult {
+    /// Packets whose first word was right.
+    pub ok: u64,
+    /// Packets whose first word was wrong.
+    pub errors: u64,
+    /// From the producer's first packet to the consumer's last check.
+    pub seconds: f64,
+    /// Packets per second.
+    pub packets_per_s: f64,
+    /// GB/s (1e9 bytes) of packets delivered.
+    pub gb_per_s: f64,
+}
+
+/// The producer process of a pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProducerRole {
+    /// The pair.
+    pub pair: PairConfig,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+impl ChildRole for ProducerRole {
+    const NAME: &'static str = "spsc-producer";
+}
+
+/// The consumer process of a pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConsumerRole {
+    /// The pair.
+    pub pair: PairConfig,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+impl ChildRole for ConsumerRole {
+    const NAME: &'static str = "spsc-consumer";
+}
+
+/// The first word of packet `seq` (a pattern no neighbouring packet shares).
+fn first_word(seq: u64) -> u64 {
+    seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xA5A5_A5A5
+}
+
+fn err(what: impl std::fmt::Display) -> PeerError {
+    PeerError::Transport {
+        transport: "spsc",
+        what: what.to_string(),
+    }
+}
+
+/// How long both sides of a stream pair spin before they would sleep: longer than any wait
+/// in a throughput run, so they spin throughout, as the bare ring's sides do.
+const SPIN: Duration = Duration::from_secs(10);
+
+/// Packets handed over per consumer step at most (as the verification receiver does).
+const BATCH: u64 = 256;
+
+// ---------------------------------------------------------------------------------------
+// the bare ring
+
+/// Bytes before the slots: the `head` line and the `tail` line.
+const BARE_HEADER: usize = 256;
+
+/// The bare ring's shared file, mapped.
+struct BareRing {
+    base: NonNull<u8>,
+    len: usize,
+    slot: usize,
+    capacity: u64,
+    path: PathBuf,
+    owner: bool,
+}
+
+impl BareRing {
+    fn path(name: &str) -> PathBuf {
+        sys::shm_dir().join(format!("rtloop-bare-{name}"))
+    }
+
+    fn create(name: &str, slot: usize, capacity: u64) -> Result<BareRing, PeerError> {
+        let path = Self::path(name);
+        let len = BARE_HEADER + slot * capacity as usize;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| err(format!("create {}: {e}", path.display())))?;
+        f.set_len(len as u64).map_err(err)?;
+        Self::map(&f, path, len, slot, capacity, true)
+    }
+
+    fn open(name: &str, slot: usize, capacity: u64) -> Result<BareRing, PeerError> {
+        let path = Self::path(name);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| err(format!("open {}: {e}", path.display())))?;
+        let len = BARE_HEADER + slot * capacity as usize;
+        Self::map(&f, path, len, slot, capacity, false)
+    }
+
+    fn map(
+        f: &File,
+        path: PathBuf,
+        len: usize,
+        slot: usize,
+        capacity: u64,
+        owner: bool,
+    ) -> Result<BareRing, PeerError> {
+        use rustix::mm::{mmap, MapFlags, ProtFlags};
+        // SAFETY: a fresh shared mapping of a file of `len` bytes that this process keeps
+        // open through the mapping's life; nothing else in this process maps that range.
+        let p = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::POPULATE,
+                f,
+                0,
+            )
+        }
+        .map_err(|e| err(format!("map {}: {e}", path.display())))?;
+        Ok(BareRing {
+            base: NonNull::new(p.cast()).ok_or_else(|| err("mmap returned null"))?,
+            len,
+            slot,
+            capacity,
+            path,
+            owner,
+        })
+    }
+
+    /// `head` (packets published) or `tail` (packets consumed).
+    fn counter(&self, k: usize) -> &AtomicU64 {
+        // SAFETY: offsets 0 and 128 are 8-aligned, inside the mapping, and only ever
+        // accessed atomically by both processes; the mapping outlives `&self`.
+        unsafe { &*self.base.as_ptr().add(k * 128).cast::<AtomicU64>() }
+    }
+
+    fn slot_ptr(&self, i: u64) -> *mut u8 {
+        // SAFETY: `i % capacity` is a slot index, so the offset is inside the mapping.
+        unsafe {
+            self.base
+                .as_ptr()
+                .add(BARE_HEADER + (i % self.capacity) as usize * self.slot)
+        }
+    }
+}
+
+impl Drop for BareRing {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once; no references into it outlive
+        // `self` (counters and slots borrow `self`).
+        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
+        if self.owner {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn bare_produce(p: &PairConfig) -> Result<u64, PeerError> {
+    let ring = BareRing::open(&p.name, p.packet_bytes as usize, p.capacity)?;
+    let (head, tail) = (ring.counter(0), ring.counter(1));
+    let hot = vec![0x5Au8; ring.slot];
+    let start = sys::monotonic_ns();
+    let mut cached_tail = 0u64;
+    for seq in 0..p.packets {
+        while seq - cached_tail >= p.capacity {
+            // SYNC: Acquire pairs with the consumer's Release of `tail`: the slots it
+            // consumed are free to overwrite.
+            cached_tail = tail.load(Ordering::Acquire);
+            if seq - cached_tail >= p.capacity {
+                std::hint::spin_loop();
+            }
+        }
+        let dst = ring.slot_ptr(seq);
+        // SAFETY: slot `seq` is not published (`seq >= head`) and was consumed (`seq -
+        // tail < capacity`), so the consumer does not read it; it is `slot` bytes long and
+        // 8-aligned (the header is 256 B and slots are multiples of 8 B).
+        unsafe {
+            std::ptr::copy_nonoverlapping(hot.as_ptr(), dst, ring.slot);
+            dst.cast::<u64>().write(first_word(seq));
+        }
+        // SYNC: Release publishes the packet's bytes with the new head.
+        head.store(seq + 1, Ordering::Release);
+    }
+    Ok(start)
+}
+
+fn bare_consume(p: &PairConfig, ready: &mut dyn FnMut()) -> Result<(u64, u64), PeerError> {
+    let ring = BareRing::open(&p.name, p.packet_bytes as usize, p.capacity)?;
+    let (head, tail) = (ring.counter(0), ring.counter(1));
+    let mut copy = vec![
+        0u64;
+        if p.copy_out {
+            (BATCH as usize) * ring.slot / 8
+        } else {
+            0
+        }
+    ];
+    let words = ring.slot / 8;
+    ready();
+    let (mut consumed, mut errors) = (0u64, 0u64);
+    while consumed < p.packets {
+        // SYNC: Acquire pairs with the producer's Release of `head`: the packets before it
+        // are complete.
+        let available = head.load(Ordering::Acquire) - consumed;
+        if available == 0 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let n = available.min(BATCH).min(p.packets - consumed);
+        for k in 0..n {
+            let seq = consumed + k;
+            let src = ring.slot_ptr(seq);
+            let first = if p.copy_out {
+                let dst = &mut copy[k as usize * words..(k as usize + 1) * words];
+                // SAFETY: slot `seq` is published (`seq < head`) and not yet released to
+                // the producer (`seq >= tail`), so nothing writes it; `dst` is `slot` bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr().cast::<u8>(), ring.slot);
+                }
+                dst[0]
+            } else {
+                // SAFETY: as above; the first word is 8-aligned.
+                unsafe { src.cast::<u64>().read() }
+            };
+            if first != first_word(seq) {
+                errors += 1;
+            }
+        }
+        consumed += n;
+        // SYNC: Release hands the slots back after every read of them above.
+        tail.store(consumed, Ordering::Release);
+    }
+    Ok((consumed - errors, errors))
+}
+
+// ---------------------------------------------------------------------------------------
+// the stream
+
+fn stream_produce(p: &PairConfig) -> Result<u64, PeerError> {
+    let stream = Stream::open(&p.name).map_err(err)?;
+    let mut w = stream.writer().map_err(err)?;
+    w.set_lossless_timeout(Duration::from_secs(60));
+    // spin while waiting for room, as the bare ring's producer does (the default spins 50 µs
+    // and then sleeps on the futex, which a throughput run must not measure)
+    w.set_spin(SPIN);
+    let hot = vec![0x5A5A_5A5A_5A5A_5A5Au64; p.packet_bytes as usize / 8];
+    let start = sys::monotonic_ns();
+    for seq in 0..p.packets {
+        let mut g = w.reserve(1).map_err(err)?;
+        let pkt = g.as_mut_slice::<u64>().map_err(err)?;
+        pkt.copy_from_slice(&hot);
+        pkt[0] = first_word(seq);
+        g.commit();
+    }
+    Ok(start)
+}
+
+fn stream_consume(p: &PairConfig, ready: &mut dyn FnMut()) -> Result<(u64, u64), PeerError> {
+    let stream = Stream::open(&p.name).map_err(err)?;
+    let mut r = stream.reader(ReaderMode::Lossless).map_err(err)?;
+    r.set_spin(SPIN);
+    let words = p.packet_bytes as usize / 8;
+    let mut copy = vec![
+        0u8;
+        if p.copy_out {
+            BATCH as usize * p.packet_bytes as usize
+        } else {
+            0
+        }
+    ];
+    ready();
+    let (mut consumed, mut errors) = (0u64, 0u64);
+    while consumed < p.packets {
+        r.wait_available(1, Some(Duration::from_secs(60)))
+            .map_err(err)?;
+        let first = r.cursor();
+        let end = (first + r.available().min(BATCH)).min(p.packets);
+        let window = r.window_as::<u64>(first, end).map_err(err)?;
+        if p.copy_out {
+            let bytes = &mut copy[..(end - first) as usize * p.packet_bytes as usize];
+            window.window.copy_to(bytes).map_err(err)?;
+            for (k, pkt) in bytes.chunks_exact(p.packet_bytes as usize).enumerate() {
+                let w0 = u64::from_ne_bytes(pkt[..8].try_into().expect("8 bytes"));
+                if w0 != first_word(first + k as u64) {
+                    errors += 1;
+                }
+            }
+        } else {
+            // SAFETY: a lossless reader's window: the writer waits for this reader and does
+            // not store to these samples until the cursor moves past them (below).
+            let values = unsafe { window.values() };
+            for (k, pkt) in values.chunks_exact(words).enumerate() {
+                if pkt[0] != first_word(first + k as u64) {
+                    errors += 1;
+                }
+            }
+        }
+        consumed = end;
+        r.seek(end).map_err(err)?;
+    }
+    Ok((consumed - errors, errors))
+}
+
+// ---------------------------------------------------------------------------------------
+// the processes
+
+#[derive(Serialize, Deserialize)]
+struct Report {
+    start_ns: u64,
+    end_ns: u64,
+    ok: u64,
+    errors: u64,
+}
+
+/// In the producer process: run [`ProducerRole`], print its start time.
+pub fn run_producer(role: &ProducerRole) -> Result<(), PeerError> {
+    if let Some(c) = role.cpu {
+        let _ = sys::pin_to_cpu(c);
+    }
+    rtloop_launch::ready();
+    let start_ns = match role.pair.ring {
+        Ring::Stream => stream_produce(&role.pair)?,
+        Ring::Bare => bare_produce(&role.pair)?,
+    };
+    let r = Report {
+        start_ns,
+        end_ns: 0,
+        ok: 0,
+        errors: 0,
+    };
+    println!("{}", serde_json::to_string(&r).map_err(err)?);
+    Ok(())
+}
+
+/// In the consumer process: run [`ConsumerRole`], print its end time and checks.
+pub fn run_consumer(role: &ConsumerRole) -> Result<(), PeerError> {
+    if let Some(c) = role.cpu {
+        let _ = sys::pin_to_cpu(c);
+    }
+    let (ok, errors) = match role.pair.ring {
+        Ring::Stream => stream_consume(&role.pair, &mut rtloop_launch::ready)?,
+        Ring::Bare => bare_consume(&role.pair, &mut rtloop_launch::ready)?,
+    };
+    let r = Report {
+        start_ns: 0,
+        end_ns: sys::monotonic_ns(),
+        ok,
+        errors,
+    };
+    println!("{}", serde_json::to_string(&r).map_err(err)?);
+    Ok(())
+}
+
+/// Run one pair: make the ring, start the consumer (ready once registered) and then the
+/// producer, collect both reports. The ring is removed afterwards.
+pub fn run_pair(pair: &PairConfig) -> Result<PairResult, PeerError> {
+    if pair.packet_bytes == 0 || pair.packet_bytes % 8 != 0 || pair.capacity == 0 {
+        return Err(PeerError::Config(format!(
+            "packet_bytes must be a positive multiple of 8 and capacity positive, got {} and {}",
+            pair.packet_bytes, pair.capacity
+        )));
+    }
+    // the ring lives as long as this function: removed on every way out
+    enum Made {
+        Stream(String),
+        Bare(#[allow(dead_code)] BareRing),
+    }
+    impl Drop for Made {
+        fn drop(&mut self) {
+            if let Made::Stream(name) = self {
+                let _ = Stream::remove(name);
+            }
+        }
+    }
+    let _made = match pair.ring {
+        Ring::Stream => {
+            let cfg = StreamConfig::new(
+                DType::U64,
+                pair.packet_bytes as usize / 8,
+                0.0,
+                pair.capacity,
+            );
+            let s = Stream::create(&pair.name, &cfg).map_err(err)?;
+            if s.info().capacity != pair.capacity {
+                let _ = Stream::remove(&pair.name);
+                return Err(PeerError::Config(format!(
+                    "capacity {} is not a whole number of pages of {}-byte packets (the stream would round it to {}); the bare ring must have the same footprint",
+                    pair.capacity,
+                    pair.packet_bytes,
+                    s.info().capacity
+                )));
+            }
+            Made::Stream(pair.name.clone())
+        }
+        Ring::Bare => Made::Bare(BareRing::create(
+            &pair.name,
+            pair.packet_bytes as usize,
+            pair.capacity,
+        )?),
+    };
+    let pin = sys::online_cpus() >= 2;
+    let (mut consumer, mut c_out) = rtloop_launch::spawn_ready(&ConsumerRole {
+        pair: pair.clone(),
+        cpu: pin.then_some(1),
+    })
+    .map_err(err)?;
+    let (mut producer, mut p_out) = rtloop_launch::spawn_ready(&ProducerRole {
+        pair: pair.clone(),
+        cpu: pin.then_some(0),
+    })
+    .map_err(err)?;
+    let read =
+        |out: &mut std::io::BufReader<std::process::ChildStdout>| -> Result<Report, PeerError> {
+            use std::io::BufRead;
+            let mut line = String::new();
+            out.read_line(&mut line)?;
+            serde_json::from_str(line.trim())
+                .map_err(|e| err(format!("a child's report {line:?}: {e}")))
+        };
+    let p = read(&mut p_out);
+    let c = read(&mut c_out);
+    let (ps, cs) = (producer.wait()?, consumer.wait()?);
+    let (p, c) = (p?, c?);
+    if !ps.success() || !cs.success() {
+        return Err(err(format!("producer {ps}, consumer {cs}")));
+    }
+    let seconds = c.end_ns.saturating_sub(p.start_ns) as f64 / 1e9;
+    let delivered = c.ok + c.errors;
+    Ok(PairResult {
+        ok: c.ok,
+        errors: c.errors,
+        seconds,
+        packets_per_s: delivered as f64 / seconds.max(1e-9),
+        gb_per_s: delivered as f64 * pair.packet_bytes as f64 / seconds.max(1e-9) / 1e9,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_words_of_neighbouring_packets_differ() {
+        let w: Vec<u64> = (0..1000).map(first_word).collect();
+        let mut sorted = w.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), w.len());
+    }
+}
