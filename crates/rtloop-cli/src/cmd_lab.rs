@@ -216,8 +216,14 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
     );
     // live lines on stderr (also with --json, which keeps stdout for the report)
     let mut progress = |s: &host::Snapshot| {
+        // the max covers the measured window, as the report's does
+        let max = if s.warming_up {
+            "warming up".to_owned()
+        } else {
+            format!("max {:.4} %", s.percent_used_max)
+        };
         eprintln!(
-            "{:5.1} s  loopbacks {:>7}  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}  PercentUsed {:.4} % (max {:.4} %)  host queue max {}",
+            "{:5.1} s  loopbacks {:>7}  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}  PercentUsed {:.4} % ({max})  host queue max {}",
             s.t,
             s.loopbacks,
             us(s.latency.p50_ns),
@@ -225,7 +231,6 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
             us(s.latency.p999_ns),
             us(s.latency.max_ns),
             s.percent_used,
-            s.percent_used_max,
             s.queue_max
         );
         eprintln!("        {}", text_histogram(&s.histogram_us));
@@ -271,11 +276,15 @@ fn print_loadtest(j: &LoadtestReport) {
             format!("{} / {}", us(d.lateness.p99_ns), us(d.lateness.max_ns)),
         ]);
         t.row(&[
-            "FIFO high water".to_string(),
+            "FIFO high water, measured window (device, exact)".to_string(),
             format!(
                 "{} B = {:.6} %",
                 d.fifo_high_water, d.fifo_high_water_percent
             ),
+        ]);
+        t.row(&[
+            "FIFO high water, whole run with warm-up (device, exact)".to_string(),
+            format!("{} B", d.fifo_high_water_run),
         ]);
     }
     if let Some(h) = &j.host {
@@ -293,7 +302,7 @@ fn print_loadtest(j: &LoadtestReport) {
         ]);
         t.row(&["beyond 1 ms".to_string(), h.beyond_1ms.to_string()]);
         t.row(&[
-            "PercentUsed max".to_string(),
+            "PercentUsed max, measured window (memory monitor samples)".to_string(),
             format!("{:.6} %", h.percent_used_max),
         ]);
         t.row(&[
@@ -328,6 +337,10 @@ fn print_loadtest(j: &LoadtestReport) {
             format!("{ms:.0} ms ({pct:.2} % of both CPUs)"),
         ]);
     }
+    t.row(&[
+        "verdict (as lab tune judges a step)".to_string(),
+        format!("{}: {}", j.verdict.label(), j.verdict_notes),
+    ]);
     if let Some(e) = &j.error {
         t.row(&["error", e.as_str()]);
     }

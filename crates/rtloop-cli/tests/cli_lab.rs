@@ -44,6 +44,19 @@ fn loadtest_runs_end_to_end() {
     assert_eq!(h["histogram_us"].as_array().unwrap().len(), 1000);
     assert!(h["work"]["count"].as_u64().unwrap() > 0);
     assert!(v["reference_pingpong"]["p50_ns"].as_u64().unwrap() > 0);
+    // the verdict lab tune gives a step, with its reason
+    let verdict = v["verdict"].as_str().unwrap();
+    assert!(
+        ["stable at 0 %", "stable near 0 %", "unstable", "error"].contains(&verdict),
+        "{verdict}"
+    );
+    assert!(!v["verdict_notes"].as_str().unwrap().is_empty());
+    // the FIFO's high water over the measured window is part of the whole run's
+    let d = &v["device"];
+    assert!(
+        d["fifo_high_water_run"].as_u64().unwrap() >= d["fifo_high_water"].as_u64().unwrap(),
+        "{d}"
+    );
     for f in ["results.json", "latency.png", "percent_used.png"] {
         assert!(out.join(f).exists(), "{f}");
     }

@@ -40,6 +40,10 @@ pub struct DeviceConfig {
     pub fifo_bytes: u64,
     /// Longest run (a safety stop if the host never says stop).
     pub max_seconds: f64,
+    /// Seconds the host warms up before it measures: the FIFO's high water is reported
+    /// for the measured window (as the host's PercentUsed is) and for the whole run.
+    #[serde(default)]
+    pub warmup_seconds: f64,
 }
 
 impl DeviceConfig {
@@ -81,10 +85,14 @@ pub struct DeviceReport {
     pub fps_achieved: f64,
     /// The rate configured (250 MHz / CLK_DIV).
     pub fps_configured: f64,
-    /// Largest FIFO fill in bytes, and in percent of its capacity.
+    /// Largest FIFO fill in bytes in the measured window (after the warm-up), exact: taken
+    /// at every device step, where the memory monitor samples at `monitor_hz`.
     pub fifo_high_water: u64,
     /// `fifo_high_water` as PercentUsed.
     pub fifo_high_water_percent: f64,
+    /// The FIFO's most bytes over the whole run, warm-up included.
+    #[serde(default)]
+    pub fifo_high_water_run: u64,
     /// Loopbacks received.
     pub loopbacks: u64,
     /// How late this process produced frames against their schedule (not the host's doing).
@@ -125,6 +133,9 @@ pub fn run(cfg: &DeviceConfig, link: &mut dyn DeviceLink) -> Result<DeviceReport
     let mut counter: u16 = 0;
     let mut lateness = LatencyHistogram::new();
     let (mut frames, mut bytes, mut loopbacks, mut high_water) = (0u64, 0u64, 0u64, 0u64);
+    let measure_from =
+        start + Duration::from_secs_f64(cfg.warmup_seconds.max(0.0)).as_nanos() as u64;
+    let mut measured_high_water = 0u64;
     let ended = loop {
         let now = monotonic_ns();
         // the host's messages: posted reads, loopbacks, stop
@@ -192,6 +203,9 @@ pub fn run(cfg: &DeviceConfig, link: &mut dyn DeviceLink) -> Result<DeviceReport
             block.clear();
         }
         high_water = high_water.max(fifo.len() as u64);
+        if now >= measure_from {
+            measured_high_water = measured_high_water.max(fifo.len() as u64);
+        }
         if fifo.len() as u64 > cfg.fifo_bytes {
             break "overflow";
         }
@@ -208,8 +222,9 @@ pub fn run(cfg: &DeviceConfig, link: &mut dyn DeviceLink) -> Result<DeviceReport
         seconds,
         fps_achieved: frames as f64 / seconds.max(1e-9),
         fps_configured: lt.actual_fps(),
-        fifo_high_water: high_water,
-        fifo_high_water_percent: 100.0 * high_water as f64 / cfg.fifo_bytes as f64,
+        fifo_high_water: measured_high_water,
+        fifo_high_water_percent: 100.0 * measured_high_water as f64 / cfg.fifo_bytes as f64,
+        fifo_high_water_run: high_water,
         loopbacks,
         lateness: lateness.summary(),
     })

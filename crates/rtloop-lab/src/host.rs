@@ -43,8 +43,10 @@ pub struct Snapshot {
     pub latency: Summary,
     /// Latest PercentUsed.
     pub percent_used: f64,
-    /// Largest PercentUsed so far.
+    /// Largest PercentUsed so far in the measured window (0 during the warm-up).
     pub percent_used_max: f64,
+    /// Still warming up: nothing is measured yet.
+    pub warming_up: bool,
     /// Largest host queue depth so far (frames).
     pub queue_max: u64,
     /// The 0–1000 µs histogram so far in 1 µs bins, and the count beyond 1 ms last.
@@ -222,6 +224,7 @@ pub fn run(
                 latency: hist.summary(),
                 percent_used: pct_now,
                 percent_used_max: pct_max,
+                warming_up: !measuring,
                 queue_max,
                 histogram_us: hist.bins(1000, 1_001_000),
             });

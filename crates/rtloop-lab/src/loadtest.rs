@@ -76,12 +76,13 @@ impl LabSettings {
         if self.every == 0 {
             return Err(ConfigError::EveryZero.into());
         }
-        self.device(&self.load, 1.0).validate()?;
+        self.device(&self.load, 1.0, 0.0).validate()?;
         Ok(())
     }
 
-    fn device(&self, lt: &LoadTester, max_seconds: f64) -> DeviceConfig {
+    fn device(&self, lt: &LoadTester, max_seconds: f64, warmup_seconds: f64) -> DeviceConfig {
         DeviceConfig {
+            warmup_seconds,
             fps: lt.fps,
             received_words: lt.received_words,
             transmitted_words: lt.transmitted_words,
@@ -145,6 +146,11 @@ pub struct LoadtestReport {
     pub device: Option<DeviceReport>,
     /// Why the run ended early (a FIFO overflow, the device process ending), if it did.
     pub error: Option<String>,
+    /// The verdict `rtloop lab tune` gives a step: stable at 0 %, stable near 0 %, unstable
+    /// or error, with the reason.
+    pub verdict: crate::tune::Class,
+    /// Why that verdict.
+    pub verdict_notes: String,
 }
 
 /// Why a load test could not run at all (a run that starts and then ends early is a report
@@ -282,7 +288,7 @@ pub fn run_step(
     let mut side = HostSide::prepare(&lab.transport, &id, spin).map_err(link_err)?;
     let two = sys::online_cpus() >= 2;
     let (child, out) = rtloop_launch::spawn_ready(&DeviceRole {
-        cfg: lab.device(lt, warmup + seconds + 30.0),
+        cfg: lab.device(lt, warmup + seconds + 30.0, warmup),
         link: side.spec().clone(),
         cpu: two.then_some(1),
     })?;
@@ -382,7 +388,18 @@ pub fn loadtest(
     )?;
     let stolen = steal_ms().zip(steal0).map(|(b, a)| b - a);
     let cpu_ms = t0.elapsed().as_secs_f64() * 1e3 * sys::online_cpus().min(2) as f64;
+    let step = crate::tune::classify(
+        read_size,
+        lt.fps,
+        cfg.lab.fifo_bytes,
+        lt.bytes_per_s(),
+        r.host.as_ref(),
+        r.device.as_ref(),
+        r.error.as_deref(),
+    );
     Ok(LoadtestReport {
+        verdict: step.class,
+        verdict_notes: step.notes,
         load: lt,
         transport: cfg.lab.transport.clone(),
         read_size,

@@ -487,6 +487,7 @@ mod tests {
             fps_configured: 0.0,
             fifo_high_water: 0,
             fifo_high_water_percent: 100.0,
+            fifo_high_water_run: 0,
             loopbacks: 0,
             lateness: rtloop_metrics::LatencyHistogram::new().summary(),
         };

@@ -21,6 +21,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn device_cfg(fifo: u64) -> DeviceConfig {
     DeviceConfig {
+        warmup_seconds: 0.0,
         fps: LOAD.fps,
         received_words: LOAD.received_words,
         transmitted_words: LOAD.transmitted_words,
