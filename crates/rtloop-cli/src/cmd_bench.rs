@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
 use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
 use rtloop_sys as sys;
@@ -165,15 +165,12 @@ fn stream_pingpong(rounds: u64, spin: Duration) -> anyhow::Result<LatencyHistogr
         let mut w = sa.writer()?;
         let mut r = sb.reader(ReaderMode::Latest)?;
         r.set_spin(spin);
-        let (mut child, _out) = crate::roles::spawn_ready(
-            "pp-stream-echo",
-            &[
-                a.clone(),
-                b.clone(),
-                spin.as_micros().to_string(),
-                "1".into(),
-            ],
-        )?;
+        let (mut child, _out) = rtloop_launch::spawn_ready(&StreamEchoRole {
+            from: a.clone(),
+            to: b.clone(),
+            spin_us: spin.as_micros() as u64,
+            cpu: Some(1),
+        })?;
         let mut h = LatencyHistogram::new();
         let mut buf = [0u8; 8];
         let warm = (rounds / 10).max(10);
@@ -201,16 +198,34 @@ fn stream_pingpong(rounds: u64, spin: Duration) -> anyhow::Result<LatencyHistogr
     result
 }
 
-/// `pp-stream-echo A B SPIN_US CPU`: echo samples of stream A into stream B.
-pub fn stream_echo_role(args: &[String]) -> anyhow::Result<()> {
-    let [a, b, spin, cpu] = args else {
-        bail!("usage: pp-stream-echo A B SPIN_US CPU")
-    };
-    let _ = cpu.parse().map(sys::pin_to_cpu);
+/// The echo process of the stream ping-pong: samples of stream `from` back into `to`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StreamEchoRole {
+    /// The stream read.
+    pub from: String,
+    /// The stream written.
+    pub to: String,
+    /// Microseconds the reader spins before sleeping.
+    pub spin_us: u64,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+impl rtloop_launch::ChildRole for StreamEchoRole {
+    const NAME: &'static str = "pp-stream-echo";
+}
+
+/// Run [`StreamEchoRole`] until it reads `u64::MAX`.
+pub fn stream_echo_role(role: &StreamEchoRole) -> anyhow::Result<()> {
+    if let Some(c) = role.cpu {
+        let _ = sys::pin_to_cpu(c);
+    }
+    let (a, b) = (&role.from, &role.to);
+    let spin = role.spin_us;
     let mut r = Stream::open(a)?.reader(ReaderMode::Latest)?;
-    r.set_spin(Duration::from_micros(spin.parse()?));
+    r.set_spin(Duration::from_micros(spin));
     let mut w = Stream::open(b)?.writer()?;
-    println!("ready");
+    rtloop_launch::ready();
     let mut buf = [0u8; 8];
     loop {
         r.wait_available(1, Some(Duration::from_secs(30)))?;

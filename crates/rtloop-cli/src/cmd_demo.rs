@@ -5,7 +5,6 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -135,23 +134,13 @@ fn run_with(stream: &Stream, a: &DemoArgs, g: &Global) -> anyhow::Result<()> {
         // Ctrl-C ends the run early but still cleanly (summary printed, stream removed)
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
-    let mut child = crate::self_command()
-        .args([
-            "child",
-            "demo-reader",
-            &name,
-            &total.to_string(),
-            &a.spin_us.to_string(),
-        ])
-        .args(
-            a.plot
-                .iter()
-                .flat_map(|p| ["--plot".to_owned(), p.display().to_string()]),
-        )
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .context("cannot start the reader process")?;
+    let mut child = rtloop_launch::spawn(&ReaderRole {
+        stream: name.clone(),
+        total,
+        spin_us: a.spin_us,
+        plot: a.plot.clone(),
+    })
+    .context("cannot start the reader process")?;
     let out = BufReader::new(child.stdout.take().context("no reader stdout")?);
     let latest = Arc::new(Mutex::new(ReaderReport::default()));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -335,16 +324,26 @@ fn emit(r: &ReaderReport) {
 }
 
 /// The `demo-reader` child role: `<stream> <total samples> <spin µs> [--plot DIR]`.
-pub fn reader_role(args: &[String]) -> anyhow::Result<()> {
-    let [name, total, spin, rest @ ..] = args else {
-        bail!("usage: rtloop child demo-reader STREAM TOTAL SPIN_US [--plot DIR]");
-    };
-    let total: u64 = total.parse().context("TOTAL")?;
-    let spin: u64 = spin.parse().context("SPIN_US")?;
-    let plot = match rest {
-        [flag, dir] if flag == "--plot" => Some(PathBuf::from(dir)),
-        _ => None,
-    };
+/// The demo's reader process.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ReaderRole {
+    /// The stream.
+    pub stream: String,
+    /// Samples the writer will write.
+    pub total: u64,
+    /// Microseconds to spin before sleeping.
+    pub spin_us: u64,
+    /// Write the latency histogram here.
+    pub plot: Option<PathBuf>,
+}
+
+impl rtloop_launch::ChildRole for ReaderRole {
+    const NAME: &'static str = "demo-reader";
+}
+
+/// The demo's reader: latest mode, latency and occupancy, one JSON line per report.
+pub fn reader_role(role: &ReaderRole) -> anyhow::Result<()> {
+    let (name, total, spin, plot) = (&role.stream, role.total, role.spin_us, role.plot.clone());
     // Ctrl-C reaches the whole process group; the writer decides when to stop
     let _ = ctrlc::set_handler(|| {});
     let stream = Stream::open(name)?;

@@ -4,7 +4,7 @@
 //! so the receiver checks every word (content) at the index it arrived at (order).
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -106,14 +106,42 @@ struct Pair {
     gen: Option<Child>,
 }
 
-fn spawn(role: &str, args: &[String]) -> anyhow::Result<Child> {
-    crate::self_command()
-        .args(["child", role])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start the {role} process"))
+/// The generator process of a pair: commits packets `0..packets` in batches.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GenRole {
+    /// The stream.
+    pub stream: String,
+    /// Packets to commit.
+    pub packets: u64,
+    /// Packets per commit.
+    pub batch: u64,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+    /// Copy a ready packet with its sequence word (else compute every word).
+    pub copy: bool,
+}
+
+impl rtloop_launch::ChildRole for GenRole {
+    const NAME: &'static str = "verify-gen";
+}
+
+/// The receiver process of a pair: checks every packet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecvRole {
+    /// The stream.
+    pub stream: String,
+    /// Packets expected.
+    pub packets: u64,
+    /// Reader mode: latest or lossless.
+    pub mode: String,
+    /// Words checked: first or all.
+    pub check: String,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+impl rtloop_launch::ChildRole for RecvRole {
+    const NAME: &'static str = "verify-recv";
 }
 
 /// Results of one pair.
@@ -144,7 +172,7 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
     // one CPU per process when there are enough (pair p: generator on 2p, receiver on
     // 2p + 1); otherwise the scheduler places the processes
     let pin = sys::online_cpus() as u64 >= 2 * a.pairs;
-    let cpu = |k: u64| if pin { k.to_string() } else { "-".to_owned() };
+    let cpu = |k: u64| pin.then_some(k as usize);
     let mut pairs: Vec<Pair> = Vec::new();
     let result = (|| {
         for p in 0..a.pairs {
@@ -158,16 +186,13 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
                     stream.info().capacity
                 );
             }
-            let mut recv = spawn(
-                "verify-recv",
-                &[
-                    name.clone(),
-                    a.packets.to_string(),
-                    a.mode.clone(),
-                    a.check.clone(),
-                    cpu(2 * p + 1),
-                ],
-            )?;
+            let mut recv = rtloop_launch::spawn(&RecvRole {
+                stream: name.clone(),
+                packets: a.packets,
+                mode: a.mode.clone(),
+                check: a.check.clone(),
+                cpu: cpu(2 * p + 1),
+            })?;
             let mut recv_out = BufReader::new(recv.stdout.take().context("receiver stdout")?);
             let mut line = String::new();
             recv_out.read_line(&mut line)?;
@@ -181,23 +206,15 @@ pub fn run_pairs(a: &VerifyArgs, progress: bool) -> anyhow::Result<Vec<PairResul
             });
         }
         for (p, pair) in (0u64..).zip(&mut pairs) {
-            pair.gen = Some(spawn(
-                "verify-gen",
-                &[
-                    pair.name.clone(),
-                    a.packets.to_string(),
-                    a.batch.to_string(),
-                    cpu(2 * p),
-                    // with only the first word checked, copy a ready packet (as HMF's
-                    // generator and the iceoryx2 peer do) instead of computing every word
-                    if a.check == "first" {
-                        "copy"
-                    } else {
-                        "pattern"
-                    }
-                    .into(),
-                ],
-            )?);
+            // with only the first word checked, copy a ready packet (as HMF's generator and
+            // the iceoryx2 peer do) instead of computing every word
+            pair.gen = Some(rtloop_launch::spawn(&GenRole {
+                stream: pair.name.clone(),
+                packets: a.packets,
+                batch: a.batch,
+                cpu: cpu(2 * p),
+                copy: a.check == "first",
+            })?);
         }
         // live progress on stderr, also when piped (a plain line every few seconds)
         let mut bar = progress.then(|| crate::progress::Progress::new("verify"));
@@ -348,21 +365,17 @@ pub fn run(a: &VerifyArgs, g: &Global) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn pin(cpu: &str) {
-    if let Ok(c) = cpu.parse::<usize>() {
+fn pin(cpu: Option<usize>) {
+    if let Some(c) = cpu {
         let _ = sys::pin_to_cpu(c);
     }
 }
 
-/// `verify-gen STREAM PACKETS BATCH CPU|- pattern|copy`: commit packets 0..PACKETS in
-/// batches, every word computed (pattern) or a ready packet copied with its sequence word.
-pub fn gen_role(args: &[String]) -> anyhow::Result<()> {
-    let [name, packets, batch, cpu, fill] = args else {
-        bail!("usage: verify-gen STREAM PACKETS BATCH CPU pattern|copy")
-    };
-    let (packets, batch): (u64, u64) = (packets.parse()?, batch.parse()?);
-    let copy = fill == "copy";
-    pin(cpu);
+/// The generator: commit packets 0..packets in batches, every word computed (pattern) or a
+/// ready packet copied with its sequence word.
+pub fn gen_role(role: &GenRole) -> anyhow::Result<()> {
+    let (name, packets, batch, copy) = (&role.stream, role.packets, role.batch, role.copy);
+    pin(role.cpu);
     let stream = Stream::open(name)?;
     let mut w = stream.writer()?;
     w.set_lossless_timeout(Duration::from_secs(60));
@@ -397,14 +410,11 @@ pub fn gen_role(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `verify-recv STREAM PACKETS MODE CHECK CPU|-`: check every packet (validated copies).
-pub fn recv_role(args: &[String]) -> anyhow::Result<()> {
-    let [name, packets, mode, check, cpu] = args else {
-        bail!("usage: verify-recv STREAM PACKETS MODE CHECK CPU")
-    };
-    let packets: u64 = packets.parse()?;
-    let all = check == "all";
-    pin(cpu);
+/// The receiver: check every packet (validated copies).
+pub fn recv_role(role: &RecvRole) -> anyhow::Result<()> {
+    let (name, packets, mode) = (&role.stream, role.packets, &role.mode);
+    let all = role.check == "all";
+    pin(role.cpu);
     let stream = Stream::open(name)?;
     let mode = if mode == "latest" {
         ReaderMode::Latest

@@ -19,11 +19,11 @@ pub struct ChildArgs {
 /// Run a child role.
 pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
     match a.role.as_str() {
-        "demo-reader" => crate::cmd_demo::reader_role(&a.args),
-        "verify-gen" => crate::cmd_verify::gen_role(&a.args),
-        "verify-recv" => crate::cmd_verify::recv_role(&a.args),
+        "demo-reader" => crate::cmd_demo::reader_role(&typed(a)?),
+        "verify-gen" => crate::cmd_verify::gen_role(&typed(a)?),
+        "verify-recv" => crate::cmd_verify::recv_role(&typed(a)?),
         "pp-bare-echo" => Ok(rtloop_lab::reference::run_echo(&typed(a)?)?),
-        "pp-stream-echo" => crate::cmd_bench::stream_echo_role(&a.args),
+        "pp-stream-echo" => crate::cmd_bench::stream_echo_role(&typed(a)?),
         "spsc-producer" => Ok(rtloop_peers::spsc::run_producer(&typed(a)?)?),
         "spsc-consumer" => Ok(rtloop_peers::spsc::run_consumer(&typed(a)?)?),
         "lab-device" => Ok(rtloop_lab::loadtest::run_device(&typed(a)?)?),

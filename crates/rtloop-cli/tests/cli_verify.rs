@@ -102,31 +102,75 @@ fn bad_options_are_refused_with_the_allowed_values() {
 
 #[test]
 fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
-    let dir = std::env::temp_dir().join(format!("rtloop-bench-{}", std::process::id()));
-    let o = rtloop(&[
-        "--json",
-        "bench",
-        "stream",
-        "--quick",
-        "--pairs",
-        "1",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    // every throughput row has the bare ring measured beside the stream in the same run, a
+    // verdict that follows its goal, no errors, and nothing is left in the stream directory
+    let shm = rtloop_testkit::TempDir::new("bench-stream-shm");
+    let out = rtloop_testkit::TempDir::new("bench-stream-out");
+    let dir = out.path();
+    let o = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .args([
+            "--json",
+            "bench",
+            "stream",
+            "--quick",
+            "--repeats",
+            "1",
+            "--out",
+        ])
+        .arg(dir)
+        .env("RTLOOP_SHM_DIR", shm.path())
+        .output()
+        .expect("rtloop runs");
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(v["memcpy_gb_per_s"].as_f64().unwrap() > 0.0);
-    let rows = v["throughput"].as_array().unwrap();
+    let rows = v["throughput"].as_array().expect("throughput rows");
+    let shapes: Vec<(u64, u64, bool)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["payload_bytes"].as_u64().unwrap(),
+                r["capacity"].as_u64().unwrap(),
+                r["copy_out"].as_bool().unwrap(),
+            )
+        })
+        .collect();
     assert_eq!(
-        rows.len(),
-        4,
-        "8 KiB (195 MiB and 1 MiB rings), 1 KiB, 64 B"
+        shapes,
+        [
+            (8192, 24989, false),
+            (8192, 131, false),
+            (1024, 1024, false),
+            (64, 4096, false),
+            (8192, 24989, true),
+        ]
     );
     for r in rows {
-        assert_eq!(r["errors"], 0);
-        assert!(r["ratio_to_memcpy"].as_f64().unwrap() > 0.0);
-        assert_eq!(r["memcpy_gb_per_s"], v["memcpy_gb_per_s"]);
+        let (gb, bare) = (
+            r["gb_per_s"].as_f64().unwrap(),
+            r["bare_gb_per_s"].as_f64().unwrap(),
+        );
+        assert!(gb > 0.0 && bare > 0.0, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+        let ratio = r["ratio_to_bare"].as_f64().unwrap();
+        assert!((ratio - gb / bare).abs() < 1e-9, "{r}");
+        let want = match r["goal"].as_f64() {
+            Some(goal) if ratio >= goal => "met",
+            Some(_) => "not met",
+            None => "-",
+        };
+        assert_eq!(r["verdict"], want, "{r}");
+        // the copy-out row is also held against memcpy of the same working set
+        assert_eq!(
+            r["memcpy_gb_per_s"].is_number(),
+            r["copy_out"].as_bool().unwrap(),
+            "{r}"
+        );
     }
+    let left: Vec<_> = std::fs::read_dir(shm.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
     let lat = v["latency"].as_array().unwrap();
     assert!(
         lat.len() >= 3,
@@ -146,5 +190,4 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
     ] {
         assert!(dir.join(f).exists(), "{f} written");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

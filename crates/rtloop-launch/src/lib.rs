@@ -95,13 +95,12 @@ pub fn child_args<R: ChildRole>(role: &R) -> Result<[OsString; 3], LaunchError> 
     Ok(["child".into(), R::NAME.into(), json.into()])
 }
 
-/// Start a child playing `role` and wait until it prints `ready`; its stdout stays piped for
-/// what it prints later, its stderr goes where this process's goes.
-pub fn spawn_ready<R: ChildRole>(role: &R) -> Result<(Child, BufReader<ChildStdout>), LaunchError> {
+/// Start a child playing `role` without waiting for it: for children that report by lines
+/// of their own (their stdout is piped, their stderr goes where this process's goes).
+pub fn spawn<R: ChildRole>(role: &R) -> Result<Child, LaunchError> {
     let mut cmd = rtloop_command();
     let exe = format!("{:?}", cmd.get_program());
-    let mut child = cmd
-        .args(child_args(role)?)
+    cmd.args(child_args(role)?)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -109,7 +108,13 @@ pub fn spawn_ready<R: ChildRole>(role: &R) -> Result<(Child, BufReader<ChildStdo
             role: R::NAME,
             exe,
             source,
-        })?;
+        })
+}
+
+/// Start a child playing `role` and wait until it prints `ready`; its stdout stays piped for
+/// what it prints later, its stderr goes where this process's goes.
+pub fn spawn_ready<R: ChildRole>(role: &R) -> Result<(Child, BufReader<ChildStdout>), LaunchError> {
+    let mut child = spawn(role)?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut out = BufReader::new(stdout);
     let mut line = String::new();
