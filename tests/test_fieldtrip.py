@@ -479,3 +479,29 @@ def test_the_server_logs_each_refusal(ft_server: Any) -> None:
             c.get_data(0, 0)
     log = ft_server.stop()
     assert "GET_DAT refused (GET_ERR)" in log
+
+
+def test_events_the_reference_stores_come_back_exactly(ft_server: Any) -> None:
+    """Events larger than a stream event slot, and char text that is not UTF-8, are kept
+    whole by the server (the stream holds a stand-in); the reference stores them too."""
+    long_text = "n" * 5000
+    latin1 = b"caf\xe9 \xff"
+    matrix = np.arange(200, dtype=np.float64)
+    with Client.open(ft_server.address) as c:
+        c.put_header(2, 100.0, "float32")
+        c.put_events([
+            Event("trigger", "go", sample=0),
+            Event("note", long_text, sample=1),
+            Event(latin1, latin1, sample=2, offset=-1, duration=3),
+            Event("matrix", matrix, sample=3),
+        ])
+        back = c.get_events()
+    assert [(e.type, e.sample) for e in back] == [("trigger", 0), ("note", 1), (latin1, 2), ("matrix", 3)]
+    assert back[1].value == long_text
+    assert back[2].value == latin1 and (back[2].offset, back[2].duration) == (-1, 3)
+    np.testing.assert_array_equal(back[3].value, matrix)
+    # rtloop readers of the stream see stand-ins that say where the whole events are
+    r = rtloop.Stream.open(ft_server.stream).reader(start="oldest")
+    evs = r.pull_events()
+    assert evs[0].value == "go"
+    assert evs[1].value == "5000 bytes kept whole by the FieldTrip server"

@@ -144,3 +144,31 @@ def test_fieldtrip_py_reads_events_stored_by_another_client(server: Tuple[str, i
 
     finally:
         ft.disconnect()
+
+
+def test_fieldtrip_py_reads_long_and_latin1_events_byte_for_byte(server: Tuple[str, int, str]) -> None:
+    """Events the reference stores and rtloop used to refuse: a 3000-byte text value and
+    Latin-1 text, sent as raw PUT_EVT bytes and read back by FieldTrip.py unchanged."""
+    host, port, name = server
+    ft = _connect(host, port)
+    try:
+        ft.putHeader(1, 100.0, FieldTrip.DATATYPE_FLOAT32)
+        import socket
+        import struct
+
+        def event(t: bytes, v: bytes, sample: int) -> bytes:
+            return struct.pack("<IIIIiiiI", 0, len(t), 0, len(v), sample, 0, 0, len(t) + len(v)) + t + v
+
+        long_value = b"L" * 3000
+        latin1 = b"stimulus caf\xe9"
+        payload = event(b"note", long_value, 1) + event(latin1, b"\xe9t\xe9", 2)
+        with socket.create_connection((host, port)) as s:
+            s.sendall(struct.pack("<HHI", 1, 0x0103, len(payload)) + payload)
+            assert s.recv(8) == struct.pack("<HHI", 1, 0x0104, 0)
+        evs = ft.getEvents()
+        assert [(e.type, e.value, e.sample) for e in evs] == [
+            (b"note", long_value, 1),
+            (latin1, b"\xe9t\xe9", 2),
+        ]
+    finally:
+        ft.disconnect()

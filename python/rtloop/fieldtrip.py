@@ -154,8 +154,9 @@ class Header:
 class Event:
     """A FieldTrip event.
 
-    ``type`` and ``value`` are ``str`` (sent as char), or numbers / numpy arrays of a
-    FieldTrip dtype (a numeric value of one element comes back as a Python scalar).
+    ``type`` and ``value`` are ``str`` (sent as char), ``bytes`` (sent as char, for text
+    that is not UTF-8; such text also comes back as ``bytes``), or numbers / numpy arrays of
+    a FieldTrip dtype (a numeric value of one element comes back as a Python scalar).
     ``sample = -1`` asks the server to fill in the current sample. ``offset`` and
     ``duration`` are in samples.
     """
@@ -235,7 +236,12 @@ def _wordsize(code: int) -> Optional[int]:
 
 def _decode_value(code: int, numel: int, raw: bytes) -> Any:
     if code == DATATYPE_CHAR:
-        return raw.decode("utf-8", errors="replace")
+        # text as str; char bytes that are not UTF-8 (Latin-1 from an old client, binary)
+        # come back as bytes, exactly as they were sent
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw
     a = np.frombuffer(raw, dtype=DATATYPES[code], count=numel).copy()
     return a.item() if a.size == 1 else a
 

@@ -91,7 +91,34 @@ struct Served {
     /// Replaced by PUT_HDR or removed by FLUSH_HDR; ends waits on it. Release/Acquire so a
     /// waiter that sees it also sees the new state's publication under the state lock.
     retired: AtomicBool,
+    /// Events a stream slot cannot hold exactly (larger than a slot, or text that is not
+    /// UTF-8), kept whole here by their stream event index; the stream holds a stand-in.
+    wide: Mutex<WideEvents>,
 }
+
+/// The events kept beside the stream, and their bytes.
+#[derive(Default)]
+struct WideEvents {
+    by_index: std::collections::BTreeMap<u64, OwnedEvent>,
+    bytes: u64,
+}
+
+/// A FieldTrip event as it came over the wire (type and value bytes exactly).
+#[derive(Clone)]
+struct OwnedEvent {
+    type_type: u32,
+    type_numel: u32,
+    value_type: u32,
+    value_numel: u32,
+    type_bytes: Vec<u8>,
+    value_bytes: Vec<u8>,
+}
+
+/// Largest event (type + value bytes) the server keeps: the reference's only limit is the
+/// message size; this one is generous and documented.
+pub const WIDE_EVENT_MAX: usize = 1 << 20;
+/// Bytes of such events kept at once; older ones go first, as the event ring's do.
+pub const WIDE_EVENTS_BUDGET: u64 = 64 << 20;
 
 impl Served {
     fn counts(&self) -> (u64, u64) {
@@ -191,6 +218,7 @@ impl Buffer {
             event_base: AtomicU64::new(0),
             last_put_ns: AtomicU64::new(0),
             retired: AtomicBool::new(false),
+            wide: Mutex::new(WideEvents::default()),
             stream,
         });
         tracing::info!(stream = %self.cfg.stream, "serving the local stream {}", self.cfg.stream);
@@ -367,6 +395,7 @@ impl Buffer {
             event_base: AtomicU64::new(0),
             last_put_ns: AtomicU64::new(0),
             retired: AtomicBool::new(false),
+            wide: Mutex::new(WideEvents::default()),
             stream,
         }));
         Ok(())
@@ -407,13 +436,20 @@ impl Buffer {
         let s = self.current(false).ok_or_else(|| self.no_header())?;
         let (nsamples, _) = s.counts();
         let base = s.sample_base.load(Ordering::Relaxed);
-        // convert every event first: a bad one stores none of them
+        // convert every event first: one the protocol makes invalid stores none of them
         let mut events = Vec::with_capacity(evs.len());
         for (i, e) in evs.iter().enumerate() {
-            let kind = event_value(e.type_type, &e.type_bytes)
-                .map_err(|why| format!("event {i}: type {why}"))?;
-            let value = event_value(e.value_type, &e.value_bytes)
-                .map_err(|why| format!("event {i}: value {why}"))?;
+            for (what, code) in [("type", e.type_type), ("value", e.value_type)] {
+                if code != CHAR_CODE && DType::from_code(code).is_none() {
+                    return Err(format!("event {i}: {what} type code {code} is unknown"));
+                }
+            }
+            let wide_bytes = e.type_bytes.len() + e.value_bytes.len();
+            if wide_bytes > WIDE_EVENT_MAX {
+                return Err(format!(
+                    "event {i}: type and value take {wide_bytes} bytes; this server keeps events of up to {WIDE_EVENT_MAX} bytes"
+                ));
+            }
             let sample: i64 = if e.sample == -1 {
                 // the reference: nsamples + fsample x (now - last PUT_DAT)
                 let last = s.last_put_ns.load(Ordering::Relaxed);
@@ -427,30 +463,69 @@ impl Buffer {
             } else {
                 i64::from(e.sample)
             };
-            let ev = Event {
-                kind,
-                value,
+            let exact = (
+                event_value(e.type_type, &e.type_bytes),
+                event_value(e.value_type, &e.value_bytes),
+            );
+            let mut ev = Event {
+                kind: EventValue::Text(String::new()),
+                value: EventValue::Text(String::new()),
                 sample: (base as i64).wrapping_add(sample) as u64,
                 offset: i64::from(e.offset),
                 duration: i64::from(e.duration) as u64,
                 stamp_ns: 0,
             };
-            let max = rtloop_stream::EVENT_PAYLOAD_MAX;
-            if ev.payload_bytes() > max {
-                return Err(format!(
-                    "event {i}: type and value take {} bytes, at most {max} fit in an event of this server",
-                    ev.payload_bytes()
+            let mut wide = None;
+            let slot_holds_it = if let (Some(kind), Some(value)) = exact {
+                ev.kind = kind;
+                ev.value = value;
+                ev.payload_bytes() <= rtloop_stream::EVENT_PAYLOAD_MAX
+            } else {
+                false
+            };
+            if !slot_holds_it {
+                // too large for a slot, or text that is not UTF-8: the server keeps it whole
+                // and the stream gets a stand-in that says where it is
+                ev.kind = EventValue::Text(stand_in_text(e.type_type, &e.type_bytes, 64));
+                ev.value = EventValue::Text(format!(
+                    "{} bytes kept whole by the FieldTrip server",
+                    e.value_bytes.len()
                 ));
+                wide = Some(OwnedEvent {
+                    type_type: e.type_type,
+                    type_numel: e.type_numel,
+                    value_type: e.value_type,
+                    value_numel: e.value_numel,
+                    type_bytes: e.type_bytes.to_vec(),
+                    value_bytes: e.value_bytes.to_vec(),
+                });
             }
-            events.push(ev);
+            events.push((ev, wide));
         }
         if events.is_empty() {
             return Ok(());
         }
         let mut w = s.writer()?;
         let w = w.as_mut().expect("claimed above");
-        for ev in &events {
-            w.push_event(ev).map_err(|e| e.to_string())?;
+        let keep = s.stream.info().event_capacity;
+        for (ev, wide) in events {
+            // the index this event gets: this server's writer is the only one
+            let index = s.stream.events_written();
+            w.push_event(&ev).map_err(|e| e.to_string())?;
+            if let Some(owned) = wide {
+                let mut kept = s.wide.lock().unwrap_or_else(|p| p.into_inner());
+                kept.bytes += (owned.type_bytes.len() + owned.value_bytes.len()) as u64;
+                kept.by_index.insert(index, owned);
+                // what the ring no longer keeps, and the oldest beyond the budget, go
+                let oldest = (index + 1).saturating_sub(keep);
+                while let Some((&first, _)) = kept.by_index.first_key_value() {
+                    if first >= oldest && kept.bytes <= WIDE_EVENTS_BUDGET {
+                        break;
+                    }
+                    let gone = kept.by_index.remove(&first).expect("present");
+                    kept.bytes -= (gone.type_bytes.len() + gone.value_bytes.len()) as u64;
+                }
+            }
         }
         Ok(())
     }
@@ -536,7 +611,29 @@ impl Buffer {
         };
         put_prefix(order, cmd::GET_OK, 0, out);
         let body = out.len();
-        for e in &events {
+        let wide = s.wide.lock().unwrap_or_else(|p| p.into_inner());
+        for (k, e) in events.iter().enumerate() {
+            let sample = (e.sample as i64).wrapping_sub(sbase) as i32;
+            let (offset, duration) = (e.offset as i32, e.duration as i64 as i32);
+            if let Some(w) = wide.by_index.get(&(ebase + begin + k as u64)) {
+                // kept whole beside the stream: its bytes exactly as they came
+                put_event(
+                    order,
+                    &WireEvent {
+                        type_type: w.type_type,
+                        type_numel: w.type_numel,
+                        value_type: w.value_type,
+                        value_numel: w.value_numel,
+                        sample,
+                        offset,
+                        duration,
+                        type_bytes: Cow::Borrowed(&w.type_bytes),
+                        value_bytes: Cow::Borrowed(&w.value_bytes),
+                    },
+                    out,
+                );
+                continue;
+            }
             let (tt, tn, tb) = wire_value(&e.kind);
             let (vt, vn, vb) = wire_value(&e.value);
             put_event(
@@ -546,15 +643,16 @@ impl Buffer {
                     type_numel: tn,
                     value_type: vt,
                     value_numel: vn,
-                    sample: (e.sample as i64).wrapping_sub(sbase) as i32,
-                    offset: e.offset as i32,
-                    duration: e.duration as i64 as i32,
+                    sample,
+                    offset,
+                    duration,
                     type_bytes: Cow::Borrowed(tb),
                     value_bytes: Cow::Borrowed(vb),
                 },
                 out,
             );
         }
+        drop(wide);
         let n = out.len() - body;
         codec::set_bufsize(order, &mut out[body - 8..], n);
         Ok(())
@@ -717,19 +815,32 @@ fn resolve(
     }
 }
 
-/// A FieldTrip type/value as an event value of the stream.
-fn event_value(code: u32, bytes: &[u8]) -> Result<EventValue, String> {
+/// A FieldTrip type/value as an event value of the stream, if a slot can hold it exactly
+/// (text must be UTF-8; the type code was checked).
+fn event_value(code: u32, bytes: &[u8]) -> Option<EventValue> {
     if code == CHAR_CODE {
-        return String::from_utf8(bytes.to_vec())
-            .map(EventValue::Text)
-            .map_err(|_| "text is not UTF-8; send it as uint8 (type 1) instead".to_string());
+        return String::from_utf8(bytes.to_vec()).ok().map(EventValue::Text);
     }
-    let dtype = DType::from_code(code).ok_or_else(|| format!("type code {code} is unknown"))?;
+    let dtype = DType::from_code(code)?;
     debug_assert_eq!(bytes.len() % wordsize(code).unwrap_or(1), 0);
-    Ok(EventValue::Array {
+    Some(EventValue::Array {
         dtype,
         bytes: bytes.to_vec(),
     })
+}
+
+/// The stream's stand-in type for an event kept beside it: its text type (made valid UTF-8,
+/// cut to `max` bytes), or its numeric type's name.
+fn stand_in_text(code: u32, bytes: &[u8], max: usize) -> String {
+    if code != CHAR_CODE {
+        return DType::from_code(code).map_or("?", |d| d.name()).to_owned();
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 fn wire_value(v: &EventValue) -> (u32, u32, &[u8]) {
@@ -756,5 +867,50 @@ fn request_names(r: &Request<'_>) -> (&'static str, u16) {
         Request::FlushDat => ("FLUSH_DAT", cmd::FLUSH_ERR),
         Request::FlushEvt => ("FLUSH_EVT", cmd::FLUSH_ERR),
         Request::WaitDat(_) => ("WAIT_DAT", cmd::WAIT_ERR),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_events_say_what_is_allowed() {
+        let name = format!("ft-unit-{}", sys::pid());
+        let mut cfg = BufferConfig::new(&name);
+        cfg.capacity = 100;
+        cfg.events = 8;
+        cfg.remove_on_drop = true;
+        let b = Buffer::new(cfg);
+        let def = HeaderDef {
+            nchans: 1,
+            nsamples: 0,
+            nevents: 0,
+            fsample: 10.0,
+            data_type: 9,
+            bufsize: 0,
+        };
+        b.put_header(&def, &[]).unwrap();
+        let huge = "z".repeat(WIDE_EVENT_MAX + 1);
+        let e = b
+            .put_events(&[WireEvent::text("big", &huge, 0)])
+            .unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "event 0: type and value take {} bytes; this server keeps events of up to 1048576 bytes",
+                WIDE_EVENT_MAX + 4
+            )
+        );
+        let mut bad = WireEvent::text("a", "b", 0);
+        bad.type_type = 42;
+        assert_eq!(
+            b.put_events(&[WireEvent::text("ok", "ok", 0), bad])
+                .unwrap_err(),
+            "event 1: type type code 42 is unknown"
+        );
+        // nothing of a refused batch was stored
+        assert_eq!(b.counts(), Some((0, 0)));
+        let _ = Stream::remove(&name);
     }
 }

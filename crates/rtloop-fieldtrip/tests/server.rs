@@ -645,3 +645,84 @@ fn spinning_server_and_client_answer_the_same() {
         assert_eq!(c.poll().unwrap(), (100, 0));
     }
 }
+
+#[test]
+fn events_the_reference_stores_are_kept_byte_for_byte() {
+    let _w = Watchdog::arm(60, "wide events");
+    let f = start(4 << 20);
+    let mut c = f.client();
+    c.put_header(2, 100.0, 9, &[]).unwrap();
+    let local = Stream::open(&f.name).unwrap();
+    let long_text: String = "x".repeat(5000);
+    let latin1: Vec<u8> = b"caf\xe9 \xff".to_vec(); // text that is not UTF-8
+    let doubles: Vec<u8> = (0..100u64).flat_map(|k| (k as f64).to_ne_bytes()).collect();
+    let batch = vec![
+        WireEvent::text("trigger", "ok", 1),
+        // 5000-byte text value: larger than a stream event slot
+        WireEvent::text("note", &long_text, 2),
+        // char bytes that are not UTF-8, in the type and in the value
+        WireEvent {
+            type_type: 0,
+            type_numel: latin1.len() as u32,
+            value_type: 0,
+            value_numel: latin1.len() as u32,
+            sample: 3,
+            offset: -1,
+            duration: 4,
+            type_bytes: latin1.clone().into(),
+            value_bytes: latin1.clone().into(),
+        },
+        // 100 float64 values (800 bytes)
+        WireEvent {
+            type_type: 0,
+            type_numel: 6,
+            value_type: 10,
+            value_numel: 100,
+            sample: 4,
+            offset: 0,
+            duration: 0,
+            type_bytes: b"matrix".to_vec().into(),
+            value_bytes: doubles.clone().into(),
+        },
+    ];
+    // before: one event too large (or not UTF-8) refused the whole batch with PUT_ERR
+    c.put_events(&batch).unwrap();
+    let back = c.get_events(None).unwrap();
+    assert_eq!(back.len(), 4);
+    for (sent, got) in batch.iter().zip(&back) {
+        assert_eq!(sent, got, "every field and byte as sent");
+    }
+    // the stream holds stand-ins saying where the whole events are; the small one is itself
+    let r = local.reader(ReaderMode::Latest).unwrap();
+    let evs = r.read_events(0, 4).unwrap();
+    assert_eq!(evs[0].value, rtloop_stream::EventValue::Text("ok".into()));
+    assert_eq!(
+        evs[1].value,
+        rtloop_stream::EventValue::Text("5000 bytes kept whole by the FieldTrip server".into())
+    );
+    assert_eq!(evs[1].sample, 2);
+    // an event beyond the documented limit, or with an unknown type code, is refused and
+    // nothing of its batch is stored
+    let huge = "y".repeat(rtloop_fieldtrip::buffer::WIDE_EVENT_MAX + 1);
+    let e = c
+        .put_events(&[
+            WireEvent::text("a", "b", 5),
+            WireEvent::text("big", &huge, 6),
+        ])
+        .unwrap_err();
+    // (the reply is FieldTrip's bare PUT_ERR; the server logs the reason)
+    assert!(e.to_string().contains("PUT_ERR"), "{e}");
+    let mut bad = WireEvent::text("a", "b", 7);
+    bad.value_type = 99;
+    let e = c.put_events(&[bad]).unwrap_err();
+    assert!(e.to_string().contains("PUT_ERR"), "{e}");
+    assert_eq!(c.get_events(None).unwrap().len(), 4);
+    // FLUSH_EVT forgets them all, and the ring's laps retire kept events with their slots
+    for k in 0..40 {
+        c.put_events(&[WireEvent::text("note", &long_text, k)])
+            .unwrap();
+    }
+    let kept = c.get_events(None).unwrap();
+    assert_eq!(kept.len(), 16, "the ring keeps 16 events");
+    assert!(kept.iter().all(|e| e.value_bytes.len() == 5000));
+}
