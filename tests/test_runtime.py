@@ -279,6 +279,45 @@ def test_numba_compiles_step_before_tick_0(tmp_path: Path) -> None:
             rtloop.Stream.remove(f"{name}-p")
 
 
+def test_a_numba_module_is_compiled_for_the_arrays_it_gets_before_tick_0(tmp_path: Path) -> None:
+    """LiCoRICE stops a model at its first missed deadline; so does `on_miss: stop`. A numba
+    module must therefore be compiled for exactly the arrays it gets (inputs are read-only
+    views) before tick 0: a second signature compiled at tick 0 takes hundreds of ms. The
+    module host reports any signature compiled during the run; here there must be none."""
+    need("numba", "numba")
+    write(
+        tmp_path,
+        "nb.py",
+        """
+        def step(raw, power):
+            for c in range(raw.shape[1]):
+                acc = 0.0
+                for r in range(raw.shape[0]):
+                    acc += raw[r, c] * raw[r, c]
+                power[c] = acc / raw.shape[0]
+        """,
+    )
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {unique("nbwarm")}, tick_us: 1000}}
+        signals:
+          raw: {{shape: [30, 8], dtype: float32}}
+          power: {{shape: [8], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [raw]}}
+        modules:
+          p: {{language: python, code: nb.py, numba: true, in: [raw], out: [power]}}
+        """,
+    )
+    code, report, err = rtloop_run(model, "--ticks", "200")
+    assert code == 0, err
+    p = proc(report, "p")
+    assert "numba compiled" not in p.get("summary", ""), p.get("summary")
+    assert p["runs"] == "python+numba nb.py"
+
+
 def _example(tmp_path: Path, sub: str, model: str, replace: dict) -> Path:
     src = EXAMPLES / sub
     for f in src.iterdir():

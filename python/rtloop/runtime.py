@@ -67,11 +67,16 @@ def run(
     return report
 
 
-def _zeros(spec: Tuple[Sequence[int], str]) -> Any:
+def _zeros(spec: Tuple[Sequence[int], str], writable: bool) -> Any:
+    """Zeros of the type a module's step receives: C-contiguous, aligned, and read-only for
+    an input (the runtime hands inputs as read-only views). numba compiles one signature per
+    array type, so the warm-up must use exactly these or tick 0 compiles again."""
     import numpy as np
 
     shape, dtype = spec
-    return np.zeros(tuple(shape), dtype=dtype)
+    a = np.zeros(tuple(shape), dtype=dtype)
+    a.setflags(write=writable)
+    return a
 
 
 def _load_module(
@@ -82,8 +87,9 @@ def _load_module(
     outputs: Sequence[Tuple[Sequence[int], str]],
 ) -> Tuple[Any, Any]:
     """Import a module file and return ``(step, finish or None)``. With ``numba``, ``step``
-    is compiled with ``numba.njit`` and called once on zero arrays of the signals' shapes
-    and dtypes, so compilation happens before tick 0, not during it."""
+    is compiled with ``numba.njit`` and called once on zero arrays of exactly the types it
+    will receive (the signals' shapes and dtypes, inputs read-only), so compilation happens
+    before tick 0, not during it."""
     spec = importlib.util.spec_from_file_location(f"rtloop_module_{name}", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
@@ -99,7 +105,10 @@ def _load_module(
         import numba as nb
 
         step = nb.njit(step)
-        step(*[_zeros(s) for s in inputs], *[_zeros(s) for s in outputs])
+        step(*[_zeros(s, False) for s in inputs], *[_zeros(s, True) for s in outputs])
+        # anything else would compile during a tick: refuse to start instead
+        if len(step.signatures) != 1:
+            raise RuntimeError(f"numba compiled {len(step.signatures)} signatures while warming up")
     finish = getattr(mod, "finish", None)
     return step, finish if callable(finish) else None
 

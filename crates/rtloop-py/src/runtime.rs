@@ -189,14 +189,28 @@ impl Step for PyStep<'_> {
     }
 
     fn finish(&mut self) -> Result<String, String> {
-        match &self.finish {
-            None => Ok(String::new()),
+        let mut text = match &self.finish {
+            None => String::new(),
             Some(f) => match f.call0() {
-                Ok(r) if r.is_none() => Ok(String::new()),
-                Ok(r) => Ok(r.str().map_or_else(|_| String::new(), |s| s.to_string())),
-                Err(e) => Err(self.report(u64::MAX, &e)),
+                Ok(r) if r.is_none() => String::new(),
+                Ok(r) => r.str().map_or_else(|_| String::new(), |s| s.to_string()),
+                Err(e) => return Err(self.report(u64::MAX, &e)),
             },
+        };
+        // a numba step compiled for one signature before tick 0; more means numba compiled
+        // during ticks (hundreds of ms each): say so in the report
+        if let Ok(n) = self.step.getattr("signatures").and_then(|s| s.len()) {
+            if n > 1 {
+                if !text.is_empty() {
+                    text.push_str("; ");
+                }
+                text.push_str(&format!(
+                    "numba compiled {} more signature(s) during the run (each takes hundreds of ms inside a tick)",
+                    n - 1
+                ));
+            }
         }
+        Ok(text)
     }
 }
 
