@@ -37,11 +37,17 @@ python_test() {
     rtloop sys-info
     # pytest exits 5 when it collected nothing: that is a failure here, not a pass
     local rc=0
-    python -m pytest -q || rc=$?
+    # a private base directory for tmp_path: another pytest run of the same user (pytest
+    # numbers /tmp/pytest-of-USER/pytest-N and prunes old ones) cannot touch this one's
+    local base
+    base="$(mktemp -d -t rtloop-pytest.XXXXXX)"
+    python -m pytest -q --basetemp "$base" || rc=$?
+    rm -rf "$base"
     if [ "$rc" = 5 ]; then echo "pytest collected no tests: failing" >&2; return 1; fi
     [ "$rc" = 0 ] || return "$rc"
-    # the typed stubs must match the native module
+    # the typed stubs must match the native module, and the package must type-check
     python -m mypy.stubtest rtloop._rtloop
+    python -m mypy python/rtloop
 }
 
 verify_run() {
