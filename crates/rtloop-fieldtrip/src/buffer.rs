@@ -150,6 +150,9 @@ pub struct Buffer {
     cfg: BufferConfig,
     state: Mutex<Option<Arc<Served>>>,
     created: Mutex<Vec<String>>,
+    /// PUT_HDRs one at a time; the state lock is held only to swap the finished stream in,
+    /// so other clients are answered while a new stream is allocated.
+    headers: Mutex<()>,
 }
 
 impl std::fmt::Debug for Buffer {
@@ -172,6 +175,7 @@ impl Buffer {
             cfg,
             state: Mutex::new(None),
             created: Mutex::new(Vec::new()),
+            headers: Mutex::new(()),
         }
     }
 
@@ -331,8 +335,8 @@ impl Buffer {
                 self.cfg.max_bytes
             ));
         }
-        let mut st = self.lock();
-        if let Some(old) = st.as_ref() {
+        let _one_at_a_time = self.headers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = self.lock().as_ref() {
             let ours = old
                 .writer
                 .lock()
@@ -355,18 +359,21 @@ impl Buffer {
         if let Some(names) = codec::channel_names(chunks, def.nchans as usize) {
             scfg.ch_names = names;
         }
-        // the new stream is made complete beside the old one and then takes its name: a
-        // PUT_HDR that fails (the new shape does not fit, ...) leaves the old header and data
-        // served as they were
-        let stream = match Stream::create_or_replace(&self.cfg.stream, &scfg) {
-            Ok(s) => s,
+        // the new stream is made complete beside the old one, without the state lock (its
+        // allocation is the slow part: other clients go on being served from the old one),
+        // then takes its name under the lock: a PUT_HDR that fails (the new shape does not
+        // fit, ...) leaves the old header and data served as they were
+        let pending = match Stream::prepare_replacement(&self.cfg.stream, &scfg) {
+            Ok(p) => p,
             Err(CreateError::Labels(_)) if !scfg.ch_names.is_empty() => {
                 // names that do not fit the stream header stay in the chunk only
                 scfg.ch_names.clear();
-                Stream::create_or_replace(&self.cfg.stream, &scfg).map_err(|e| e.to_string())?
+                Stream::prepare_replacement(&self.cfg.stream, &scfg).map_err(|e| e.to_string())?
             }
             Err(e) => return Err(e.to_string()),
         };
+        let mut st = self.lock();
+        let stream = pending.install().map_err(|e| e.to_string())?;
         if let Some(old) = st.take() {
             old.retired.store(true, Ordering::Release);
             *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;

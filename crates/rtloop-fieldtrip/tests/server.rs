@@ -726,3 +726,72 @@ fn events_the_reference_stores_are_kept_byte_for_byte() {
     assert_eq!(kept.len(), 16, "the ring keeps 16 events");
     assert!(kept.iter().all(|e| e.value_bytes.len() == 5000));
 }
+
+#[test]
+fn other_clients_are_answered_while_a_put_hdr_allocates() {
+    // a 1 GiB stream takes a while to allocate; before, the buffer's lock was held for all
+    // of it, and every other client's request waited (a poll waited up to 424 ms)
+    let _w = Watchdog::arm(120, "put_hdr off the lock");
+    let name = unique_name("ft-big");
+    let _guard = StreamGuard::new(&name);
+    let mut bcfg = BufferConfig::new(&name);
+    bcfg.capacity = 2 << 20;
+    bcfg.max_bytes = 1 << 30;
+    bcfg.remove_on_drop = true;
+    let server = Server::start(
+        Arc::new(Buffer::new(bcfg)),
+        ServerConfig {
+            tcp: Some("127.0.0.1:0".into()),
+            unix: None,
+            max_message: 1 << 20,
+            max_clients: 8,
+            message_timeout: Duration::from_secs(5),
+            memory_budget: 1 << 30,
+            spin: Duration::ZERO,
+        },
+    )
+    .unwrap();
+    let addr = server.tcp_addr().unwrap().to_string();
+    let mut first = Client::connect(&addr).unwrap();
+    first.put_header(2, 100.0, 9, &[]).unwrap(); // 2 channels: 16 MiB
+    first.put_data(2, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (addr, done) = (addr.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut c = Client::connect(&addr).unwrap();
+            let mut answers = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let h = c.get_header().unwrap();
+                answers.push((Instant::now(), h.def.nchans, h.def.nsamples));
+            }
+            answers
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let started = Instant::now();
+    first.put_header(256, 1000.0, 9, &[]).unwrap(); // 256 x float32: 1 GiB
+    let finished = Instant::now();
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let answers = poller.join().unwrap();
+    // answers in the middle half of the PUT_HDR: none when the lock was held throughout
+    // (the first and last quarter also hold the requests' own travel)
+    let quarter = (finished - started) / 4;
+    let during: Vec<_> = answers
+        .iter()
+        .filter(|(t, _, _)| *t > started + quarter && *t < finished - quarter)
+        .collect();
+    assert!(
+        !during.is_empty(),
+        "no GET_HDR was answered in the middle of the {:?} the PUT_HDR took",
+        finished - started
+    );
+    // what was answered meanwhile is the old header and its data, whole
+    assert!(
+        during
+            .iter()
+            .all(|(_, ch, ns)| (*ch, *ns) == (2, 2) || *ch == 256),
+        "{during:?}"
+    );
+    assert_eq!(first.get_header().unwrap().def.nchans, 256);
+}

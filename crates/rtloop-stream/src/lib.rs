@@ -78,7 +78,7 @@ pub use reader::{Liveness, Pulled, Reader, ReaderMode};
 #[cfg(not(loom))]
 pub use reader::{TypedWindow, Window};
 #[cfg(not(loom))]
-pub use shm::{stream_path, SharedMemory};
+pub use shm::{stream_path, Replacement, SharedMemory};
 pub use stats::{ReaderStats, StreamStats};
 pub use stream::{DefaultBacking, Stream, StreamConfig, StreamInfo};
 pub use sync::FutexWord;

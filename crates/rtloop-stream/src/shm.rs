@@ -261,6 +261,40 @@ pub fn stream_path(name: &str) -> PathBuf {
     sys::shm_dir().join(format!("{FILE_PREFIX}{name}"))
 }
 
+/// A complete new stream under a hidden name, waiting to take the place of another
+/// ([`Stream::prepare_replacement`]).
+pub struct Replacement {
+    stream: Option<Stream<SharedMemory>>,
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl Replacement {
+    /// Rename the new stream over its name (one `rename`, atomic for openers): new opens get
+    /// it; processes that have the old one open keep their mapping of it.
+    pub fn install(mut self) -> Result<Stream<SharedMemory>, CreateError> {
+        if let Err(source) = std::fs::rename(&self.tmp, &self.path) {
+            return Err(CreateError::Io {
+                op: "rename",
+                path: self.path.clone(),
+                source,
+            });
+        }
+        let mut made = self.stream.take().expect("installed once");
+        made.set_path(self.path.clone());
+        Ok(made)
+    }
+}
+
+impl Drop for Replacement {
+    fn drop(&mut self) {
+        if self.stream.is_some() {
+            // never installed: the hidden file goes
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 fn put_label(dst: &mut [u8], s: &str) {
     dst[..s.len()].copy_from_slice(s.as_bytes());
 }
@@ -344,23 +378,26 @@ impl Stream<SharedMemory> {
     /// If anything fails (it does not fit, ...) the old stream is untouched and keeps
     /// serving. Processes that have the old stream open keep their mapping of it.
     pub fn create_or_replace(name: &str, cfg: &StreamConfig) -> Result<Self, CreateError> {
+        Self::prepare_replacement(name, cfg)?.install()
+    }
+
+    /// The slow half of [`Stream::create_or_replace`]: make the complete new stream (file
+    /// allocated, mapped, header written) under a hidden name beside `name`, touching
+    /// nothing that is served. [`Replacement::install`] then renames it over `name` in one
+    /// step; dropping the replacement instead removes it. A server can make a stream this way
+    /// without holding the lock its other clients need.
+    pub fn prepare_replacement(name: &str, cfg: &StreamConfig) -> Result<Replacement, CreateError> {
         layout::validate_name(name)?;
         static N: crate::sync::AtomicU32 = crate::sync::AtomicU32::new(0);
         // SYNC: Relaxed: a counter for unique temporary names, nothing published through it.
         let k = N.fetch_add(1, Ordering::Relaxed);
         let tmp = sys::shm_dir().join(format!(".{FILE_PREFIX}new-{}-{k}-{name}", sys::pid()));
-        let mut made = Self::create_at(name, cfg, &tmp)?;
-        let path = stream_path(name);
-        if let Err(source) = std::fs::rename(&tmp, &path) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(CreateError::Io {
-                op: "rename",
-                path,
-                source,
-            });
-        }
-        made.set_path(path);
-        Ok(made)
+        let made = Self::create_at(name, cfg, &tmp)?;
+        Ok(Replacement {
+            stream: Some(made),
+            tmp,
+            path: stream_path(name),
+        })
     }
 
     /// Create `name`, replacing a stream of that name that nobody writes any more (its
