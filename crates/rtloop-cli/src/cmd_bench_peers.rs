@@ -290,18 +290,16 @@ impl Children {
         }
     }
 
-    fn spawn(&self, role: &str, args: &[String]) -> Result<Proc> {
-        let mut c = crate::self_command()
-            .args(["child", role])
-            .args(args)
+    fn spawn<R: rtloop_launch::ChildRole>(&self, role: &R) -> Result<Proc> {
+        let mut c = rtloop_launch::command(role)?
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .with_context(|| format!("cannot start {role}"))?;
+            .with_context(|| format!("cannot start {}", R::NAME))?;
         let p = Proc {
             out: BufReader::new(c.stdout.take().context("child stdout")?),
             input: c.stdin.take(),
-            role: role.to_string(),
+            role: R::NAME.to_string(),
         };
         self.procs.lock().expect("not poisoned").push(c);
         Ok(p)
@@ -327,8 +325,7 @@ impl Drop for Children {
 fn trial(t: &Trial) -> Result<(WriterReport, Vec<ReaderReport>)> {
     let deadline = Duration::from_secs_f64(t.latency_seconds + t.throughput_seconds + 90.0);
     let kids = Children::new(deadline);
-    let json = serde_json::to_string(t)?;
-    let mut w = kids.spawn("peer-writer", std::slice::from_ref(&json))?;
+    let mut w = kids.spawn(&rtloop_peers::run::WriterRole { trial: t.clone() })?;
     let ready = w.line()?;
     let endpoint = ready
         .strip_prefix("ready ")
@@ -336,7 +333,10 @@ fn trial(t: &Trial) -> Result<(WriterReport, Vec<ReaderReport>)> {
         .to_string();
     let mut readers = Vec::new();
     for _ in 0..t.readers {
-        let mut r = kids.spawn("peer-reader", &[json.clone(), endpoint.clone()])?;
+        let mut r = kids.spawn(&rtloop_peers::run::ReaderRole {
+            trial: t.clone(),
+            endpoint: endpoint.clone(),
+        })?;
         let l = r.line()?;
         anyhow::ensure!(l == "ready", "a reader said {l:?}");
         readers.push(r);
@@ -725,26 +725,18 @@ pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
     Ok(())
 }
 
-fn parse_trial(json: &str) -> Result<Trial> {
-    serde_json::from_str(json).context("a trial as JSON")
-}
-
-/// `peer-writer TRIAL_JSON`: the writer of a trial (rtloop_peers::run::writer_role).
-pub fn writer_role(args: &[String]) -> Result<()> {
-    let [json] = args else {
-        bail!("usage: peer-writer TRIAL_JSON")
-    };
-    let t = parse_trial(json)?;
-    rtloop_peers::run::writer_role(&t, &mut std::io::stdin().lock(), &mut std::io::stdout())?;
+/// The writer of a trial (rtloop_peers::run::writer_role).
+pub fn writer_role(role: &rtloop_peers::run::WriterRole) -> Result<()> {
+    rtloop_peers::run::writer_role(
+        &role.trial,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stdout(),
+    )?;
     Ok(())
 }
 
-/// `peer-reader TRIAL_JSON ENDPOINT`: a reader of a trial.
-pub fn reader_role(args: &[String]) -> Result<()> {
-    let [json, endpoint] = args else {
-        bail!("usage: peer-reader TRIAL_JSON ENDPOINT")
-    };
-    let t = parse_trial(json)?;
-    rtloop_peers::run::reader_role(&t, endpoint, &mut std::io::stdout())?;
+/// A reader of a trial.
+pub fn reader_role(role: &rtloop_peers::run::ReaderRole) -> Result<()> {
+    rtloop_peers::run::reader_role(&role.trial, &role.endpoint, &mut std::io::stdout())?;
     Ok(())
 }

@@ -109,15 +109,14 @@ pub fn run(a: &RunArgs, g: &Global) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `rtloop child runtime-process ...`: one driver or Rust-module process of a running model.
-pub fn process_role(args: &[String]) -> anyhow::Result<()> {
+/// `rtloop child runtime-process JSON`: one driver or Rust-module process of a running model.
+pub fn process_role(ca: &rtloop_runtime::process::ChildArgs) -> anyhow::Result<()> {
     // Ctrl-C in the terminal reaches the whole process group: the supervisor stops the
     // model through the board, so a process must not die on SIGINT itself
     let _ = ctrlc::set_handler(|| {});
-    let ca = rtloop_runtime::process::ChildArgs::parse(args).map_err(anyhow::Error::msg)?;
     let result = match &ca.module_so {
-        Some(so) => run_rust_module(&ca, so),
-        None => rtloop_runtime::process::run_driver_process(&ca),
+        Some(so) => run_rust_module(ca, so),
+        None => rtloop_runtime::process::run_driver_process(ca),
     };
     result.map_err(|e| anyhow::anyhow!("process {:?}: {e}", ca.process))
 }

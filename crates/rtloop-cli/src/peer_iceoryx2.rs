@@ -6,7 +6,7 @@
 use std::io::BufRead;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use iceoryx2::port::unable_to_deliver_strategy::UnableToDeliverStrategy;
 use iceoryx2::prelude::*;
 use rtloop_metrics::LatencyHistogram;
@@ -46,14 +46,17 @@ fn service(
 /// subscriber process.
 pub fn throughput(n: u64, bytes: usize) -> anyhow::Result<(f64, f64)> {
     let name = format!("rtloop-bench-{}-{bytes}", sys::pid());
-    let (mut sub, mut sub_out) = crate::roles::spawn_ready(
-        "ix2-sub",
-        &[name.clone(), n.to_string(), bytes.to_string(), "1".into()],
-    )?;
-    let (mut pubp, mut pub_out) = crate::roles::spawn_ready(
-        "ix2-pub",
-        &[name, n.to_string(), bytes.to_string(), "0".into()],
-    )?;
+    let (mut sub, mut sub_out) = rtloop_launch::spawn_ready(&SubRole {
+        service: name.clone(),
+        messages: n,
+        cpu: Some(1),
+    })?;
+    let (mut pubp, mut pub_out) = rtloop_launch::spawn_ready(&PubRole {
+        service: name,
+        messages: n,
+        bytes,
+        cpu: Some(0),
+    })?;
     let mut start = String::new();
     pub_out.read_line(&mut start)?;
     anyhow::ensure!(pubp.wait()?.success(), "iceoryx2 publisher failed");
@@ -73,12 +76,63 @@ pub fn throughput(n: u64, bytes: usize) -> anyhow::Result<(f64, f64)> {
 }
 
 /// `ix2-pub NAME N BYTES CPU`: prints its start time (ns), sends N messages.
-pub fn pub_role(args: &[String]) -> anyhow::Result<()> {
-    let [name, n, bytes, cpu] = args else {
-        bail!("usage: ix2-pub NAME N BYTES CPU")
-    };
-    let (n, bytes): (u64, usize) = (n.parse()?, bytes.parse()?);
-    let _ = cpu.parse().map(sys::pin_to_cpu);
+/// The iceoryx2 publisher of the throughput peer column.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PubRole {
+    /// The service.
+    pub service: String,
+    /// Messages to publish.
+    pub messages: u64,
+    /// Bytes per message.
+    pub bytes: usize,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+impl rtloop_launch::ChildRole for PubRole {
+    const NAME: &'static str = "ix2-pub";
+}
+
+/// The iceoryx2 subscriber of the throughput peer column.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SubRole {
+    /// The service.
+    pub service: String,
+    /// Messages to receive.
+    pub messages: u64,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+impl rtloop_launch::ChildRole for SubRole {
+    const NAME: &'static str = "ix2-sub";
+}
+
+/// The iceoryx2 echo of the latency peer column.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct EchoRole {
+    /// The service read.
+    pub from: String,
+    /// The service written.
+    pub to: String,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+impl rtloop_launch::ChildRole for EchoRole {
+    const NAME: &'static str = "ix2-echo";
+}
+
+fn pin(cpu: Option<usize>) {
+    if let Some(c) = cpu {
+        let _ = sys::pin_to_cpu(c);
+    }
+}
+
+/// Run [`PubRole`].
+pub fn pub_role(role: &PubRole) -> anyhow::Result<()> {
+    let (name, n, bytes) = (&role.service, role.messages, role.bytes);
+    pin(role.cpu);
     let node = node()?;
     let svc = service(&node, name)?;
     let publisher = svc
@@ -87,7 +141,7 @@ pub fn pub_role(args: &[String]) -> anyhow::Result<()> {
         .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
         .create()
         .map_err(|e| anyhow::anyhow!("iceoryx2 publisher: {e:?}"))?;
-    println!("ready");
+    rtloop_launch::ready();
     let mut hot = vec![0x5au8; bytes];
     let start = sys::monotonic_ns();
     for seq in 0..n {
@@ -104,19 +158,17 @@ pub fn pub_role(args: &[String]) -> anyhow::Result<()> {
 }
 
 /// `ix2-sub NAME N BYTES CPU`: receives N messages in order, prints the end time (ns).
-pub fn sub_role(args: &[String]) -> anyhow::Result<()> {
-    let [name, n, _bytes, cpu] = args else {
-        bail!("usage: ix2-sub NAME N BYTES CPU")
-    };
-    let n: u64 = n.parse()?;
-    let _ = cpu.parse().map(sys::pin_to_cpu);
+/// Run [`SubRole`].
+pub fn sub_role(role: &SubRole) -> anyhow::Result<()> {
+    let (name, n) = (&role.service, role.messages);
+    pin(role.cpu);
     let node = node()?;
     let svc = service(&node, name)?;
     let sub = svc
         .subscriber_builder()
         .create()
         .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
-    println!("ready");
+    rtloop_launch::ready();
     let mut next = 0u64;
     while next < n {
         match sub
@@ -156,7 +208,11 @@ pub fn pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
         .subscriber_builder()
         .create()
         .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
-    let (mut child, _out) = crate::roles::spawn_ready("ix2-echo", &[a, b, "1".into()])?;
+    let (mut child, _out) = rtloop_launch::spawn_ready(&EchoRole {
+        from: a,
+        to: b,
+        cpu: Some(1),
+    })?;
     let mut h = LatencyHistogram::new();
     let warm = (rounds / 10).max(10);
     for i in 1..=rounds + warm + 1 {
@@ -210,11 +266,10 @@ impl WaitOrKill for std::process::Child {
 }
 
 /// `ix2-echo A B CPU`: echo every message of service A to service B until u64::MAX.
-pub fn echo_role(args: &[String]) -> anyhow::Result<()> {
-    let [a, b, cpu] = args else {
-        bail!("usage: ix2-echo A B CPU")
-    };
-    let _ = cpu.parse().map(sys::pin_to_cpu);
+/// Run [`EchoRole`].
+pub fn echo_role(role: &EchoRole) -> anyhow::Result<()> {
+    let (a, b) = (&role.from, &role.to);
+    pin(role.cpu);
     let node = node()?;
     let sa = service(&node, a)?;
     let sb = service(&node, b)?;
@@ -228,7 +283,7 @@ pub fn echo_role(args: &[String]) -> anyhow::Result<()> {
         .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
         .create()
         .map_err(|e| anyhow::anyhow!("iceoryx2 publisher: {e:?}"))?;
-    println!("ready");
+    rtloop_launch::ready();
     loop {
         let Some(s) = sub
             .receive()

@@ -1,8 +1,9 @@
-//! Child roles started by other rtloop processes (`rtloop child <role> ...`).
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+//! The one child entry point: `rtloop child NAME JSON` runs the typed role NAME (an
+//! [`rtloop_launch::ChildRole`]) that another rtloop process started with
+//! [`rtloop_launch::spawn`] or [`rtloop_launch::spawn_ready`].
 
-use anyhow::{bail, Context};
+use anyhow::bail;
+use rtloop_launch::ChildRole;
 
 use crate::Global;
 
@@ -11,64 +12,56 @@ use crate::Global;
 pub struct ChildArgs {
     /// The role.
     pub role: String,
-    /// Role arguments.
+    /// The role as JSON.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
 
-/// Run a child role.
-pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
-    match a.role.as_str() {
-        "demo-reader" => crate::cmd_demo::reader_role(&typed(a)?),
-        "verify-gen" => crate::cmd_verify::gen_role(&typed(a)?),
-        "verify-recv" => crate::cmd_verify::recv_role(&typed(a)?),
-        "pp-bare-echo" => Ok(rtloop_lab::reference::run_echo(&typed(a)?)?),
-        "pp-stream-echo" => crate::cmd_bench::stream_echo_role(&typed(a)?),
-        "spsc-producer" => Ok(rtloop_peers::spsc::run_producer(&typed(a)?)?),
-        "spsc-consumer" => Ok(rtloop_peers::spsc::run_consumer(&typed(a)?)?),
-        "lab-device" => Ok(rtloop_lab::loadtest::run_device(&typed(a)?)?),
-        "runtime-process" => crate::cmd_run::process_role(&a.args),
-        "peer-writer" => crate::cmd_bench_peers::writer_role(&a.args),
-        "peer-reader" => crate::cmd_bench_peers::reader_role(&a.args),
-        #[cfg(feature = "iceoryx2-peer")]
-        "ix2-pub" => crate::peer_iceoryx2::pub_role(&a.args),
-        #[cfg(feature = "iceoryx2-peer")]
-        "ix2-sub" => crate::peer_iceoryx2::sub_role(&a.args),
-        #[cfg(feature = "iceoryx2-peer")]
-        "ix2-echo" => crate::peer_iceoryx2::echo_role(&a.args),
-        other => anyhow::bail!("unknown child role {other:?}"),
-    }
-}
-
-/// The typed role of a child started with [`rtloop_launch::spawn_ready`]: its one argument
-/// is the role as JSON.
-fn typed<R: rtloop_launch::ChildRole>(a: &ChildArgs) -> anyhow::Result<R> {
+/// The role from its one argument, JSON.
+fn typed<R: ChildRole>(a: &ChildArgs) -> anyhow::Result<R> {
     let [json] = a.args.as_slice() else {
         bail!("child {}: expected one argument, the role as JSON", R::NAME)
     };
     Ok(rtloop_launch::role_from(json)?)
 }
 
-/// Start `rtloop child ROLE ARGS...` and wait for it to print `ready` (its stdout stays
-/// piped for the results it prints later).
-pub fn spawn_ready(
-    role: &str,
-    args: &[String],
-) -> anyhow::Result<(std::process::Child, BufReader<std::process::ChildStdout>)> {
-    let mut c = crate::self_command()
-        .args(["child", role])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {role}"))?;
-    let mut out = BufReader::new(c.stdout.take().context("child stdout")?);
-    let mut line = String::new();
-    out.read_line(&mut line)?;
-    if line.trim() != "ready" {
-        let _ = c.kill();
-        let _ = c.wait();
-        bail!("{role} did not start: {line:?}");
+/// Run the role `a` names with the function that plays it.
+macro_rules! dispatch {
+    ($a:expr; $($role:ty => $play:expr),* $(,)?) => {{
+        $(
+            if $a.role == <$role as ChildRole>::NAME {
+                let role: $role = typed($a)?;
+                return $play(&role);
+            }
+        )*
+        bail!("unknown child role {:?}", $a.role)
+    }};
+}
+
+/// Run a child role.
+pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
+    #[cfg(feature = "iceoryx2-peer")]
+    {
+        use crate::peer_iceoryx2 as ix2;
+        if a.role.starts_with("ix2-") {
+            dispatch!(a;
+                ix2::PubRole => ix2::pub_role,
+                ix2::SubRole => ix2::sub_role,
+                ix2::EchoRole => ix2::echo_role,
+            );
+        }
     }
-    Ok((c, out))
+    dispatch!(a;
+        crate::cmd_demo::ReaderRole => crate::cmd_demo::reader_role,
+        crate::cmd_verify::GenRole => crate::cmd_verify::gen_role,
+        crate::cmd_verify::RecvRole => crate::cmd_verify::recv_role,
+        crate::cmd_bench::StreamEchoRole => crate::cmd_bench::stream_echo_role,
+        rtloop_lab::reference::EchoRole => |r| Ok(rtloop_lab::reference::run_echo(r)?),
+        rtloop_lab::loadtest::DeviceRole => |r| Ok(rtloop_lab::loadtest::run_device(r)?),
+        rtloop_peers::spsc::ProducerRole => |r| Ok(rtloop_peers::spsc::run_producer(r)?),
+        rtloop_peers::spsc::ConsumerRole => |r| Ok(rtloop_peers::spsc::run_consumer(r)?),
+        rtloop_peers::run::WriterRole => crate::cmd_bench_peers::writer_role,
+        rtloop_peers::run::ReaderRole => crate::cmd_bench_peers::reader_role,
+        rtloop_runtime::process::ChildArgs => crate::cmd_run::process_role,
+    )
 }

@@ -95,6 +95,14 @@ pub fn child_args<R: ChildRole>(role: &R) -> Result<[OsString; 3], LaunchError> 
     Ok(["child".into(), R::NAME.into(), json.into()])
 }
 
+/// The command that starts a child playing `role`, for callers that set its standard
+/// streams themselves (a child that takes instructions on stdin).
+pub fn command<R: ChildRole>(role: &R) -> Result<Command, LaunchError> {
+    let mut cmd = rtloop_command();
+    cmd.args(child_args(role)?);
+    Ok(cmd)
+}
+
 /// Start a child playing `role` without waiting for it: for children that report by lines
 /// of their own (their stdout is piped, their stderr goes where this process's goes).
 pub fn spawn<R: ChildRole>(role: &R) -> Result<Child, LaunchError> {

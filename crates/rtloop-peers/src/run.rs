@@ -307,3 +307,27 @@ mod tests {
         assert!(r.throughput_last_ns > 0);
     }
 }
+
+/// The writer process of a trial.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct WriterRole {
+    /// The trial.
+    pub trial: crate::Trial,
+}
+
+impl rtloop_launch::ChildRole for WriterRole {
+    const NAME: &'static str = "peer-writer";
+}
+
+/// A reader process of a trial.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ReaderRole {
+    /// The trial.
+    pub trial: crate::Trial,
+    /// Where the writer's transport is (a stream name, a socket path, an endpoint).
+    pub endpoint: String,
+}
+
+impl rtloop_launch::ChildRole for ReaderRole {
+    const NAME: &'static str = "peer-reader";
+}

@@ -133,8 +133,10 @@ pub fn model_hash(text: &str) -> u64 {
     h
 }
 
-/// Everything a child needs to know, from its command line.
-#[derive(Debug, Clone)]
+/// Everything a model's process needs to know: its typed child role. The supervisor starts
+/// it as `rtloop child runtime-process JSON` (sources, sinks, Rust modules) or
+/// `python -m rtloop.runtime JSON` (Python modules), the role as JSON either way.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ChildArgs {
     /// The model file.
     pub model: PathBuf,
@@ -146,45 +148,25 @@ pub struct ChildArgs {
     pub module_so: Option<PathBuf>,
 }
 
+impl rtloop_launch::ChildRole for ChildArgs {
+    const NAME: &'static str = "runtime-process";
+}
+
 impl ChildArgs {
-    /// As command-line arguments (`--model M --process P --run-dir D [--so S]`).
-    #[must_use]
-    pub fn to_args(&self) -> Vec<String> {
-        let mut v = vec![
-            "--model".into(),
-            self.model.display().to_string(),
-            "--process".into(),
-            self.process.clone(),
-            "--run-dir".into(),
-            self.run_dir.display().to_string(),
-        ];
-        if let Some(so) = &self.module_so {
-            v.push("--so".into());
-            v.push(so.display().to_string());
-        }
-        v
+    /// The role as the one argument a process gets.
+    pub fn to_json(&self) -> Result<String, String> {
+        serde_json::to_string(self).map_err(|e| format!("process role: {e}"))
     }
 
-    /// Parse [`ChildArgs::to_args`]'s form.
+    /// Read the role from a process's arguments: exactly one, the role as JSON.
     pub fn parse(args: &[String]) -> Result<ChildArgs, String> {
-        let mut it = args.iter();
-        let (mut model, mut process, mut run_dir, mut so) = (None, None, None, None);
-        while let Some(a) = it.next() {
-            let v = it.next().ok_or_else(|| format!("{a} needs a value"))?;
-            match a.as_str() {
-                "--model" => model = Some(PathBuf::from(v)),
-                "--process" => process = Some(v.clone()),
-                "--run-dir" => run_dir = Some(PathBuf::from(v)),
-                "--so" => so = Some(PathBuf::from(v)),
-                other => return Err(format!("unknown argument {other}")),
-            }
-        }
-        Ok(ChildArgs {
-            model: model.ok_or("--model missing")?,
-            process: process.ok_or("--process missing")?,
-            run_dir: run_dir.ok_or("--run-dir missing")?,
-            module_so: so,
-        })
+        let [json] = args else {
+            return Err(format!(
+                "a model's process takes one argument, its role as JSON; got {} arguments",
+                args.len()
+            ));
+        };
+        rtloop_launch::role_from(json).map_err(|e| e.to_string())
     }
 }
 

@@ -410,13 +410,14 @@ fn spawn(
     opts: &RunOptions,
 ) -> std::io::Result<Child> {
     let p = &model.processes[index];
-    let args = ChildArgs {
+    let args = [ChildArgs {
         model: model_path.to_path_buf(),
         process: p.name.clone(),
         run_dir: run_dir.to_path_buf(),
         module_so: so.cloned(),
     }
-    .to_args();
+    .to_json()
+    .map_err(std::io::Error::other)?];
     let mut cmd = match &p.body {
         Body::Python { .. } => {
             let mut c = Command::new(python_for(model));
@@ -432,7 +433,7 @@ fn spawn(
         }
         _ => {
             let mut c = (opts.rtloop_command)();
-            c.args(["child", "runtime-process"]);
+            c.args(["child", <ChildArgs as rtloop_launch::ChildRole>::NAME]);
             c
         }
     };
