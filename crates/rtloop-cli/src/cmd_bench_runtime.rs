@@ -61,6 +61,11 @@ struct Results {
     udp_echo: Vec<EchoResult>,
     /// per offered rate, plain loopback (sender to receiver directly)
     udp_reference: Vec<EchoResult>,
+    /// Closed loop measured from outside: send-to-reply of stamped datagrams through the UDP
+    /// echo model (udp_in -> udp_out), in ns.
+    closed_loop: Option<Summary>,
+    /// The same through a bare UDP echo (receive, send at once), same sender, same run.
+    closed_loop_bare: Option<Summary>,
     numerics: Option<Summary>,
     numerics_misses: Option<u64>,
     rows: Vec<Row>,
@@ -361,6 +366,77 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
         });
         res.udp_echo = echo_res;
         res.udp_reference = reference;
+        // 5. closed loop from outside: input to output through the model, against a bare
+        //    UDP round trip measured by the same sender in the same run
+        {
+            let loop_secs = if a.quick { 2.0 } else { part };
+            let (l_in, l_out) = (free_port()?, free_port()?);
+            say(&format!(
+                "closed loop: stamped datagrams at random moments, 500 per s, {loop_secs} s through a bare UDP echo, then through the echo model"
+            ));
+            let (bare, bare_sent) = rtloop_runtime::udp_load::loop_latency(
+                l_in,
+                l_out,
+                500.0,
+                loop_secs,
+                Duration::from_millis(100),
+                || rtloop_runtime::udp_load::bare_echo(l_in, l_out, loop_secs + 0.8),
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let looped = copy_example(
+                &ex.join("udp_echo"),
+                &work.join("loop"),
+                "model.yaml",
+                &[
+                    ("127.0.0.1:25000", format!("127.0.0.1:{l_in}")),
+                    ("127.0.0.1:25001", format!("127.0.0.1:{l_out}")),
+                    (
+                        "name: udp_echo",
+                        format!("name: benchloop{}", std::process::id()),
+                    ),
+                ],
+            )?;
+            let (model, model_sent) = rtloop_runtime::udp_load::loop_latency(
+                l_in,
+                l_out,
+                500.0,
+                loop_secs,
+                Duration::from_millis(1500),
+                || {
+                    run_model(&looped, loop_secs + 2.5, &stop)
+                        .map(|_| ())
+                        .map_err(|e| Error(format!("{e:#}")))
+                },
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (m, b) = (model.summary(), bare.summary());
+            let tick = 1_000_000.0; // the echo model's 1 ms tick, in ns
+            let ticks = |ns: u64| ns as f64 / tick;
+            res.rows.push(Row {
+                part: "closed loop, from outside".into(),
+                figure: format!(
+                    "UDP in -> model -> UDP out, send to reply ({} of {} answered): p50 / p99 / max, in 1 ms ticks",
+                    m.count, model_sent
+                ),
+                value: format!(
+                    "{:.2} / {:.2} / {:.2}",
+                    ticks(m.p50_ns),
+                    ticks(m.p99_ns),
+                    ticks(m.max_ns)
+                ),
+                reference: format!(
+                    "bare UDP round trip, same sender ({} of {bare_sent}): {} / {} / {}; LiCoRICE: 1.53 ms mean, 1-3 ms",
+                    b.count,
+                    fmt_ns(b.p50_ns),
+                    fmt_ns(b.p99_ns),
+                    fmt_ns(b.max_ns)
+                ),
+                target: "p99 <= 1 tick".into(),
+                met: Some(m.count > 0 && m.p99_ns as f64 <= tick),
+            });
+            res.closed_loop = Some(m);
+            res.closed_loop_bare = Some(b);
+        }
         // 4. numerics
         if python.is_some() {
             let num = copy_example(

@@ -261,3 +261,87 @@ mod tests {
         }
     }
 }
+
+/// Closed-loop latency as a lab measures it from outside (LiCoRICE's headline figure): single
+/// stamped datagrams sent to 127.0.0.1:`to_port` at random moments (so their phase against
+/// any tick is uniform), each answered on 127.0.0.1:`reply_port`; the send-to-reply time of
+/// every answered datagram. `during` runs the thing that answers (a model, or
+/// [`bare_echo`]); it starts first and gets `warmup` to come up.
+pub fn loop_latency(
+    to_port: u16,
+    reply_port: u16,
+    rate_hz: f64,
+    seconds: f64,
+    warmup: Duration,
+    during: impl FnOnce() -> Result<(), anyhow_free::Error> + Send,
+) -> Result<(rtloop_metrics::LatencyHistogram, u64), anyhow_free::Error> {
+    let err = |what: &str, e: std::io::Error| anyhow_free::Error(format!("{what}: {e}"));
+    let rx =
+        UdpSocket::bind(("127.0.0.1", reply_port)).map_err(|e| err("bind the reply port", e))?;
+    rx.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| err("read timeout", e))?;
+    let tx = UdpSocket::bind(("127.0.0.1", 0)).map_err(|e| err("bind the sender", e))?;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let server = s.spawn(during);
+        let receiver = s.spawn(|| {
+            let mut h = rtloop_metrics::LatencyHistogram::new();
+            let mut buf = [0u8; 64];
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(n) = rx.recv(&mut buf) {
+                    let now = rtloop_sys::monotonic_ns();
+                    if n >= 16 {
+                        let sent = u64::from_le_bytes(buf[8..16].try_into().unwrap_or_default());
+                        h.record(now.saturating_sub(sent));
+                    }
+                }
+            }
+            h
+        });
+        std::thread::sleep(warmup);
+        // xorshift: a uniform random gap in [0.5, 1.5) periods, no dependency needed
+        let mut x = rtloop_sys::monotonic_ns() | 1;
+        let period = 1.0 / rate_hz.max(1.0);
+        let end = Instant::now() + Duration::from_secs_f64(seconds);
+        let mut sent = 0u64;
+        let mut pkt = [0u8; 16];
+        while Instant::now() < end {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+            std::thread::sleep(Duration::from_secs_f64(period * (0.5 + u)));
+            pkt[..8].copy_from_slice(&sent.to_le_bytes());
+            pkt[8..].copy_from_slice(&rtloop_sys::monotonic_ns().to_le_bytes());
+            if tx.send_to(&pkt, ("127.0.0.1", to_port)).is_ok() {
+                sent += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300)); // the last answers
+        stop.store(true, Ordering::Relaxed);
+        let h = receiver
+            .join()
+            .map_err(|_| anyhow_free::Error("the receiver panicked".into()))?;
+        server
+            .join()
+            .map_err(|_| anyhow_free::Error("the answering side panicked".into()))??;
+        Ok((h, sent))
+    })
+}
+
+/// The bare reference of [`loop_latency`]: a thread that sends every datagram arriving on
+/// 127.0.0.1:`port_in` straight to 127.0.0.1:`port_out`, until `seconds` have passed.
+pub fn bare_echo(port_in: u16, port_out: u16, seconds: f64) -> Result<(), anyhow_free::Error> {
+    let err = |what: &str, e: std::io::Error| anyhow_free::Error(format!("{what}: {e}"));
+    let s = UdpSocket::bind(("127.0.0.1", port_in)).map_err(|e| err("bind the echo", e))?;
+    s.set_read_timeout(Some(Duration::from_millis(50)))
+        .map_err(|e| err("read timeout", e))?;
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut buf = [0u8; SIZE];
+    while Instant::now() < end {
+        if let Ok(n) = s.recv(&mut buf) {
+            let _ = s.send_to(&buf[..n], ("127.0.0.1", port_out));
+        }
+    }
+    Ok(())
+}
