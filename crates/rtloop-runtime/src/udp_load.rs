@@ -241,27 +241,6 @@ fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plain_loopback_counts_what_it_sends() {
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let r = udp_sweep(port, port, &[20, 5], 0.1, || Ok(())).unwrap();
-        assert_eq!(r.len(), 2);
-        for x in &r {
-            assert!(x.sent > 0 && x.sent % 5 == 0);
-            assert_eq!(x.corrupted, 0);
-            assert!(x.received <= x.sent);
-        }
-    }
-}
-
 /// Closed-loop latency as a lab measures it from outside (LiCoRICE's headline figure): single
 /// stamped datagrams sent to 127.0.0.1:`to_port` at random moments (so their phase against
 /// any tick is uniform), each answered on 127.0.0.1:`reply_port`; the send-to-reply time of
@@ -344,4 +323,25 @@ pub fn bare_echo(port_in: u16, port_out: u16, seconds: f64) -> Result<(), anyhow
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_loopback_counts_what_it_sends() {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let r = udp_sweep(port, port, &[20, 5], 0.1, || Ok(())).unwrap();
+        assert_eq!(r.len(), 2);
+        for x in &r {
+            assert!(x.sent > 0 && x.sent % 5 == 0);
+            assert_eq!(x.corrupted, 0);
+            assert!(x.received <= x.sent);
+        }
+    }
 }
