@@ -27,7 +27,8 @@ pub enum BenchCommand {
     /// Where an acquisition pipeline's ceiling is: each stage alone (generation, stream write,
     /// stream read with 1..R readers, processing, recorder to disk with fsync, network out over
     /// a UNIX socket, TCP and the FieldTrip server) and all together, against a profile's data
-    /// rate, with raw disk bandwidth measured in the same run.
+    /// rate; the recorder against its own writes without it (same files, blocks, flush and
+    /// fsync cadence, same directory) measured in the same run.
     Pipeline(crate::cmd_bench_pipeline::PipelineArgs),
     /// The tick runtime's targets against same-run references: tick-start jitter against a
     /// bare timer loop (same clock, policy, core), an empty Python module's cost per tick,

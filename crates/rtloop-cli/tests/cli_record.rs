@@ -37,7 +37,8 @@ fn pipeline_analyser_runs_end_to_end() {
         .map(|s| s["stage"].as_str().unwrap())
         .collect();
     for want in [
-        "disk raw write (reference)",
+        "disk raw write, 4 MiB blocks (limit)",
+        "disk, the recorder's writes (reference)",
         "synthetic generation",
         "stream write",
         "stream read, 1 reader(s)",
@@ -50,6 +51,16 @@ fn pipeline_analyser_runs_end_to_end() {
     ] {
         assert!(stages.contains(&want), "{want} missing from {stages:?}");
     }
+    // the recorder is held against its own writes without it, and says met only at 0.9x
+    let ratio = v["recorder_over_disk"].as_f64().unwrap();
+    let reference = v["disk_same_writes_mb_per_s"].as_f64().unwrap();
+    assert!(reference > 0.0 && ratio > 0.0, "{v}");
+    assert_eq!(v["recorder_goal"], 0.9);
+    assert_eq!(
+        v["recorder_verdict"],
+        if ratio >= 0.9 { "met" } else { "not met" },
+        "{v}"
+    );
     assert!(v["together_mb_per_s"].as_f64().unwrap() > 0.0);
     assert!(!v["limiting_stage"].as_str().unwrap().is_empty());
     assert!(v["verdict"].as_str().unwrap().contains("MB/s"));
