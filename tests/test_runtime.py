@@ -481,3 +481,43 @@ def test_run_from_python_returns_the_report_and_writes_plots(tmp_path: Path) -> 
     assert (tmp_path / "report" / "exec_empty.png").exists()
     with pytest.raises(RuntimeError, match="exit 2"):
         rtloop.runtime.run(tmp_path / "missing.yaml")
+
+
+def test_check_reads_each_python_step_signature_without_running_the_module(tmp_path: Path) -> None:
+    """`rtloop run --check` parses each Python module (nothing of it runs: module-level code
+    may open devices) and refuses a `step` that does not take the inputs then the outputs."""
+    model_text = """
+        config: {{name: {name}}}
+        signals:
+          raw: {{shape: [30, 8], dtype: float32}}
+          power: {{shape: [8], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [raw]}}
+        modules:
+          p: {{language: python, code: mod.py, in: [raw], out: [power]}}
+        """
+    model = write(tmp_path, "m.yaml", model_text.format(name=unique("chk")))
+
+    def check(module: str) -> subprocess.CompletedProcess:
+        write(tmp_path, "mod.py", module)
+        return subprocess.run(
+            [sys.executable, "-m", "rtloop", "run", "--check", str(model)],
+            capture_output=True, text=True, timeout=120,
+        )
+
+    marker = tmp_path / "ran"
+    ok = check(f"open({str(marker)!r}, 'w').close()\ndef step(raw, power):\n    power[:] = raw.mean(axis=0)\n")
+    assert ok.returncode == 0, ok.stderr
+    assert not marker.exists(), "the check ran the module's code"
+    for module, words in [
+        ("def step(raw):\n    pass\n", "step(raw) does not take the 2 arguments the model passes: raw, power (its inputs, then its outputs)"),
+        ("def step(a, b, c):\n    pass\n", "step(a, b, c) does not take the 2 arguments"),
+        ("def stop(raw, power):\n    pass\n", "has no top-level `def step(raw, power): ...`"),
+        ("def step(raw, power)\n    pass\n", "syntax error"),
+    ]:
+        r = check(module)
+        assert r.returncode == 2, (module, r.stdout, r.stderr)
+        assert words in r.stderr and 'module "p"' in r.stderr, r.stderr
+    # defaults and *args are fine
+    assert check("def step(raw, power, scale=2.0):\n    pass\n").returncode == 0
+    assert check("def step(*signals):\n    pass\n").returncode == 0

@@ -29,7 +29,8 @@ pub struct RunArgs {
     /// No live summary lines.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Only validate the model (and compile its Rust modules), then exit.
+    /// Only validate the model, compile its Rust modules and check that each Python module's
+    /// `step` takes its inputs then its outputs (parsed, not run), then exit.
     #[arg(long)]
     pub check: bool,
 }
@@ -40,6 +41,10 @@ pub fn run(a: &RunArgs, g: &Global) -> anyhow::Result<ExitCode> {
         return match rtloop_runtime::model::load(&a.model) {
             Ok(m) => {
                 for p in &m.processes {
+                    if let Err(e) = rtloop_runtime::run::check_python_step(&m, p) {
+                        eprintln!("rtloop: module {:?}: {e}", p.name);
+                        return Ok(ExitCode::from(2));
+                    }
                     if let rtloop_runtime::model::Body::Rust { code } = &p.body {
                         if let Err(e) = rtloop_runtime::rust_module::compile(
                             code,

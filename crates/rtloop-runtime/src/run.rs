@@ -278,6 +278,54 @@ fn describe_body(b: &Body) -> String {
 
 /// The Python interpreter for Python modules: the model's `python`, else `$RTLOOP_PYTHON`
 /// (set when rtloop runs from its Python package), else `python3`.
+/// Check, without running any of its code, that a Python module file defines a top-level
+/// `step` that takes the arguments the model passes: its inputs, then its outputs, in order.
+/// The file is parsed (Python's `ast`) by the model's interpreter.
+pub fn check_python_step(model: &Model, process: &crate::model::Process) -> Result<(), String> {
+    let crate::model::Body::Python { code, .. } = &process.body else {
+        return Ok(());
+    };
+    const SCRIPT: &str = r#"
+import ast, sys
+path, names = sys.argv[1], sys.argv[2:]
+try:
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+except SyntaxError as e:
+    print(f"{path}:{e.lineno}: syntax error: {e.msg}"); sys.exit(3)
+steps = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "step"]
+if not steps:
+    print(f"{path} has no top-level `def step({', '.join(names)}): ...`"); sys.exit(3)
+a = steps[-1].args
+params = [x.arg for x in a.posonlyargs + a.args]
+required = len(params) - len(a.defaults)
+n = len(names)
+if (len(params) < n and a.vararg is None) or required > n or a.kwonlyargs and len(a.kwonlyargs) > len([d for d in a.kw_defaults if d is not None]):
+    print(f"{path}:{steps[-1].lineno}: step({', '.join(params)}) does not take the {n} arguments the model passes: {', '.join(names)} (its inputs, then its outputs)"); sys.exit(3)
+"#;
+    let python = python_for(model);
+    let mut args = vec![
+        "-c".to_owned(),
+        SCRIPT.to_owned(),
+        code.display().to_string(),
+    ];
+    args.extend(process.inputs.iter().cloned());
+    args.extend(process.outputs.iter().cloned());
+    let out = Command::new(&python)
+        .args(&args)
+        .output()
+        .map_err(|e| format!("cannot run {python} to check {}: {e}", code.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let said = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        Err(if said.is_empty() {
+            String::from_utf8_lossy(&out.stderr).trim().to_owned()
+        } else {
+            said
+        })
+    }
+}
+
 fn python_for(model: &Model) -> String {
     model
         .config
