@@ -521,3 +521,48 @@ def test_check_reads_each_python_step_signature_without_running_the_module(tmp_p
     # defaults and *args are fine
     assert check("def step(raw, power, scale=2.0):\n    pass\n").returncode == 0
     assert check("def step(*signals):\n    pass\n").returncode == 0
+
+
+def test_load_log_reads_the_logger_sinks_database_into_numpy(tmp_path: Path) -> None:
+    name = unique("log")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}}}
+        signals:
+          raw: {{shape: [30, 8], dtype: float32}}
+          level: {{shape: [4], dtype: int16}}
+        sources:
+          a: {{driver: synthetic, out: [raw], options: {{amplitude: 3.0}}}}
+          b: {{driver: synthetic, out: [level], options: {{amplitude: 100.0}}}}
+        sinks:
+          log: {{driver: logger, in: [raw, level], options: {{path: run.db}}}}
+        """,
+    )
+    code, report, err = rtloop_run(model, "--ticks", "120")
+    assert code == 0, err
+    log = rtloop.load_log(tmp_path / "run.db")
+    n = len(log.ticks["tick"])
+    assert n == 120 and np.all(np.diff(log.ticks["tick"]) == 1)
+    raw, level = log["raw"], log["level"]
+    # a large signal is stored as a BLOB per tick, a small one as one column per value
+    assert raw.data.shape == (120, 30, 8) and raw.data.dtype == np.float32
+    assert level.data.shape == (120, 4) and level.data.dtype == np.int16
+    np.testing.assert_array_equal(raw.tick, log.ticks["tick"])
+    assert np.abs(raw.data).max() <= 3.0 + 1e-6 and np.abs(raw.data).max() > 0
+    # the same values as the database holds
+    db = sqlite3.connect(tmp_path / "run.db")
+    first = db.execute("SELECT * FROM sig_level ORDER BY rowid LIMIT 1").fetchone()
+    assert list(level.data[0]) == list(first[1:])
+    blob = db.execute("SELECT data FROM sig_raw ORDER BY rowid LIMIT 1").fetchone()[0]
+    np.testing.assert_array_equal(raw.data[0], np.frombuffer(blob, np.float32).reshape(30, 8))
+    db.close()
+    assert [t for t, _ in level.per_tick()][:3] == list(log.ticks["tick"][:3])
+    with pytest.raises(KeyError, match="logs no signal 'nope'; it logs: raw, level"):
+        log["nope"]
+    (tmp_path / "junk.db").write_bytes(b"not sqlite at all" * 100)
+    with pytest.raises(ValueError, match="is not a runtime log"):
+        rtloop.load_log(tmp_path / "junk.db")
+    with pytest.raises(FileNotFoundError, match="no runtime log at"):
+        rtloop.load_log(tmp_path / "missing.db")

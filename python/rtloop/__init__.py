@@ -36,6 +36,8 @@ _LAZY = {
     "local_clock": "rtloop.stream",
     "DTYPES": "rtloop.stream",
     "set_log_level": "rtloop._logging",
+    "load_log": "rtloop.log",
+    "Log": "rtloop.log",
     "load": "rtloop.recording",
     "Recording": "rtloop.recording",
     "record": "rtloop.recording",
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
         WriterDeadError,
         WriteTimeoutError,
     )
+    from .log import Log, load_log
     from .recording import Recorder, Recording, load, record
     from .stream import (
         DTYPES,
