@@ -1113,14 +1113,13 @@ class Reader:
         timestamps : numpy.ndarray of float64, shape ``(n_times,)``
             Each sample's stamp in seconds of :func:`local_clock`.
         """
-        data, ts, _ = self._get(winsize, picks, copy)
+        data, ts, _ = self._get(winsize, self._picks(picks), copy)
         return data, ts
 
     def _get(
-        self, winsize: Optional[float], picks: Any, copy: bool
+        self, winsize: Optional[float], rows: Optional[List[int]], copy: bool
     ) -> Tuple[NDArray[Any], NDArray[np.float64], int]:
         check_type(copy, bool, "copy")
-        rows = self._picks(picks)
         for _ in range(8):
             first, end = self._window_bounds(winsize)
             try:
@@ -1146,8 +1145,8 @@ class Reader:
         """
         from ._mne import event_text, raw_array
 
-        data, ts, start = self._get(winsize, picks, True)
         rows = self._picks(picks)
+        data, ts, start = self._get(winsize, rows, True)
         idx = list(range(self._stream.n_channels)) if rows is None else rows
         names = [self._stream.ch_names[k] for k in idx]
         types = self._stream.ch_types

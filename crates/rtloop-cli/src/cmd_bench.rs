@@ -137,20 +137,6 @@ struct LatencyRow {
     ratio_p50_to_reference: f64,
 }
 
-/// The bare reference: one-way = RTT/2 of a cache-line ping-pong between two processes.
-pub(crate) fn bare_pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
-    bare_pingpong_until(rounds, None)
-}
-
-/// The bare ping-pong for `rounds`, or until `span` has passed (see
-/// [`rtloop_lab::reference::bare_pingpong`]).
-pub(crate) fn bare_pingpong_until(
-    rounds: u64,
-    span: Option<Duration>,
-) -> anyhow::Result<LatencyHistogram> {
-    Ok(rtloop_lab::reference::bare_pingpong(rounds, span)?)
-}
-
 /// One-way = RTT/2 through two streams: we write `i` to A, the echo process waits for it
 /// (spinning for `spin`, then on the futex) and writes it to B, we wait for it on B.
 fn stream_pingpong(rounds: u64, spin: Duration) -> anyhow::Result<LatencyHistogram> {
@@ -400,7 +386,8 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
     // latency: the parent pins itself to cpu0, echo processes run on cpu1
     let _ = sys::pin_to_cpu(0);
     say("reference: cache-line ping-pong between two processes ...");
-    let bare = bare_pingpong(if a.quick { 20_000 } else { 200_000 })?;
+    // the bare reference: one-way = RTT/2 of a cache-line ping-pong between two processes
+    let bare = rtloop_lab::reference::bare_pingpong(if a.quick { 20_000 } else { 200_000 }, None)?;
     say("latency: stream ping-pong, spinning ...");
     let spin = stream_pingpong(
         if a.quick { 5_000 } else { 100_000 },

@@ -374,15 +374,7 @@ fn tune_cmd(a: &TuneArgs, g: &Global) -> Result<()> {
             &mut |_| {},
             None,
         )?;
-        Ok(tune::classify(
-            read_size,
-            lt2.fps,
-            a.load.fifo_bytes,
-            lt2.bytes_per_s(),
-            r.host.as_ref(),
-            r.device.as_ref(),
-            r.error.as_deref(),
-        ))
+        Ok(r.classify(read_size, &lt2, lab.fifo_bytes))
     };
     let result = if a.rate_sweep {
         let read_size = frame::read_size(&a.read_size, &lt)?;

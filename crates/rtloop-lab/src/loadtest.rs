@@ -266,6 +266,23 @@ pub struct RunResult {
     pub error: Option<String>,
 }
 
+impl RunResult {
+    /// The verdict the tuner gives this run: stable at 0 %, stable near 0 %, unstable or
+    /// error, with its reason.
+    #[must_use]
+    pub fn classify(&self, read_size: u64, lt: &LoadTester, fifo_bytes: u64) -> crate::tune::Step {
+        crate::tune::classify(
+            read_size,
+            lt.fps,
+            fifo_bytes,
+            lt.bytes_per_s(),
+            self.host.as_ref(),
+            self.device.as_ref(),
+            self.error.as_deref(),
+        )
+    }
+}
+
 /// One measured run of `lt` at `read_size`: the device process plus the host here. `work`
 /// (a caller's function, e.g. Python's) replaces the settings' own work.
 #[allow(clippy::too_many_arguments)] // one run's settings, each used once
@@ -388,15 +405,7 @@ pub fn loadtest(
     )?;
     let stolen = steal_ms().zip(steal0).map(|(b, a)| b - a);
     let cpu_ms = t0.elapsed().as_secs_f64() * 1e3 * sys::online_cpus().min(2) as f64;
-    let step = crate::tune::classify(
-        read_size,
-        lt.fps,
-        cfg.lab.fifo_bytes,
-        lt.bytes_per_s(),
-        r.host.as_ref(),
-        r.device.as_ref(),
-        r.error.as_deref(),
-    );
+    let step = r.classify(read_size, &lt, cfg.lab.fifo_bytes);
     Ok(LoadtestReport {
         verdict: step.class,
         verdict_notes: step.notes,

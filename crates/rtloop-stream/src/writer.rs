@@ -118,15 +118,7 @@ impl<B: Backing> Writer<B> {
     /// Reserve `n` samples after the last commit: a contiguous, writable region even across
     /// the wrap. In lossless mode this waits until registered readers made room.
     pub fn reserve(&mut self, n: usize) -> Result<WriteGuard<'_, B>, WriteError> {
-        self.check_owner()?;
-        let cap = self.stream.info().capacity;
-        let n = n as u64;
-        if n > cap {
-            return Err(WriteError::TooLarge {
-                requested: n,
-                capacity: cap,
-            });
-        }
+        let n = self.reservable(n)?;
         let end = self.written + n;
         self.wait_for_room(end)?;
         // `reserved` never moves back (see `begin_overwrite`): slots a cancelled or partly
@@ -140,6 +132,13 @@ impl<B: Backing> Writer<B> {
     /// reserving nothing: lossless readers may hold the writer back. Callers that wait in
     /// slices (to stay interruptible) use it before [`Writer::reserve`].
     pub fn wait_room(&mut self, n: usize) -> Result<(), WriteError> {
+        let n = self.reservable(n)?;
+        self.wait_for_room(self.written + n)
+    }
+
+    /// `n` if this writer may reserve that many samples at all (it owns the stream, and `n`
+    /// fits the capacity).
+    fn reservable(&self, n: usize) -> Result<u64, WriteError> {
         self.check_owner()?;
         let cap = self.stream.info().capacity;
         let n = n as u64;
@@ -149,7 +148,7 @@ impl<B: Backing> Writer<B> {
                 capacity: cap,
             });
         }
-        self.wait_for_room(self.written + n)
+        Ok(n)
     }
 
     /// Write whole samples (`data.len()` a multiple of the channel count, sample-major),
