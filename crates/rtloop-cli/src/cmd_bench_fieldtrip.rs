@@ -3,6 +3,11 @@
 //! channels x samples blocks, and the time per write over block sizes 1..1000 — over TCP,
 //! over the UNIX socket and in-process (the FAQ's "dma": no socket).
 //!
+//! The reference, measured in the same run with the same client and the same round trips, is
+//! [`rtloop_peers::fieldtrip_reference`]: a server that does what FieldTrip's C server does
+//! per request, with TCP_NODELAY. The client never polls, as FieldTrip's C client does not:
+//! what rtloop gains comes from the server alone.
+//!
 //! "Samples" are counted as the FAQ counts them: channel values (float32) per second.
 
 use std::io::{BufRead, BufReader};
@@ -12,21 +17,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use rtloop_fieldtrip::polling::Polling;
 use rtloop_fieldtrip::{Buffer, BufferConfig, Client};
 use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
 use serde::Serialize;
 
 use crate::Global;
 
-/// The FAQ table's blocks (channels, samples).
-pub const FAQ_BLOCKS: [(u32, u32); 6] = [
+/// The FAQ table's blocks (channels, samples), and 512x512, the largest the goal names.
+pub const FAQ_BLOCKS: [(u32, u32); 7] = [
     (32, 16),
     (32, 64),
     (32, 256),
     (64, 256),
     (128, 256),
     (256, 256),
+    (512, 512),
 ];
+/// rtloop over TCP against the reference, written and read, at every block.
+pub const GOAL_RATIO: f64 = 2.0;
 /// The FAQ's best in-process ("dma") figure: 8,894,464 values/s (PowerBook G4, 64x256).
 pub const FAQ_BEST_DMA: f64 = 8_894_464.0;
 const FLOAT32: u32 = 9;
@@ -53,10 +62,13 @@ pub struct FieldTripBenchArgs {
     /// Writes timed per block size of the latency curve.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
     pub rounds: u32,
-    /// Server and clients poll this many microseconds before sleeping (`rtloop serve
-    /// --spin-us`); 0 measures the default, sleeping at once.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-    pub spin_us: u64,
+    /// How `rtloop serve` waits for requests (its `--poll`): adaptive (its default), off, or
+    /// microseconds to poll after every reply. The benchmark's client never polls.
+    #[arg(long, default_value = "adaptive", value_parser = crate::cmd_serve::parse_polling)]
+    pub poll: Polling,
+    /// Leave the reference server out (it is measured over TCP only).
+    #[arg(long)]
+    pub no_reference: bool,
     /// Write results.json and PNG plots into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -64,18 +76,14 @@ pub struct FieldTripBenchArgs {
 
 /// One transport's way in: a client factory.
 enum Target {
-    Socket(String, Duration),
+    Socket(String),
     InProcess(Arc<Buffer>),
 }
 
 impl Target {
     fn client(&self) -> Result<Client> {
         Ok(match self {
-            Target::Socket(a, spin) => {
-                let mut c = Client::connect(a)?;
-                c.set_spin(*spin);
-                c
-            }
+            Target::Socket(a) => Client::connect(a)?,
             Target::InProcess(b) => Client::in_process(b.clone()),
         })
     }
@@ -90,15 +98,14 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn start(stream: &str, spin_us: u64) -> Result<ServerProcess> {
+    fn start(stream: &str, poll: &str) -> Result<ServerProcess> {
         let dir = std::env::temp_dir().join(format!("rtloop-ftbench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let sock = dir.join("ft.sock");
         let mut child = crate::self_command()
             .args(["serve", "--bind", "127.0.0.1:0", "--unix"])
             .arg(&sock)
-            .args(["--stream", stream, "--log-level", "error", "--spin-us"])
-            .arg(spin_us.to_string())
+            .args(["--stream", stream, "--log-level", "error", "--poll", poll])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -158,6 +165,17 @@ struct FaqRow {
     read_requests: u64,
 }
 
+/// rtloop over TCP against the reference at one block.
+#[derive(Debug, Clone, Serialize)]
+struct RatioRow {
+    channels: u32,
+    samples: u32,
+    write_ratio: f64,
+    read_ratio: f64,
+    goal: f64,
+    met: bool,
+}
+
 #[derive(Debug, Clone, Serialize)]
 struct LatencyPoint {
     transport: String,
@@ -169,7 +187,9 @@ struct LatencyPoint {
 #[derive(Debug, Serialize)]
 struct Report {
     seconds_per_cell: f64,
-    spin_us: u64,
+    poll: String,
+    /// rtloop TCP against the reference, per block.
+    versus_reference: Vec<RatioRow>,
     faq_best_dma_values_per_s: f64,
     faq: Vec<FaqRow>,
     latency: Vec<LatencyPoint>,
@@ -179,15 +199,34 @@ fn block(ch: u32, s: u32) -> Vec<u8> {
     (0..ch * s).flat_map(|i| (i as f32).to_ne_bytes()).collect()
 }
 
-/// Write blocks for `secs`; returns (requests, elapsed).
-fn write_for(c: &mut Client, ch: u32, data: &[u8], secs: f64) -> Result<(u64, f64)> {
+/// Slices each cell's time is cut into; the targets take turns slice by slice, so a change
+/// in the machine (the host preempting a vCPU for a while) falls on all of them alike.
+const SLICES: u32 = 5;
+/// Pause between turns: longer than `rtloop serve`'s linger, so a server that polls for a
+/// looping client has let go (and released PM QoS) before the next target runs.
+const TURN_PAUSE: Duration = Duration::from_millis(50);
+/// Uncounted requests at the start of each turn. The guest's idle driver (haltpoll) adapts
+/// how long an idle vCPU polls before halting to the recent wake-ups, so a target that runs
+/// right after a busier one would start with the other's fast wake-ups; each target is
+/// counted only once the machine has settled to its own pattern.
+const SETTLE: f64 = 0.05;
+
+/// One target's connection and counts in one block's cell.
+struct Cell {
+    client: Client,
+    sel: Option<(u32, u32)>,
+    writes: (u64, f64),
+    reads: (u64, f64),
+}
+
+/// Run `op` for `secs` (at least once); returns (requests, elapsed). The clock is read after
+/// every request: one of the reference's large requests can take a second.
+fn timed(secs: f64, mut op: impl FnMut() -> Result<()>) -> Result<(u64, f64)> {
     let t = Instant::now();
     let mut n = 0u64;
     loop {
-        for _ in 0..16 {
-            c.put_data_bytes(ch, FLOAT32, data, true)?;
-            n += 1;
-        }
+        op()?;
+        n += 1;
         let e = t.elapsed().as_secs_f64();
         if e >= secs {
             return Ok((n, e));
@@ -195,82 +234,122 @@ fn write_for(c: &mut Client, ch: u32, data: &[u8], secs: f64) -> Result<(u64, f6
     }
 }
 
-fn faq_cell(
-    target: &Target,
-    name: &str,
+/// One block's cells for every target: writes (PUT_DAT, PUT_OK awaited), then reads of the
+/// newest block (GET_DAT, as a client following the data does), the targets taking turns.
+fn faq_block(
+    targets: &[(&str, Target)],
     ch: u32,
     s: u32,
     secs: f64,
     stateless: bool,
-) -> Result<FaqRow> {
-    let mut c = target.client()?;
-    c.put_header(ch, 1000.0, FLOAT32, &[])?;
+) -> Result<Vec<FaqRow>> {
     let data = block(ch, s);
     let values = f64::from(ch * s);
-    // warm-up, then writes
-    write_for(&mut c, ch, &data, secs / 10.0)?;
-    let (wn, we) = write_for(&mut c, ch, &data, secs)?;
-    // reads: blocks of the same size, walking through what the buffer keeps
-    let h = c.get_header()?;
-    // the protocol never says how much the server keeps; rtloop serve keeps >= 500000
-    // samples of up to 256 float32 channels by default
-    let kept = u64::from(h.def.nsamples).min(500_000);
-    let oldest = u64::from(h.def.nsamples) - kept;
-    let span = kept.saturating_sub(u64::from(s)).max(1);
+    let mut cells = Vec::new();
+    for (_, target) in targets {
+        let mut client = target.client()?;
+        client.put_header(ch, 1000.0, FLOAT32, &[])?;
+        // warm-up: one write touches the pages of the first block on both sides
+        client.put_data_bytes(ch, FLOAT32, &data, true)?;
+        cells.push(Cell {
+            client,
+            sel: None,
+            writes: (0, 0.0),
+            reads: (0, 0.0),
+        });
+    }
+    let slice = secs / f64::from(SLICES);
+    for _ in 0..SLICES {
+        for c in &mut cells {
+            std::thread::sleep(TURN_PAUSE);
+            let mut write = || {
+                c.client.put_data_bytes(ch, FLOAT32, &data, true)?;
+                Ok(())
+            };
+            timed(SETTLE, &mut write)?;
+            let (n, e) = timed(slice, &mut write)?;
+            c.writes = (c.writes.0 + n, c.writes.1 + e);
+        }
+    }
     let mut out = Vec::new();
-    let t = Instant::now();
-    let mut rn = 0u64;
-    let re = loop {
-        for _ in 0..16 {
-            let b = oldest + (rn * u64::from(s)) % span;
-            c.get_data_into(Some((b as u32, (b + u64::from(s) - 1) as u32)), &mut out)?;
-            rn += 1;
-        }
-        let e = t.elapsed().as_secs_f64();
-        if e >= secs {
-            break e;
-        }
-    };
-    let stateless_rate = if stateless {
-        if let Target::Socket(..) = target {
-            let t = Instant::now();
-            let mut n = 0u64;
-            while t.elapsed().as_secs_f64() < secs {
-                let mut c = target.client()?;
-                c.put_data_bytes(ch, FLOAT32, &data, true)?;
-                n += 1;
+    for c in &mut cells {
+        let newest = c.client.get_header()?.def.nsamples;
+        c.sel = Some((newest - s, newest - 1));
+    }
+    for _ in 0..SLICES {
+        for ((name, _), c) in targets.iter().zip(&mut cells) {
+            std::thread::sleep(TURN_PAUSE);
+            let mut read = || {
+                c.client.get_data_into(c.sel, &mut out)?;
+                Ok(())
+            };
+            timed(SETTLE, &mut read)?;
+            let (n, e) = timed(slice, &mut read)?;
+            if out.len() != (ch * s * 4) as usize {
+                bail!(
+                    "{name} {ch}x{s}: GET_DAT returned {} bytes, want {}",
+                    out.len(),
+                    ch * s * 4
+                );
             }
-            Some(n as f64 * values / t.elapsed().as_secs_f64())
-        } else {
-            None
+            c.reads = (c.reads.0 + n, c.reads.1 + e);
         }
-    } else {
-        None
-    };
-    Ok(FaqRow {
-        transport: name.to_owned(),
-        channels: ch,
-        samples: s,
-        write_values_per_s: wn as f64 * values / we,
-        read_values_per_s: rn as f64 * values / re,
-        stateless_write_values_per_s: stateless_rate,
-        write_requests: wn,
-        read_requests: rn,
-    })
+    }
+    drop(out);
+    let mut rows = Vec::new();
+    for ((name, target), c) in targets.iter().zip(cells) {
+        drop(c.client);
+        // the reference's stateless mode is not measured (FieldTrip's own figures for it are
+        // in bench/README.md); in-process has no connection to make
+        let stateless_rate = match target {
+            Target::Socket(_) if stateless && !name.starts_with("reference") => {
+                let (n, e) = timed(secs, || {
+                    let mut c = target.client()?;
+                    c.put_data_bytes(ch, FLOAT32, &data, true)?;
+                    Ok(())
+                })?;
+                Some(n as f64 * values / e)
+            }
+            _ => None,
+        };
+        rows.push(FaqRow {
+            transport: (*name).to_owned(),
+            channels: ch,
+            samples: s,
+            write_values_per_s: c.writes.0 as f64 * values / c.writes.1,
+            read_values_per_s: c.reads.0 as f64 * values / c.reads.1,
+            stateless_write_values_per_s: stateless_rate,
+            write_requests: c.writes.0,
+            read_requests: c.reads.0,
+        });
+    }
+    Ok(rows)
 }
 
-fn latency_curve(target: &Target, name: &str, ch: u32, rounds: u32) -> Result<Vec<LatencyPoint>> {
+/// Time `rounds` writes per block size (after one unrecorded), or as many as fit in `budget`
+/// seconds per size (at least 3): the reference takes up to a second per large
+/// write (its 16 KiB receive buffer is smaller than a loopback segment).
+fn latency_curve(
+    target: &Target,
+    name: &str,
+    ch: u32,
+    rounds: u32,
+    budget: f64,
+) -> Result<Vec<LatencyPoint>> {
     let mut c = target.client()?;
     c.put_header(ch, 1000.0, FLOAT32, &[])?;
     let mut points = Vec::new();
     for s in [1u32, 2, 5, 10, 20, 50, 100, 200, 500, 1000] {
         let data = block(ch, s);
         let mut h = LatencyHistogram::new();
-        for i in 0..rounds + rounds / 10 {
+        c.put_data_bytes(ch, FLOAT32, &data, true)?;
+        let started = Instant::now();
+        for _ in 0..rounds {
             let t = Instant::now();
             c.put_data_bytes(ch, FLOAT32, &data, true)?;
-            if i >= rounds / 10 {
-                h.record(t.elapsed().as_nanos() as u64);
+            h.record(t.elapsed().as_nanos() as u64);
+            if h.len() >= 3 && started.elapsed().as_secs_f64() > budget {
+                break;
             }
         }
         points.push(LatencyPoint {
@@ -294,18 +373,28 @@ pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
     let stream = format!("ftbench-{}", std::process::id());
     let wants = |t: &str| a.transports.iter().any(|x| x == t);
     let server = if wants("tcp") || wants("unix") {
-        Some(ServerProcess::start(&stream, a.spin_us)?)
+        Some(ServerProcess::start(&stream, &a.poll.to_string())?)
     } else {
         None
     };
-    let spin = Duration::from_micros(a.spin_us);
+    let reference = if wants("tcp") && !a.no_reference {
+        Some(
+            rtloop_peers::fieldtrip_reference::ReferenceServer::start()
+                .context("cannot start the reference server")?,
+        )
+    } else {
+        None
+    };
     let mut targets: Vec<(&str, Target)> = Vec::new();
+    if let Some(r) = &reference {
+        targets.push(("reference tcp", Target::Socket(r.addr())));
+    }
     if let Some(s) = &server {
         if wants("tcp") {
-            targets.push(("tcp", Target::Socket(s.tcp.clone(), spin)));
+            targets.push(("tcp", Target::Socket(s.tcp.clone())));
         }
         if wants("unix") {
-            targets.push(("unix", Target::Socket(s.unix.clone(), spin)));
+            targets.push(("unix", Target::Socket(s.unix.clone())));
         }
     }
     let inproc_stream = format!("ftbench-inproc-{}", std::process::id());
@@ -319,23 +408,51 @@ pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
     let mut progress = crate::progress::Progress::new("bench fieldtrip");
     let mut done = 0u64;
     let mut faq = Vec::new();
+    for (ch, s) in FAQ_BLOCKS {
+        progress.tick(|| format!("{done}/{cells} cells, now {ch}x{s}"));
+        faq.extend(faq_block(&targets, ch, s, secs, a.stateless)?);
+        done += targets.len() as u64;
+    }
     let mut latency = Vec::new();
     for (name, target) in &targets {
-        for (ch, s) in FAQ_BLOCKS {
-            progress.tick(|| format!("{done}/{cells} cells, now {name} {ch}x{s}"));
-            faq.push(faq_cell(target, name, ch, s, secs, a.stateless)?);
-            done += 1;
-        }
         progress.tick(|| format!("{done}/{cells} cells, now {name} latency per write"));
-        latency.extend(latency_curve(target, name, a.latency_channels, rounds)?);
+        latency.extend(latency_curve(
+            target,
+            name,
+            a.latency_channels,
+            rounds,
+            secs,
+        )?);
         done += 1;
     }
     drop(progress);
     drop(targets);
     drop(server);
+    drop(reference);
+    let versus_reference = FAQ_BLOCKS
+        .iter()
+        .filter_map(|&(ch, s)| {
+            let at = |t: &str| {
+                faq.iter()
+                    .find(|r| r.transport == t && r.channels == ch && r.samples == s)
+            };
+            let (ours, theirs) = (at("tcp")?, at("reference tcp")?);
+            let write_ratio = ours.write_values_per_s / theirs.write_values_per_s;
+            let read_ratio = ours.read_values_per_s / theirs.read_values_per_s;
+            Some(RatioRow {
+                channels: ch,
+                samples: s,
+                write_ratio,
+                read_ratio,
+                goal: GOAL_RATIO,
+                met: write_ratio >= GOAL_RATIO && read_ratio >= GOAL_RATIO,
+            })
+        })
+        .collect();
     let report = Report {
         seconds_per_cell: secs,
-        spin_us: a.spin_us,
+        poll: a.poll.to_string(),
+        versus_reference,
         faq_best_dma_values_per_s: FAQ_BEST_DMA,
         faq,
         latency,
@@ -390,9 +507,32 @@ fn print_tables(r: &Report, stateless: bool) {
     }
     println!("{}", t.render());
     println!(
-        "(FAQ best in-process \"dma\": {:.2} M/s; the reference C server on this machine is compared by hand, see bench/README.md)\n",
+        "(FAQ best in-process \"dma\": {:.2} M/s)\n",
         r.faq_best_dma_values_per_s / 1e6
     );
+    if !r.versus_reference.is_empty() {
+        println!(
+            "rtloop serve over TCP (--poll {}) against the reference (a server doing what FieldTrip's C server does per request, TCP_NODELAY), same client, same run",
+            r.poll
+        );
+        let mut t = Table::new(&[
+            "chans x samples",
+            "write ratio",
+            "read ratio",
+            "goal",
+            "met",
+        ]);
+        for x in &r.versus_reference {
+            t.row(&[
+                format!("{}x{}", x.channels, x.samples),
+                format!("{:.2}x", x.write_ratio),
+                format!("{:.2}x", x.read_ratio),
+                format!(">= {:.1}x both", x.goal),
+                if x.met { "yes" } else { "no" }.into(),
+            ]);
+        }
+        println!("{}\n", t.render());
+    }
     if let Some(first) = r.latency.first() {
         println!(
             "Time per PUT_DAT (round trip, PUT_OK received), {} channels float32",

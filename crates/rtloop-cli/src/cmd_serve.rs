@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use rtloop_fieldtrip::polling::Polling;
 use rtloop_fieldtrip::{Buffer, BufferConfig, Server, ServerConfig};
 
 use crate::Global;
@@ -59,12 +60,17 @@ pub struct ServeArgs {
     /// anything is allocated for it.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub memory_mb: u64,
-    /// Poll each connection for its next request this many microseconds before sleeping.
-    /// On a VM a sleeping thread takes ~40 us to wake, most of a loopback round trip; polling
-    /// removes that for clients that send their next request soon, at the cost of a busy CPU
-    /// while polling. 0 = sleep at once.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
-    pub spin_us: u64,
+    /// How each connection waits for its next request. `adaptive` (default): a client that
+    /// sends its next request soon after each reply (a request/response loop) is polled for
+    /// instead of slept on, and while one is, the server holds /dev/cpu_dma_latency at 0 so
+    /// the client's own wake-up is fast too; a client that pauses is slept on again, and an
+    /// idle server holds nothing. `off`: sleep at once, as the reference server does. A
+    /// number: poll this many microseconds after every reply, whatever the client does.
+    #[arg(long, default_value = "adaptive", value_parser = parse_polling)]
+    pub poll: Polling,
+    /// With `--poll adaptive`, do not hold /dev/cpu_dma_latency (PM QoS) while a client loops.
+    #[arg(long)]
+    pub no_pm_qos: bool,
     /// Stop after this many seconds.
     #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
     pub duration: Option<f64>,
@@ -92,7 +98,12 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
         max_clients: a.max_clients as usize,
         message_timeout: Duration::from_secs_f64(a.message_timeout),
         memory_budget: (a.memory_mb as usize).saturating_mul(1 << 20),
-        spin: Duration::from_micros(a.spin_us),
+        polling: match a.poll {
+            Polling::Adaptive { .. } => Polling::Adaptive {
+                pm_qos: !a.no_pm_qos,
+            },
+            p => p,
+        },
     };
     let server = Server::start(buffer.clone(), scfg)?;
     let tcp = server
@@ -126,4 +137,8 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
     server.shutdown();
     buffer.close();
     Ok(())
+}
+
+pub(crate) fn parse_polling(s: &str) -> Result<Polling, String> {
+    s.parse()
 }

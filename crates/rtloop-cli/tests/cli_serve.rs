@@ -114,6 +114,10 @@ fn serve_json_line_and_bad_options() {
         (vec!["--bind", "not-an-address"], "not-an-address"),
         (vec!["--capacity", "0"], "capacity"),
         (vec!["--max-message", "10"], "max-message"),
+        (
+            vec!["--poll", "fast"],
+            "want adaptive, off, or microseconds",
+        ),
     ] {
         s = rtloop()
             .arg("serve")
@@ -162,7 +166,7 @@ fn bench_fieldtrip_runs_end_to_end() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let faq = v["faq"].as_array().unwrap();
-    assert_eq!(faq.len(), 12, "6 FAQ blocks x 2 transports");
+    assert_eq!(faq.len(), 14, "7 blocks x 2 transports");
     for row in faq {
         assert!(row["write_values_per_s"].as_f64().unwrap() > 0.0);
         assert!(row["read_values_per_s"].as_f64().unwrap() > 0.0);
@@ -172,4 +176,84 @@ fn bench_fieldtrip_runs_end_to_end() {
         assert!(out.join(f).exists(), "{f}");
     }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The reference runs in the same run as rtloop over TCP, and the verdict follows the figures.
+#[test]
+fn bench_fieldtrip_holds_rtloop_against_the_reference_in_the_same_run() {
+    let o = rtloop()
+        .args([
+            "--json",
+            "bench",
+            "fieldtrip",
+            "--quick",
+            "--rounds",
+            "10",
+            "--transports",
+            "tcp",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let faq = v["faq"].as_array().unwrap();
+    assert_eq!(faq.len(), 14, "7 blocks x (reference, rtloop)");
+    assert!(faq.iter().any(|r| r["transport"] == "reference tcp"));
+    let rows = v["versus_reference"].as_array().unwrap();
+    assert_eq!(rows.len(), 7);
+    for r in rows {
+        let (w, rd) = (
+            r["write_ratio"].as_f64().unwrap(),
+            r["read_ratio"].as_f64().unwrap(),
+        );
+        assert!(w > 0.0 && rd > 0.0, "{r}");
+        assert_eq!(r["goal"].as_f64(), Some(2.0));
+        assert_eq!(r["met"].as_bool(), Some(w >= 2.0 && rd >= 2.0), "{r}");
+    }
+    assert_eq!(v["poll"], "adaptive");
+}
+
+/// CPU seconds the process has used (user + system), from /proc.
+fn cpu_of(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // fields 14 and 15 (utime, stime), counted from the state field (3)
+    let ticks = f[11] + f[12];
+    Duration::from_millis(ticks * 1000 / 100)
+}
+
+/// By default the server polls for a client in a request/response loop, and only then: with
+/// clients connected but quiet it sleeps, using no CPU.
+#[test]
+fn serve_polls_for_a_looping_client_and_sleeps_when_clients_are_quiet() {
+    let name = format!("cli-servep-{}", std::process::id());
+    let s = serve(&["--bind", "127.0.0.1:0", "--stream", &name]);
+    let addr = s.field("tcp=");
+    let pid = s.child.id();
+    let mut clients: Vec<Client> = (0..3).map(|_| Client::connect(&addr).unwrap()).collect();
+    clients[0].put_header(2, 100.0, 9, &[]).unwrap();
+    clients[0].put_data(2, &[1.0f32; 2 * 8]).unwrap();
+    for c in &mut clients {
+        for _ in 0..500 {
+            assert_eq!(c.get_data::<f32>(7, 7).unwrap(), [1.0, 1.0]);
+        }
+    }
+    // every client now quiet, connections open
+    std::thread::sleep(Duration::from_millis(200));
+    let before = cpu_of(pid);
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_of(pid) - before;
+    // a polling thread would use about a second; a sleeping server, a few ticks at most
+    assert!(
+        used < Duration::from_millis(200),
+        "a quiet server used {used:?} of CPU in 1 s"
+    );
+    // and still answers at once
+    assert_eq!(clients[2].poll().unwrap(), (8, 0));
+    drop(clients);
+    assert!(s.stop().success());
 }

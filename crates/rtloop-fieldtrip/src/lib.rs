@@ -15,6 +15,7 @@ pub mod buffer;
 pub mod client;
 pub mod codec;
 pub mod framing;
+pub mod polling;
 pub mod server;
 
 pub use buffer::{Buffer, BufferConfig};

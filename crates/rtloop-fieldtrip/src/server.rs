@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use crate::buffer::{After, Buffer};
 use crate::codec::{cmd, put_status};
-use crate::framing::{phase, ConnState, FrameError, MemoryBudget, MessageReader, SpinRead};
+use crate::framing::{phase, ConnState, FrameError, MemoryBudget, MessageReader};
+use crate::polling::{PollShared, PolledSocket, Polling};
 
 /// Where and how to listen.
 #[derive(Clone, Debug)]
@@ -42,9 +43,9 @@ pub struct ServerConfig {
     /// message that would go beyond is refused (error reply, connection closed) before
     /// anything is allocated for it.
     pub memory_budget: usize,
-    /// Poll a connection for its next request this long before sleeping (see
-    /// [`crate::framing::SpinRead`]); zero = sleep at once.
-    pub spin: Duration,
+    /// How a connection waits for its next request (see [`crate::polling`]): by default
+    /// it polls for clients in a request/response loop and holds PM QoS while one is.
+    pub polling: Polling,
 }
 
 impl Default for ServerConfig {
@@ -56,7 +57,7 @@ impl Default for ServerConfig {
             max_clients: 256,
             message_timeout: Duration::from_secs(10),
             memory_budget: 2 << 30,
-            spin: Duration::ZERO,
+            polling: Polling::default(),
         }
     }
 }
@@ -72,6 +73,7 @@ struct Shared {
     /// Open connections, for choosing one to drop when the server is full.
     conns: Mutex<Vec<Arc<Conn>>>,
     epoch: Instant,
+    poll: PollShared,
 }
 
 /// One open connection as the accept loop sees it.
@@ -137,6 +139,7 @@ impl Server {
             budget: Arc::new(MemoryBudget::new(cfg.memory_budget)),
             conns: Mutex::new(Vec::new()),
             epoch: Instant::now(),
+            poll: PollShared::new(cfg.polling),
         });
         let mut threads = Vec::new();
         if let Some(l) = tcp {
@@ -192,6 +195,13 @@ impl Server {
     #[must_use]
     pub fn clients(&self) -> usize {
         self.shared.clients.load(Ordering::Relaxed)
+    }
+
+    /// Connections polled for now (clients in a request/response loop), and whether the
+    /// server holds the PM QoS request for them.
+    #[must_use]
+    pub fn polling(&self) -> (usize, bool) {
+        (self.shared.poll.looping(), self.shared.poll.holds_pm_qos())
     }
 
     /// Stop accepting and remove the UNIX socket file.
@@ -435,7 +445,7 @@ impl AsFd for QuickAck {
 /// Serve one connection until the client closes it or breaks the protocol.
 fn serve_connection<S: Read + Write + AsFd>(
     sh: &Shared,
-    mut sock: S,
+    sock: S,
     peer: &str,
     state: Arc<ConnState>,
 ) {
@@ -446,45 +456,8 @@ fn serve_connection<S: Read + Write + AsFd>(
         state,
         sh.epoch,
     );
-    serve_spinning_with(&sh.buffer, &mut sock, peer, rd, sh.cfg.spin);
-}
-
-/// [`serve`] on a socket, polling for each request for up to `spin` before sleeping.
-pub fn serve_spinning<S: Read + Write + AsFd>(
-    buffer: &Buffer,
-    sock: &mut S,
-    peer: &str,
-    max_message: usize,
-    spin: Duration,
-) {
-    serve_spinning_with(buffer, sock, peer, MessageReader::new(max_message), spin);
-}
-
-fn serve_spinning_with<S: Read + Write + AsFd>(
-    buffer: &Buffer,
-    sock: &mut S,
-    peer: &str,
-    rd: MessageReader,
-    spin: Duration,
-) {
-    if spin.is_zero() {
-        return serve_with(buffer, sock, peer, rd);
-    }
-    struct Both<'a, S>(SpinRead<'a, S>);
-    impl<S: Read + Write + AsFd> Read for Both<'_, S> {
-        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
-            self.0.read(b)
-        }
-    }
-    impl<S: Read + Write + AsFd> Write for Both<'_, S> {
-        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            self.0.inner().write(b)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            self.0.inner().flush()
-        }
-    }
-    serve_with(buffer, &mut Both(SpinRead::new(sock, spin)), peer, rd);
+    let mut sock = PolledSocket::new(sock, &sh.poll, sh.cfg.polling);
+    serve_with(&sh.buffer, &mut sock, peer, rd);
 }
 
 /// The request loop over any byte stream (a socket, or bytes in a test).

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rtloop_fieldtrip::codec::{chunk, push_chunk, WireEvent};
+use rtloop_fieldtrip::polling::Polling;
 use rtloop_fieldtrip::{Buffer, BufferConfig, Client, ClientError, Server, ServerConfig};
 use rtloop_stream::{DType, Event, ReaderMode, Stream, StreamConfig};
 use rtloop_testkit::{unique_name, StreamGuard, Watchdog};
@@ -27,10 +28,10 @@ impl Drop for TempDir {
 }
 
 fn start(max_message: usize) -> Fixture {
-    start_with(max_message, Duration::ZERO)
+    start_with(max_message, Polling::default())
 }
 
-fn start_with(max_message: usize, spin: Duration) -> Fixture {
+fn start_with(max_message: usize, polling: Polling) -> Fixture {
     let name = unique_name("ft");
     let dir = std::env::temp_dir().join(format!("rtloop-test-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -47,7 +48,7 @@ fn start_with(max_message: usize, spin: Duration) -> Fixture {
             max_clients: 64,
             message_timeout: Duration::from_millis(500),
             memory_budget: 2 << 30,
-            spin,
+            polling,
         },
     )
     .unwrap();
@@ -631,7 +632,7 @@ fn bad_input_gets_its_reply_and_loses_nothing() {
 #[test]
 fn spinning_server_and_client_answer_the_same() {
     let _w = Watchdog::arm(60, "spin");
-    let f = start_with(1 << 20, Duration::from_micros(50));
+    let f = start_with(1 << 20, Polling::Fixed(Duration::from_micros(50)));
     for mut c in [f.client(), f.unix_client()] {
         c.set_spin(Duration::from_micros(50));
         c.put_header(2, 10.0, 6, &[]).unwrap();
@@ -747,7 +748,7 @@ fn other_clients_are_answered_while_a_put_hdr_allocates() {
             max_clients: 8,
             message_timeout: Duration::from_secs(5),
             memory_budget: 1 << 30,
-            spin: Duration::ZERO,
+            polling: Polling::default(),
         },
     )
     .unwrap();
@@ -760,10 +761,15 @@ fn other_clients_are_answered_while_a_put_hdr_allocates() {
         let (addr, done) = (addr.clone(), done.clone());
         std::thread::spawn(move || {
             let mut c = Client::connect(&addr).unwrap();
-            let mut answers = Vec::new();
+            // room made before the PUT_HDR: a growing Vec maps memory, and a mapping waits
+            // for the new stream's MAP_POPULATE in this same process (a test artefact: the
+            // server answers meanwhile, this thread could not record it)
+            let mut answers = Vec::with_capacity(1 << 20);
             while !done.load(std::sync::atomic::Ordering::Acquire) {
                 let h = c.get_header().unwrap();
-                answers.push((Instant::now(), h.def.nchans, h.def.nsamples));
+                if answers.len() < answers.capacity() {
+                    answers.push((Instant::now(), h.def.nchans, h.def.nsamples));
+                }
             }
             answers
         })
@@ -794,4 +800,42 @@ fn other_clients_are_answered_while_a_put_hdr_allocates() {
         "{during:?}"
     );
     assert_eq!(first.get_header().unwrap().def.nchans, 256);
+}
+
+/// The default server polls for a client in a request/response loop, holds PM QoS while one
+/// does (where the process may open /dev/cpu_dma_latency), and lets both go when the client
+/// pauses (`cli_serve.rs` checks that the idle server process then uses no CPU).
+#[test]
+fn adaptive_polling_follows_a_looping_client_and_lets_go_when_it_idles() {
+    let _w = Watchdog::arm(60, "adaptive polling");
+    let f = start(1 << 20);
+    let may_hold = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency")
+        .is_ok();
+    for mut c in [f.client(), f.unix_client()] {
+        c.put_header(4, 100.0, 9, &[]).unwrap();
+        c.put_data(4, &[1.0f32; 4 * 16]).unwrap();
+        // a request/response loop, as FieldTrip clients poll for new data
+        for _ in 0..200 {
+            assert_eq!(c.get_data::<f32>(15, 15).unwrap(), [1.0; 4]);
+        }
+        assert_eq!(
+            f.server.polling(),
+            (1, may_hold),
+            "a looping client is polled for"
+        );
+        // the client pauses: the server lets go of the loop and of PM QoS
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            f.server.polling(),
+            (0, false),
+            "a pausing client is slept on"
+        );
+        // the next request is answered as ever
+        assert_eq!(c.poll().unwrap(), (16, 0));
+    }
+    // closed connections leave nothing counted
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(f.server.polling(), (0, false));
 }
