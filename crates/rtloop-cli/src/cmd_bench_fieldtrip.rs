@@ -569,8 +569,13 @@ fn write_outputs(dir: &std::path::Path, r: &Report) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(r)?)?;
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    let mut transports: Vec<&str> = r.faq.iter().map(|x| x.transport.as_str()).collect();
-    transports.dedup();
+    // each transport once, in the order measured (the rows interleave them)
+    let mut transports: Vec<&str> = Vec::new();
+    for x in &r.faq {
+        if !transports.contains(&x.transport.as_str()) {
+            transports.push(&x.transport);
+        }
+    }
     for t in &transports {
         let rows: Vec<&FaqRow> = r.faq.iter().filter(|x| x.transport == *t).collect();
         series.push((

@@ -48,13 +48,18 @@ fn err<E: std::fmt::Display>(e: E) -> ChartError {
     ChartError(e.to_string())
 }
 
-const PALETTE: [RGBColor; 6] = [
+// ten distinct colours (matplotlib's tab10), so charts of up to ten series never repeat one
+const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
 /// A latency histogram from 0 to `max_ns` in bins of `bin_ns`, counts on a log axis, with the
