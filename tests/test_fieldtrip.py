@@ -4,6 +4,7 @@ clients, one request per connection, and each bad argument or refusal."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -505,3 +506,33 @@ def test_events_the_reference_stores_come_back_exactly(ft_server: Any) -> None:
     evs = r.pull_events()
     assert evs[0].value == "go"
     assert evs[1].value == "5000 bytes kept whole by the FieldTrip server"
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_polling_client_is_answered_fast_and_a_quiet_one_costs_nothing(
+    ft_server: Any, transport: str
+) -> None:
+    """By default `rtloop serve` polls for a client in a GET_DAT loop (the loop FieldTrip
+    clients run to follow the data) and sleeps once its clients are quiet: with connections
+    open and nothing asked, the server uses no CPU."""
+    clients = [connect(ft_server, transport) for _ in range(2)]
+    clients[0].put_header(3, 250.0, np.float32)
+    block = np.arange(30, dtype=np.float32).reshape(10, 3)
+    clients[0].put_data(block)
+    for c in clients:
+        for _ in range(300):
+            np.testing.assert_array_equal(c.get_data(8, 9), block[8:10])
+    time.sleep(0.2)
+    before = _cpu_seconds(ft_server.proc.pid)
+    time.sleep(1.0)
+    used = _cpu_seconds(ft_server.proc.pid) - before
+    # a thread left polling would use about a second of CPU here; a sleeping server, ticks
+    assert used < 0.2, f"a quiet server used {used:.2f} s of CPU in 1 s"
+    assert clients[1].get_header().n_samples == 10
+    for c in clients:
+        c.close()
