@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import List
 
 import numpy as np
@@ -211,6 +212,7 @@ def test_a_vanished_outlet_is_reported_and_what_arrived_is_kept() -> None:
 def _run_model(path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "rtloop", "--json", "run", str(path), "--quiet", *args],
+        cwd=Path(path).parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

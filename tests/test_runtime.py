@@ -42,9 +42,12 @@ def write(d: Path, name: str, text: str) -> Path:
 
 
 def rtloop_run(model: Path, *args: str) -> Tuple[int, dict, str]:
-    """Run ``rtloop --json run MODEL --quiet ARGS``; returns (exit code, report, stderr)."""
+    """Run ``rtloop --json run MODEL --quiet ARGS`` in the model's (temporary) directory, so
+    the default output directory ``out/<model name>`` lands there; returns (exit code, report,
+    stderr)."""
     p = subprocess.run(
         [sys.executable, "-m", "rtloop", "--json", "run", str(model), "--quiet", *args],
+        cwd=model.parent,
         capture_output=True,
         text=True,
         timeout=240,
@@ -361,6 +364,7 @@ def test_udp_echo_returns_every_packet(tmp_path: Path) -> None:
     t.start()
     runner = subprocess.Popen(
         [sys.executable, "-m", "rtloop", "--json", "run", str(model), "--quiet", "--seconds", "8"],
+        cwd=model.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -432,7 +436,9 @@ def test_spike_detector_triggers_over_udp(tmp_path: Path) -> None:
     detections = int(proc(report, "detect")["summary"].split()[0])
     assert detections >= len(triggers)
     # the logger's flags: one row per tick, and the ticks with a flag are the triggers
-    db = sqlite3.connect(tmp_path / "spikes.db")
+    # the log is in the run's output directory, not beside the model file
+    assert not (tmp_path / "spikes.db").exists()
+    db = sqlite3.connect(Path(report["out_dir"]) / "spikes.db")
     rows = db.execute('SELECT COUNT(*) FROM "ticks"').fetchone()[0]
     assert rows == 2000
     cols = [r[1] for r in db.execute('PRAGMA table_info("sig_spikes")')]
@@ -449,7 +455,7 @@ def test_numeric_load_example_runs_all_three_operations_every_tick(tmp_path: Pat
     code, report, err = rtloop_run(model, "--ticks", "500")
     assert code == 0, err
     assert proc(report, "load")["ticks"] == 500
-    db = sqlite3.connect(tmp_path / "numeric.db")
+    db = sqlite3.connect(Path(report["out_dir"]) / "numeric.db")
     v = db.execute('SELECT v0, v1, v2 FROM "sig_result" ORDER BY tick DESC LIMIT 1').fetchone()
     rng = np.random.default_rng(0)
     A = rng.standard_normal((200, 200))
@@ -542,7 +548,9 @@ def test_load_log_reads_the_logger_sinks_database_into_numpy(tmp_path: Path) -> 
     )
     code, report, err = rtloop_run(model, "--ticks", "120")
     assert code == 0, err
-    log = rtloop.load_log(tmp_path / "run.db")
+    out = Path(report["out_dir"])
+    assert out == tmp_path / "out" / name
+    log = rtloop.load_log(out / "run.db")
     n = len(log.ticks["tick"])
     assert n == 120 and np.all(np.diff(log.ticks["tick"]) == 1)
     raw, level = log["raw"], log["level"]
@@ -552,7 +560,7 @@ def test_load_log_reads_the_logger_sinks_database_into_numpy(tmp_path: Path) -> 
     np.testing.assert_array_equal(raw.tick, log.ticks["tick"])
     assert np.abs(raw.data).max() <= 3.0 + 1e-6 and np.abs(raw.data).max() > 0
     # the same values as the database holds
-    db = sqlite3.connect(tmp_path / "run.db")
+    db = sqlite3.connect(out / "run.db")
     first = db.execute("SELECT * FROM sig_level ORDER BY rowid LIMIT 1").fetchone()
     assert list(level.data[0]) == list(first[1:])
     blob = db.execute("SELECT data FROM sig_raw ORDER BY rowid LIMIT 1").fetchone()[0]

@@ -118,6 +118,8 @@ fn run_model(path: &Path, seconds: f64, stop: &Arc<AtomicBool>) -> anyhow::Resul
         live_every: None,
         stop: stop.clone(),
         rtloop_command: crate::self_command,
+        // beside the generated model, in the benchmark's own temporary directory
+        out_dir: Some(path.parent().unwrap_or(Path::new(".")).join("out")),
     };
     let r = rtloop_runtime::run::run(path, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some(p) = &r.problem {

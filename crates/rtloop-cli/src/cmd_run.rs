@@ -23,7 +23,10 @@ pub struct RunArgs {
     /// Keep the signals' streams after the run (to inspect them with `rtloop stream`).
     #[arg(long)]
     pub keep: bool,
-    /// Write report.json and PNG histograms (tick start, each process's execution time) here.
+    /// The output directory: sinks write here (a logger's `path`, a recorder's `out` are
+    /// relative to it), and so do report.json and the PNG histograms (tick start, each
+    /// process's execution time). Default: out/<model name> in the current directory; a run
+    /// never writes next to its model file unless this says so.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// No live summary lines.
@@ -82,6 +85,7 @@ pub fn run(a: &RunArgs, g: &Global) -> anyhow::Result<ExitCode> {
         live_every: (!a.quiet && !g.json).then_some(Duration::from_secs(1)),
         stop,
         rtloop_command: crate::self_command,
+        out_dir: a.out.clone(),
     };
     let report = match rtloop_runtime::run::run(&a.model, &opts) {
         Ok(r) => r,
@@ -98,14 +102,13 @@ pub fn run(a: &RunArgs, g: &Global) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", report.table());
     }
-    if let Some(dir) = &a.out {
-        let files = report.write_dir(dir)?;
-        if !g.json {
-            println!("wrote {} files:", files.len());
-            for f in files {
-                println!("  {}", f.display());
-            }
-        }
+    let files = report.write_dir(&report.out_dir)?;
+    if !g.json {
+        println!(
+            "outputs in {} (report.json and {} plots beside what the sinks wrote)",
+            report.out_dir.display(),
+            files.len().saturating_sub(1)
+        );
     }
     if let Some(p) = &report.problem {
         eprintln!("rtloop: model {} stopped: {p}", report.model);

@@ -31,11 +31,14 @@ fn write(d: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// Run rtloop in the directory of the model named in `args` (each test's own temporary
+/// directory), so a run's default output directory, `out/<model name>`, lands there too.
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtloop"))
-        .args(args)
-        .output()
-        .expect("rtloop runs")
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rtloop"));
+    if let Some(m) = args.iter().find(|a| a.ends_with(".yaml")) {
+        c.current_dir(Path::new(m).parent().unwrap());
+    }
+    c.args(args).output().expect("rtloop runs")
 }
 
 fn run_json(model: &Path, extra: &[&str]) -> (serde_json::Value, Output) {
@@ -178,7 +181,8 @@ fn the_rust_spike_detector_example_sends_triggers_and_logs_every_tick() {
     rx.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let model = spike_model(&d, port, "a");
-    let (v, o) = run_json(&model, &["--ticks", "2000"]);
+    let given = d.join("given");
+    let (v, o) = run_json(&model, &["--ticks", "2000", "--out", given.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(proc(&v, "detect")["ticks"], 2000);
     assert_eq!(proc(&v, "detect")["runs"], "rust detect.rs");
@@ -192,7 +196,10 @@ fn the_rust_spike_detector_example_sends_triggers_and_logs_every_tick() {
     assert!(triggers > 10, "{triggers} triggers");
     let log = proc(&v, "log")["summary"].as_str().unwrap().to_string();
     assert!(log.contains("logged 2000 ticks"), "{log}");
-    assert!(d.join("spikes_rust.db").exists());
+    // the log lands in the output directory (given here), never beside the model file
+    assert!(d.join("given").join("spikes_rust.db").exists());
+    assert!(!d.join("spikes_rust.db").exists());
+    assert!(d.join("given").join("report.json").exists());
 }
 
 #[test]
@@ -306,6 +313,7 @@ fn ctrl_c_stops_every_process_writes_the_report_and_removes_the_streams() {
         ),
     );
     let child = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .current_dir(&d)
         .args(["--json", "run", model.to_str().unwrap(), "--quiet"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -343,6 +351,7 @@ fn a_killed_process_is_named_with_its_signal_and_the_rest_shut_down() {
         ),
     );
     let child = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .current_dir(&d)
         .args([
             "--json",
             "run",
@@ -412,6 +421,7 @@ fn stream_in_reads_a_stream_fed_from_outside_the_model() {
         ),
     );
     let child = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .current_dir(&d)
         .args([
             "--json",
             "run",
@@ -484,7 +494,11 @@ fn the_recorder_sink_records_exactly_the_models_ticks() {
         summary.contains("21000 samples") && summary.contains("(0 lost)"),
         "{summary}"
     );
-    let rec = rtloop_record::Recording::open(&d.join("rec").join(format!("{name}.raw"))).unwrap();
+    // the recorder's `out` is relative to the run's output directory, out/<model name>
+    let out = d.join("out").join(&name);
+    assert_eq!(v["out_dir"], out.to_str().unwrap());
+    assert!(!d.join("rec").exists(), "nothing is written next to the model file");
+    let rec = rtloop_record::Recording::open(&out.join("rec").join(format!("{name}.raw"))).unwrap();
     assert_eq!(rec.samples, 700 * 30);
     assert_eq!(rec.header.n_channels, 16);
     // byte-identical to what the model's other sink saw, tick for tick
@@ -502,7 +516,9 @@ fn the_recorder_sink_records_exactly_the_models_ticks() {
 fn a_recorder_whose_directory_cannot_be_written_is_refused_by_name() {
     let _g = serial();
     let d = dir("recorder-bad");
-    std::fs::write(d.join("afile"), b"").unwrap();
+    let out = d.join("out").join(format!("recbad{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("afile"), b"").unwrap();
     let model = write(
         &d,
         "m.yaml",
@@ -616,6 +632,7 @@ fn without_realtime_permissions_one_warning_says_what_is_missing_and_the_model_r
     );
     let o = Command::new("capsh")
         .args(["--drop=cap_sys_nice,cap_ipc_lock", "--", "-c", &cmd])
+        .current_dir(&d)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));

@@ -3,7 +3,7 @@
 //! views, commits its outputs and says it is done. The same loop hosts drivers, Rust
 //! modules and (through the Python package) Python modules.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rtloop_metrics::LatencyHistogram;
@@ -146,6 +146,8 @@ pub struct ChildArgs {
     pub run_dir: PathBuf,
     /// A compiled Rust module (for `language: rust`).
     pub module_so: Option<PathBuf>,
+    /// The run's output directory (sinks write relative to it).
+    pub out_dir: PathBuf,
 }
 
 impl rtloop_launch::ChildRole for ChildArgs {
@@ -501,11 +503,7 @@ pub fn run_driver_process(args: &ChildArgs) -> Result<(), String> {
     let ctx = crate::drivers::DriverCtx {
         model: p.model().name.clone(),
         tick: p.model().config.tick,
-        dir: p
-            .model()
-            .path
-            .parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+        out_dir: args.out_dir.clone(),
         process: spec.name.clone(),
     };
     let result = match spec.kind {

@@ -46,6 +46,17 @@ pub struct RunOptions {
     pub stop: Arc<AtomicBool>,
     /// The rtloop command that runs `child runtime-process ...` (drivers, Rust modules).
     pub rtloop_command: fn() -> Command,
+    /// Where the run writes: what sinks write (the logger's `path`, the recorder's `out`,
+    /// relative paths). Created if missing. `None`: [`default_out_dir`], `out/<model name>`
+    /// in the current directory, never the model file's directory.
+    pub out_dir: Option<PathBuf>,
+}
+
+/// The output directory of a run of the model `name` when none is given: `out/<name>` in the
+/// current directory.
+#[must_use]
+pub fn default_out_dir(name: &str) -> PathBuf {
+    PathBuf::from("out").join(name)
 }
 
 /// Why a model did not run.
@@ -139,6 +150,8 @@ pub struct RunReport {
     pub stopped_by: String,
     /// The first problem, when it did not end by its limit or Ctrl-C.
     pub problem: Option<String>,
+    /// Where the run wrote (sinks' files; the command line adds the report and plots).
+    pub out_dir: PathBuf,
     #[serde(skip)]
     tick_hist: LatencyHistogram,
 }
@@ -398,14 +411,29 @@ pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> 
         flags,
     )
     .map_err(|e| RunError::Setup(e.to_string()))?;
+    let out_dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| default_out_dir(&model.name));
+    let out_dir = std::path::absolute(&out_dir).unwrap_or(out_dir);
+    std::fs::create_dir_all(&out_dir).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot create the output directory {}: {e} (choose another with --out DIR)",
+            out_dir.display()
+        ))
+    })?;
     let streams = create_streams(&model)?;
     let run_dir =
         std::env::temp_dir().join(format!("rtloop-run-{}-{}", model.name, std::process::id()));
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| RunError::Setup(format!("cannot create {}: {e}", run_dir.display())))?;
     let result = supervise(
-        &model, model_path, &board, &run_dir, &so_of, rt, minimum, opts,
-    );
+        &model, model_path, &board, &run_dir, &out_dir, &so_of, rt, minimum, opts,
+    )
+    .map(|mut r| {
+        r.out_dir = out_dir.clone();
+        r
+    });
     if !opts.keep {
         for s in &streams {
             let _ = Stream::remove(s);
@@ -453,6 +481,7 @@ fn spawn(
     model: &Model,
     model_path: &Path,
     run_dir: &Path,
+    out_dir: &Path,
     index: usize,
     so: Option<&PathBuf>,
     opts: &RunOptions,
@@ -463,6 +492,7 @@ fn spawn(
         process: p.name.clone(),
         run_dir: run_dir.to_path_buf(),
         module_so: so.cloned(),
+        out_dir: out_dir.to_path_buf(),
     }
     .to_json()
     .map_err(std::io::Error::other)?];
@@ -495,6 +525,7 @@ fn supervise(
     model_path: &Path,
     board: &Board,
     run_dir: &Path,
+    out_dir: &Path,
     so_of: &[Option<PathBuf>],
     rt: Realtime,
     minimum: MinimumTick,
@@ -509,7 +540,7 @@ fn supervise(
     let mut problem: Option<String> = None;
     for (i, so) in so_of.iter().enumerate().take(n) {
         let name = model.processes[i].name.clone();
-        match spawn(model, &model_path, run_dir, i, so.as_ref(), opts) {
+        match spawn(model, &model_path, run_dir, out_dir, i, so.as_ref(), opts) {
             Ok(c) => procs.push(Running {
                 name,
                 child: Some(c),
@@ -701,6 +732,7 @@ fn supervise(
         }
         .into(),
         problem,
+        out_dir: PathBuf::new(),
         tick_hist,
     })
 }

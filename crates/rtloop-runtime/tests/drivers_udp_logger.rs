@@ -32,7 +32,7 @@ fn ctx(dir: &Path) -> DriverCtx {
     DriverCtx {
         model: "m".into(),
         tick: Duration::from_millis(1),
-        dir: dir.to_path_buf(),
+        out_dir: dir.to_path_buf(),
         process: "drv".into(),
     }
 }

@@ -19,7 +19,7 @@ use crate::model::Signal;
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Options {
-    /// The SQLite file (relative to the model file).
+    /// The SQLite file (relative to the run's output directory).
     path: String,
     /// Replace an existing file (default false: refuse).
     #[serde(default)]
@@ -174,7 +174,7 @@ pub fn open(
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
     let o: Options = parse_options(options).map_err(DriverError)?;
-    let path = ctx.dir.join(&o.path);
+    let path = ctx.out_dir.join(&o.path);
     if path.exists() {
         if !o.overwrite {
             return Err(DriverError(format!(

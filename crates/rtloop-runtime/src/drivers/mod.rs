@@ -94,8 +94,9 @@ pub struct DriverCtx {
     pub model: String,
     /// The tick period.
     pub tick: std::time::Duration,
-    /// The directory of the model file (relative paths in options are relative to it).
-    pub dir: std::path::PathBuf,
+    /// The run's output directory: what a sink writes (`path`, `out`) is relative to it, so a
+    /// run never writes into the directory of its model file.
+    pub out_dir: std::path::PathBuf,
     /// The process's name in the model.
     pub process: String,
 }

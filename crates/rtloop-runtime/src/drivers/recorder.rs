@@ -19,7 +19,8 @@ use rtloop_record::{Control, RecordConfig, RecordReport};
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Options {
-    /// Directory of the recording (relative to the model file); one sub-directory per signal.
+    /// Directory of the recording (relative to the run's output directory); one sub-directory
+    /// per signal.
     out: String,
     /// Start a new segment every this many MB of a signal's samples.
     split_mb: Option<f64>,
@@ -63,7 +64,7 @@ pub fn open(
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
     let o: Options = parse_options(options).map_err(DriverError)?;
-    let out = ctx.dir.join(&o.out);
+    let out = ctx.out_dir.join(&o.out);
     std::fs::create_dir_all(&out)
         .map_err(|e| DriverError(format!("cannot create {}: {e}", out.display())))?;
     let probe = out.join(".rtloop-write-test");

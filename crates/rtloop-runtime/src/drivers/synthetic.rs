@@ -252,7 +252,7 @@ mod tests {
         DriverCtx {
             model: "m".into(),
             tick: Duration::from_millis(1),
-            dir: ".".into(),
+            out_dir: ".".into(),
             process: "gen".into(),
         }
     }
