@@ -574,3 +574,161 @@ def test_load_log_reads_the_logger_sinks_database_into_numpy(tmp_path: Path) -> 
         rtloop.load_log(tmp_path / "junk.db")
     with pytest.raises(FileNotFoundError, match="no runtime log at"):
         rtloop.load_log(tmp_path / "missing.db")
+
+
+def test_options_reach_init_every_n_ticks_holds_outputs_and_the_log_carries_channel_names(
+    tmp_path: Path,
+) -> None:
+    """LiCoRICE's module model: parameters from the model file reach the module's
+    constructor (`init`, outside the ticks, with the signals' shapes and channel names), the
+    destructor (`finish(ctx)`) reports, a module with `every: 5` runs on every fifth tick
+    while its output holds between, a variable output carries the rows `step` returns, and
+    `load_log` names the logged columns by the model's channel names."""
+    name = unique("opts")
+    write(
+        tmp_path,
+        "m.py",
+        """
+        import json
+        import numpy as np
+
+        GAIN = 0.0
+        calls = 0
+        seen = {}
+
+        def init(ctx, gain: float, label: str = "none", taps: list = [0]):
+            global GAIN
+            GAIN = gain
+            seen.update(label=label, taps=taps, every=ctx.every, tick_s=ctx.tick_s,
+                        raw_shape=list(ctx.inputs["raw"].array_shape),
+                        raw_channels=list(ctx.inputs["raw"].channels),
+                        out_dir=str(ctx.out_dir), calls_at_init=calls)
+
+        def step(raw, level, marks):
+            global calls
+            calls += 1
+            level[:] = calls * GAIN
+            return level, np.full((calls % 3, 2), calls, dtype=np.int32)
+
+        def finish(ctx):
+            (ctx.out_dir / "seen.json").write_text(json.dumps(seen))
+            return f"{calls} calls of {ctx.name}"
+        """,
+    )
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}}}
+        signals:
+          raw: {{shape: [10, 3], dtype: float32, channels: [Fz, Cz, Pz], history: 5}}
+          level: {{shape: [3], dtype: float32, channels: [Fz, Cz, Pz]}}
+          marks: {{shape: [4, 2], dtype: int32, variable: true}}
+        sources:
+          gen: {{driver: synthetic, out: [raw]}}
+        modules:
+          m:
+            language: python
+            code: m.py
+            every: 5
+            options: {{gain: 2, label: hi, taps: [1, 2, 3]}}
+            in: [raw]
+            out: [level, marks]
+        sinks:
+          log: {{driver: logger, in: [level, marks, raw], options: {{path: log.db}}}}
+        """,
+    )
+    check = subprocess.run([sys.executable, "-m", "rtloop", "run", "--check", str(model)],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
+    code, report, err = rtloop_run(model, "--ticks", "40")
+    assert code == 0, err
+    out = Path(report["out_dir"])
+    m = proc(report, "m")
+    assert m["summary"] == f"8 calls of m" and m["ticks"] == 40
+    seen = json.loads((out / "seen.json").read_text())
+    assert seen == {"label": "hi", "taps": [1, 2, 3], "every": 5, "tick_s": 0.001,
+                    "raw_shape": [5, 10, 3], "raw_channels": ["Fz", "Cz", "Pz"],
+                    "out_dir": str(out), "calls_at_init": 0}
+    log = rtloop.load_log(out / "log.db")
+    level = log["level"]
+    # call k (1-based) runs at tick 5(k-1) and holds through the next four ticks
+    expected = 2.0 * (np.arange(40) // 5 + 1)
+    np.testing.assert_array_equal(level.data[:, 0], expected)
+    assert level.channels == ("Fz", "Cz", "Pz") and log["raw"].channels == ("Fz", "Cz", "Pz")
+    frame = log["raw"].to_pandas()
+    assert list(frame.columns) == ["tick", "Fz", "Cz", "Pz"] and len(frame) == 40 * 10
+    np.testing.assert_array_equal(frame[["Fz", "Cz", "Pz"]].to_numpy(), log["raw"].data.reshape(-1, 3))
+    assert list(level.to_pandas().columns) == ["tick", "Fz", "Cz", "Pz"]
+    # marks: call k returns k % 3 rows of value k on its tick, none between
+    marks = log["marks"]
+    want_rows = [(t // 5 + 1) % 3 if t % 5 == 0 else 0 for t in range(40)]
+    assert list(marks.rows) == want_rows
+    for t, rows in marks.per_tick():
+        assert (rows == t // 5 + 1).all()
+    assert list(marks.to_pandas().columns) == ["tick", "v0", "v1"]
+
+
+def test_bad_module_options_are_refused_by_check_and_before_tick_0(tmp_path: Path) -> None:
+    """Each bad option gets a message naming the option and what `init` takes, from
+    `--check` (without running the module) where the file alone shows it, and from the run
+    before tick 0 in every case."""
+    write(tmp_path, "m.py", "def init(ctx, scale: float, label: str = 'x'):\n    pass\n"
+                           "def step(raw, y):\n    y[:] = 0\n")
+    write(tmp_path, "noinit.py", "def step(raw, y):\n    y[:] = 0\n")
+
+    def model(options: str, code: str = "m.py") -> Path:
+        return write(tmp_path, "m.yaml", f"""
+            config: {{name: {unique('badopt')}}}
+            signals:
+              raw: {{shape: [4], dtype: float32}}
+              y: {{shape: [4], dtype: float32}}
+            sources:
+              gen: {{driver: synthetic, out: [raw]}}
+            modules:
+              m: {{language: python, code: {code}, options: {options}, in: [raw], out: [y]}}
+            """)
+
+    cases = [
+        ("{scale: 2, bogus: 1}", "m.py",
+         "options bogus are not taken by init(ctx, scale, label); it takes: scale, label",
+         "unknown option 'bogus'; init(ctx, scale: float, label: str = 'x') takes: scale, label"),
+        ("{label: a}", "m.py",
+         "init(ctx, scale, label) needs the options scale",
+         "option 'scale' is required by init(ctx, scale: float, label: str = 'x')"),
+        ("{scale: fast}", "m.py", None,
+         "option 'scale' is 'fast' (str); init(ctx, scale: float, label: str = 'x') wants float"),
+        ("{scale: 2}", "noinit.py",
+         "has no top-level `def init(ctx, scale): ...` to receive the module's options: scale",
+         "has no init(ctx, ...) to receive scale"),
+    ]
+    for options, code, at_check, at_run in cases:
+        path = model(options, code)
+        c = subprocess.run([sys.executable, "-m", "rtloop", "run", "--check", str(path)],
+                           capture_output=True, text=True, timeout=120)
+        if at_check is None:
+            assert c.returncode == 0, (options, c.stderr)  # a type is seen only by running init
+        else:
+            assert c.returncode == 2 and at_check in c.stderr, (options, c.stderr)
+        code_, report, err = rtloop_run(path, "--ticks", "20")
+        assert code_ != 0 and at_run in err, (options, err)
+        assert proc(report, "m")["ticks"] == 0, report
+    # an int is a float, a bool is not an int
+    ok = model("{scale: 3}")
+    assert rtloop_run(ok, "--ticks", "5")[0] == 0
+
+
+def test_every_key_of_the_model_reference_is_in_its_full_example(tmp_path: Path) -> None:
+    """docs/runtime-model.md documents each key in a table; its full example (which
+    test_docs runs for 200 ticks, modules and all) must use every one of them."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "runtime-model.md").read_text()
+    keys = set()
+    for section in ("config:", "signals:", "sources:", "modules:", "sinks:", "in:"):
+        start = doc.index(f"## `{section}`")
+        table = doc[start:doc.index("\n## ", start + 3)]
+        keys |= {line.split("|")[1].strip().strip("`") for line in table.splitlines()
+                 if line.startswith("| `")}
+    start = doc.index("<!-- doc-test: file model.yaml -->")
+    example = doc[start:doc.index("```\n", doc.index("```yaml", start) + 7)]
+    missing = sorted(k for k in keys if f"{k}:" not in example)
+    assert len(keys) >= 25 and not missing, missing

@@ -4,6 +4,8 @@
     >>> log.ticks["start_ns"]                   # one row per tick
     >>> log["spikes"].data.shape                # (ticks, 32): one row of the signal per tick
     >>> log["events"].rows                      # a variable signal: rows per tick, then data
+    >>> log["raw"].channels                     # the model's channel names, if it gave them
+    >>> log["raw"].to_pandas()                  # a DataFrame: a row per sample, a column per channel
 
 Fixed signals come back as one array shaped ``(ticks, *shape)`` of the signal's dtype;
 variable signals as their concatenated rows plus the number of rows each tick carried.
@@ -11,6 +13,7 @@ variable signals as their concatenated rows plus the number of rows each tick ca
 
 from __future__ import annotations
 
+import importlib
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -37,6 +40,28 @@ class LoggedSignal:
     data: NDArray[Any]
     #: rows per tick (variable signals; for fixed ones, the signal's rows per tick)
     rows: NDArray[np.int64]
+    #: one name per value of a row (the model's ``channels:``); empty if it gave none
+    channels: Tuple[str, ...] = ()
+
+    def column_names(self) -> Tuple[str, ...]:
+        """A name per value of a row: the channel names, else ``v0``, ``v1``, ..."""
+        per_row = int(np.prod(self.shape[1:] if len(self.shape) >= 2 else self.shape))
+        if len(self.channels) == per_row:
+            return self.channels
+        return tuple(f"v{i}" for i in range(per_row))
+
+    def to_pandas(self) -> Any:
+        """The signal as a ``pandas.DataFrame``: one row per sample (a signal of shape
+        ``[samples, channels]`` gives ``samples`` rows per tick), one column per channel,
+        named by the model's ``channels:``, and a ``tick`` column. Needs pandas."""
+        pd: Any = importlib.import_module("pandas")  # optional: only this method needs it
+
+        names = self.column_names()
+        per_tick = self.rows if self.variable else np.full(len(self.tick), self.shape[0] if len(self.shape) >= 2 else 1)
+        flat = self.data.reshape(-1, len(names)) if len(names) else self.data.reshape(-1, 0)
+        frame = pd.DataFrame(flat, columns=list(names))
+        frame.insert(0, "tick", np.repeat(self.tick, per_tick))
+        return frame
 
     def per_tick(self) -> Iterator[Tuple[int, NDArray[Any]]]:
         """``(tick, rows of that tick)`` in order (for variable signals, views of ``data``)."""
@@ -90,8 +115,11 @@ def load_log(path: Union[str, "Path"]) -> Log:
             tick_rows = db.execute(
                 "SELECT tick, deadline_ns, start_ns, monotonic_ns, realtime_ns FROM ticks ORDER BY tick"
             ).fetchall()
+            columns_of_signals = [r[1] for r in db.execute("PRAGMA table_info(signals)")]
+            # logs written before channel names existed have no channels column
+            channels_col = "channels" if "channels" in columns_of_signals else "'[]'"
             meta = db.execute(
-                "SELECT name, dtype, shape, rows_per_tick, variable, table_name FROM signals"
+                f"SELECT name, dtype, shape, rows_per_tick, variable, table_name, {channels_col} FROM signals"
             ).fetchall()
         except sqlite3.DatabaseError as e:
             raise ValueError(f"{p} is not a runtime log (the logger sink writes one): {e}") from None
@@ -99,7 +127,7 @@ def load_log(path: Union[str, "Path"]) -> Log:
         arr = np.array(tick_rows, dtype=np.int64).reshape(-1, len(cols))
         ticks = {c: arr[:, k].copy() for k, c in enumerate(cols)}
         signals: Dict[str, LoggedSignal] = {}
-        for name, dtype, shape_text, rows_per_tick, variable, table in meta:
+        for name, dtype, shape_text, rows_per_tick, variable, table, channels_text in meta:
             dt = np.dtype(dtype)
             shape = tuple(int(x) for x in json.loads(shape_text))
             quoted = '"' + table.replace('"', '""') + '"'
@@ -117,7 +145,8 @@ def load_log(path: Union[str, "Path"]) -> Log:
                 tick = np.array([r[0] for r in values], dtype=np.int64)
                 data = np.array([r[1:] for r in values], dtype=dt).reshape(len(tick), *shape)
                 rows = np.full(len(tick), int(rows_per_tick), dtype=np.int64)
-            signals[name] = LoggedSignal(name, dt, shape, bool(variable), tick, data, rows)
+            channels = tuple(str(c) for c in json.loads(channels_text or "[]"))
+            signals[name] = LoggedSignal(name, dt, shape, bool(variable), tick, data, rows, channels)
         return Log(p, ticks, signals)
     finally:
         db.close()

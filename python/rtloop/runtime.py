@@ -12,22 +12,148 @@ straight into the output streams), in the order of the model's ``in:`` and ``out
         filtered[:] = raw.mean(axis=0)
 
 ``step`` may instead return its outputs (one array, or a tuple with one per output), each of
-exactly the signal's shape and dtype. An optional ``finish()`` runs when the model stops; a
-string it returns appears in the report. Code at module level runs once, before tick 0.
+exactly the signal's shape and dtype. Code at module level runs once, before tick 0.
+
+Two optional hooks run outside the ticks, as LiCoRICE's constructor and destructor do:
+
+* ``init(ctx, **options)`` runs once before tick 0 (and before numba compiles ``step``). It
+  receives a :class:`ModuleContext` (the module's name, tick, ``every``, output directory and
+  each signal's shape, dtype and channel names) and the module's ``options:`` from the model
+  file as keyword arguments, so its signature says which options the module takes: an
+  unknown option, a missing one (a parameter without default) or one of the wrong type (by
+  the parameter's annotation: ``int``, ``float``, ``str``, ``bool``, ``list``, ``dict``) is
+  refused before the model starts, by ``rtloop run --check`` too.
+* ``finish()`` or ``finish(ctx)`` runs when the model stops; a string it returns appears in
+  the report.
+
+A module with ``every: N`` in the model runs on ticks 0, N, 2N, ...; on the ticks between,
+its outputs repeat the values it last wrote (give its inputs ``history: N`` to see every
+tick's samples).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
-__all__ = ["run"]
+__all__ = ["run", "ModuleContext", "SignalInfo"]
+
+
+@dataclass(frozen=True)
+class SignalInfo:
+    """One signal as a module sees it."""
+
+    name: str
+    #: the signal's shape per tick, as declared in the model
+    shape: Tuple[int, ...]
+    #: the shape of the array ``step`` receives (inputs with ``history > 1`` get the history
+    #: as a first axis; a variable input's first axis is this tick's rows)
+    array_shape: Tuple[int, ...]
+    dtype: str
+    history: int
+    variable: bool
+    #: one name per value of a row (the model's ``channels:``), empty if not given
+    channels: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModuleContext:
+    """What ``init`` (and ``finish(ctx)``) get: the module and its signals."""
+
+    name: str
+    model: str
+    #: the tick period in seconds
+    tick_s: float
+    #: the module runs on ticks that are multiples of this
+    every: int
+    #: the run's output directory (write the module's own files here)
+    out_dir: Path
+    #: the module's ``options:`` from the model file
+    options: Dict[str, Any]
+    inputs: Dict[str, SignalInfo]
+    outputs: Dict[str, SignalInfo]
+
+
+_OPTION_TYPES: Dict[Any, Tuple[type, ...]] = {
+    int: (int,),
+    float: (int, float),
+    str: (str,),
+    bool: (bool,),
+    list: (list,),
+    dict: (dict,),
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "list": (list,),
+    "dict": (dict,),
+}
+
+
+def _call_init(init: Callable[..., Any], ctx: ModuleContext, path: str) -> None:
+    """Check the model's options against ``init``'s signature, then call it."""
+    sig = inspect.signature(init)
+    params = list(sig.parameters.values())
+    shown = f"init{sig}"
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if not positional and not any(p.kind == p.VAR_POSITIONAL for p in params):
+        raise TypeError(f"{path}: {shown} must take the module's context as its first argument: def init(ctx, ...)")
+    named = {p.name: p for p in params[1:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params)
+    problems = []
+    for key in ctx.options:
+        if key not in named and not takes_any:
+            problems.append(f"unknown option {key!r}; {shown} takes: {', '.join(named) or 'no options'}")
+    for p in named.values():
+        if p.default is p.empty and p.name not in ctx.options:
+            problems.append(f"option {p.name!r} is required by {shown}; add it under options:")
+        elif p.name in ctx.options and p.annotation in _OPTION_TYPES:
+            v = ctx.options[p.name]
+            want = _OPTION_TYPES[p.annotation]
+            if not isinstance(v, want) or (bool not in want and isinstance(v, bool)):
+                tname = p.annotation if isinstance(p.annotation, str) else p.annotation.__name__
+                problems.append(f"option {p.name!r} is {v!r} ({type(v).__name__}); {shown} wants {tname}")
+    if problems:
+        raise ValueError(f"module {ctx.name!r}: options: " + "; ".join(problems))
+    init(ctx, **ctx.options)
+
+
+def _context(text: str) -> ModuleContext:
+    """The context the module host describes as JSON."""
+    d = json.loads(text)
+
+    def sigs(items: Sequence[Dict[str, Any]]) -> Dict[str, SignalInfo]:
+        return {
+            x["name"]: SignalInfo(
+                name=x["name"],
+                shape=tuple(x["shape"]),
+                array_shape=tuple(x["array_shape"]),
+                dtype=x["dtype"],
+                history=int(x["history"]),
+                variable=bool(x["variable"]),
+                channels=tuple(x["channels"]),
+            )
+            for x in items
+        }
+
+    return ModuleContext(
+        name=d["name"],
+        model=d["model"],
+        tick_s=float(d["tick_s"]),
+        every=int(d["every"]),
+        out_dir=Path(d["out_dir"]),
+        options=dict(d["options"]),
+        inputs=sigs(d["inputs"]),
+        outputs=sigs(d["outputs"]),
+    )
 
 
 def run(
@@ -85,10 +211,13 @@ def _load_module(
     name: str,
     inputs: Sequence[Tuple[Sequence[int], str]],
     outputs: Sequence[Tuple[Sequence[int], str]],
+    context: str = "",
 ) -> Tuple[Any, Any]:
-    """Import a module file and return ``(step, finish or None)``. With ``numba``, ``step``
-    is compiled with ``numba.njit`` and called once on zero arrays of exactly the types it
-    will receive (the signals' shapes and dtypes, inputs read-only), so compilation happens
+    """Import a module file, run its ``init`` (with the context described by ``context``,
+    JSON, and the options in it) and return ``(step, finish or None)``; ``finish`` is
+    wrapped to get the context if it takes an argument. With ``numba``, ``step`` is then
+    compiled with ``numba.njit`` and called once on zero arrays of exactly the types it will
+    receive (the signals' shapes and dtypes, inputs read-only), so compilation happens
     before tick 0, not during it."""
     spec = importlib.util.spec_from_file_location(f"rtloop_module_{name}", path)
     if spec is None or spec.loader is None:
@@ -101,6 +230,15 @@ def _load_module(
         raise AttributeError(
             f"{path} has no step function: define `def step({', '.join(['in'] * len(inputs) + ['out'] * len(outputs)) or ''}): ...`"
         )
+    ctx = _context(context) if context else None
+    init = getattr(mod, "init", None)
+    if ctx is not None and ctx.options and not callable(init):
+        raise ValueError(
+            f"module {ctx.name!r}: options: {path} has no init(ctx, ...) to receive "
+            f"{', '.join(ctx.options)}; define `def init(ctx, {', '.join(ctx.options)}): ...`"
+        )
+    if callable(init) and ctx is not None:
+        _call_init(init, ctx, path)
     if numba:
         import numba as nb
 
@@ -110,7 +248,16 @@ def _load_module(
         if len(step.signatures) != 1:
             raise RuntimeError(f"numba compiled {len(step.signatures)} signatures while warming up")
     finish = getattr(mod, "finish", None)
-    return step, finish if callable(finish) else None
+    if not callable(finish):
+        return step, None
+    try:
+        wants_ctx = len(inspect.signature(finish).parameters) >= 1
+    except (TypeError, ValueError):
+        wants_ctx = False
+    if wants_ctx:
+        bound = finish
+        return step, lambda: bound(ctx)
+    return step, finish
 
 
 def _main(argv: Sequence[str]) -> int:

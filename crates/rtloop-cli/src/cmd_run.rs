@@ -134,7 +134,10 @@ fn run_rust_module(
     so: &std::path::Path,
 ) -> Result<(), String> {
     let mut p = rtloop_runtime::process::Process::open(ca)?;
-    match rtloop_runtime::rust_module::RustModule::load(so) {
+    let options = p.spec().options.clone();
+    match rtloop_runtime::rust_module::RustModule::load(so)
+        .and_then(|mut m| m.set_options(&options).map(|()| m))
+    {
         Ok(m) => p.run(&mut RustStep(m)),
         Err(e) => {
             p.fail(&e);

@@ -182,7 +182,10 @@ fn the_rust_spike_detector_example_sends_triggers_and_logs_every_tick() {
         .unwrap();
     let model = spike_model(&d, port, "a");
     let given = d.join("given");
-    let (v, o) = run_json(&model, &["--ticks", "2000", "--out", given.to_str().unwrap()]);
+    let (v, o) = run_json(
+        &model,
+        &["--ticks", "2000", "--out", given.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(proc(&v, "detect")["ticks"], 2000);
     assert_eq!(proc(&v, "detect")["runs"], "rust detect.rs");
@@ -497,7 +500,10 @@ fn the_recorder_sink_records_exactly_the_models_ticks() {
     // the recorder's `out` is relative to the run's output directory, out/<model name>
     let out = d.join("out").join(&name);
     assert_eq!(v["out_dir"], out.to_str().unwrap());
-    assert!(!d.join("rec").exists(), "nothing is written next to the model file");
+    assert!(
+        !d.join("rec").exists(),
+        "nothing is written next to the model file"
+    );
     let rec = rtloop_record::Recording::open(&out.join("rec").join(format!("{name}.raw"))).unwrap();
     assert_eq!(rec.samples, 700 * 30);
     assert_eq!(rec.header.n_channels, 16);

@@ -138,23 +138,39 @@ impl PyStep<'_> {
         }
         for (item, out) in items.iter().zip(outputs.iter_mut()) {
             let sig = out.signal;
-            let want = output_shape(sig);
+            let mut want = output_shape(sig);
             let ok = item.cast::<PyUntypedArray>().ok().and_then(|a| {
-                let same_shape = a.shape() == want.as_slice();
+                // a variable signal's tick carries the rows returned, up to its shape[0]
+                let same_shape = a.shape() == want.as_slice()
+                    || (sig.variable
+                        && a.ndim() == want.len()
+                        && a.shape()[0] <= want[0]
+                        && a.shape()[1..] == want[1..]);
                 let same_dtype = a.dtype().to_string() == sig.dtype.name();
                 (same_shape && same_dtype).then_some(a.clone())
             });
             let Some(arr) = ok else {
                 return Err(format!(
-                    "step returned {} for signal {:?}, which is shape {:?} {}",
+                    "step returned {} for signal {:?}, which is shape {:?} {}{}",
                     describe(item),
                     sig.name,
                     want,
-                    sig.dtype
+                    sig.dtype,
+                    if sig.variable {
+                        " (variable: up to that many rows)"
+                    } else {
+                        ""
+                    }
                 ));
             };
+            if sig.variable {
+                want[0] = arr.shape()[0];
+                out.rows = want[0];
+            }
+            let bytes = want.iter().product::<usize>() * sig.dtype.itemsize();
             // copy into the reserved rows (numpy handles any strides)
-            let dst = view_out(&self.base, sig, out.bytes, &want).map_err(|e| e.to_string())?;
+            let dst = view_out(&self.base, sig, &mut out.bytes[..bytes], &want)
+                .map_err(|e| e.to_string())?;
             dst.call_method1("__setitem__", (pyo3::types::PyEllipsis::get(self.py), arr))
                 .map_err(|e| e.to_string())?;
         }
@@ -246,6 +262,32 @@ pub(crate) fn runtime_module(py: Python<'_>, args: Vec<String>) -> PyResult<i32>
             })
             .collect()
     };
+    let describe_signals = |v: &[Signal], input: bool| -> Vec<serde_json::Value> {
+        v.iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name,
+                    "shape": s.shape,
+                    "array_shape": if input { input_shape(s, s.rows_per_tick()) } else { output_shape(s) },
+                    "dtype": s.dtype.name(),
+                    "history": s.history,
+                    "variable": s.variable,
+                    "channels": s.channels,
+                })
+            })
+            .collect()
+    };
+    let context = serde_json::json!({
+        "name": spec.name,
+        "model": p.model().name,
+        "tick_s": p.model().config.tick.as_secs_f64(),
+        "every": spec.every,
+        "out_dir": ca.out_dir,
+        "options": spec.options,
+        "inputs": describe_signals(&ins, true),
+        "outputs": describe_signals(&outs, false),
+    })
+    .to_string();
     let loader = py.import("rtloop.runtime")?.getattr("_load_module")?;
     let loaded = loader.call1((
         code.display().to_string(),
@@ -253,6 +295,7 @@ pub(crate) fn runtime_module(py: Python<'_>, args: Vec<String>) -> PyResult<i32>
         spec.name.clone(),
         specs(&ins, true),
         specs(&outs, false),
+        context,
     ));
     let (step, finish) =
         match loaded.and_then(|r| r.extract::<(Bound<'_, PyAny>, Option<Bound<'_, PyAny>>)>()) {

@@ -85,6 +85,9 @@ pub struct Signal {
     /// `variable` (default false): each tick carries 0..=shape[0] rows (packets) instead
     /// of exactly shape[0].
     pub variable: bool,
+    /// `channels` (default none): one name per value of a row, kept in logs and shown to
+    /// modules; empty when not given.
+    pub channels: Vec<String>,
     /// Line of the signal's name in the model file (1-based).
     pub line: usize,
 }
@@ -167,6 +170,12 @@ pub struct Process {
     pub body: Body,
     /// `core:` CPU to pin this process to (default: assigned round-robin over `cores`).
     pub core: Option<usize>,
+    /// A module's `options:` (a JSON object, empty by default): passed to its `init` (Python)
+    /// or read with `t.option(name)` (Rust).
+    pub options: serde_json::Value,
+    /// A module's `every:` (default 1): it runs on ticks that are multiples of this; on the
+    /// others its outputs repeat the last values it wrote.
+    pub every: u64,
     /// Line of the process's name in the model file (1-based).
     pub line: usize,
 }

@@ -358,6 +358,20 @@ impl Process {
         let me = self.index;
         let kind = self.model.processes[me].kind;
         let mut windows: Vec<Option<Window>> = Vec::with_capacity(self.inputs.len());
+        let every = if kind == Kind::Module {
+            self.model.processes[me].every.max(1)
+        } else {
+            1
+        };
+        // what a module running every N ticks last wrote, repeated on the ticks between
+        let mut held: Vec<Vec<u8>> = if every > 1 {
+            self.outputs
+                .iter()
+                .map(|o| vec![0u8; o.signal.rows_per_tick() * o.signal.row_bytes()])
+                .collect()
+        } else {
+            Vec::new()
+        };
         for k in 0u64.. {
             // wait for the tick (a process without inputs) or for each input's producer
             if (self.inputs.is_empty() || kind == Kind::Source) && !board.wait_tick(k, spin) {
@@ -370,6 +384,33 @@ impl Process {
             }
             let ready = rtloop_sys::monotonic_ns();
             let (deadline_ns, start_ns) = board.tick_times(k);
+            if every > 1 && k % every != 0 {
+                // not this module's tick: its outputs repeat what it last wrote (a variable
+                // signal carries no rows), so readers every tick see a held value
+                for (o, h) in self.outputs.iter_mut().zip(&held) {
+                    if o.signal.variable {
+                        let g = o
+                            .writer
+                            .reserve(o.signal.rows_per_tick())
+                            .map_err(|e| e.to_string())?;
+                        g.commit_n(0).map_err(|e| e.to_string())?;
+                    } else {
+                        let mut g = o
+                            .writer
+                            .reserve(o.signal.rows_per_tick())
+                            .map_err(|e| e.to_string())?;
+                        g.bytes_mut().copy_from_slice(h);
+                        g.commit_stamped(Some(deadline_ns));
+                    }
+                    board.set_tick_end(o.sig_index, k, o.writer.written());
+                }
+                board.finish_tick(me, k);
+                report.ticks = k + 1;
+                if board.stop_at() <= k + 1 {
+                    return Ok(());
+                }
+                continue;
+            }
             let info = TickInfo {
                 tick: k,
                 deadline_ns,
@@ -458,6 +499,13 @@ impl Process {
                     for (k, (sig, g)) in guards.iter_mut().enumerate() {
                         g.bytes_mut().fill(0);
                         rows_out[k] = if sig.variable { 0 } else { sig.rows_per_tick() };
+                    }
+                }
+            }
+            if every > 1 {
+                for ((sig, g), h) in guards.iter_mut().zip(held.iter_mut()) {
+                    if !sig.variable {
+                        h.copy_from_slice(g.bytes_mut());
                     }
                 }
             }

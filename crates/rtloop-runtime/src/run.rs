@@ -289,18 +289,19 @@ fn describe_body(b: &Body) -> String {
     }
 }
 
-/// The Python interpreter for Python modules: the model's `python`, else `$RTLOOP_PYTHON`
-/// (set when rtloop runs from its Python package), else `python3`.
 /// Check, without running any of its code, that a Python module file defines a top-level
-/// `step` that takes the arguments the model passes: its inputs, then its outputs, in order.
-/// The file is parsed (Python's `ast`) by the model's interpreter.
+/// `step` that takes the arguments the model passes (its inputs, then its outputs, in
+/// order) and, if the model gives it `options:`, an `init(ctx, ...)` that takes exactly
+/// those (names not taken, parameters without default not given). The file is parsed
+/// (Python's `ast`) by the model's interpreter.
 pub fn check_python_step(model: &Model, process: &crate::model::Process) -> Result<(), String> {
     let crate::model::Body::Python { code, .. } = &process.body else {
         return Ok(());
     };
     const SCRIPT: &str = r#"
 import ast, sys
-path, names = sys.argv[1], sys.argv[2:]
+import json
+path, options, names = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
 try:
     tree = ast.parse(open(path, encoding="utf-8").read(), path)
 except SyntaxError as e:
@@ -314,12 +315,32 @@ required = len(params) - len(a.defaults)
 n = len(names)
 if (len(params) < n and a.vararg is None) or required > n or a.kwonlyargs and len(a.kwonlyargs) > len([d for d in a.kw_defaults if d is not None]):
     print(f"{path}:{steps[-1].lineno}: step({', '.join(params)}) does not take the {n} arguments the model passes: {', '.join(names)} (its inputs, then its outputs)"); sys.exit(3)
+inits = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "init"]
+if options and not inits:
+    print(f"{path} has no top-level `def init(ctx, {', '.join(options)}): ...` to receive the module's options: {', '.join(options)}"); sys.exit(3)
+if inits:
+    a = inits[-1].args
+    pos = [x.arg for x in a.posonlyargs + a.args]
+    if not pos and a.vararg is None:
+        print(f"{path}:{inits[-1].lineno}: init() must take the module's context first: def init(ctx, ...)"); sys.exit(3)
+    first = (a.posonlyargs + a.args)[:1]
+    named = [x.arg for x in a.args if x not in first] + [x.arg for x in a.kwonlyargs]
+    shown = "init(" + ", ".join(pos + (["*" + a.vararg.arg] if a.vararg else []) + [x.arg for x in a.kwonlyargs] + (["**" + a.kwarg.arg] if a.kwarg else [])) + ")"
+    unknown = [k for k in options if k not in named]
+    if unknown and a.kwarg is None:
+        print(f"{path}:{inits[-1].lineno}: options {', '.join(unknown)} are not taken by {shown}; it takes: {', '.join(named) or 'no options'}"); sys.exit(3)
+    required = [x.arg for x in (a.posonlyargs + a.args)[1:][: len(a.posonlyargs + a.args) - 1 - len(a.defaults)]]
+    required += [x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+    missing = [r for r in required if r not in options]
+    if missing:
+        print(f"{path}:{inits[-1].lineno}: {shown} needs the options {', '.join(missing)}; add them under the module's options:"); sys.exit(3)
 "#;
     let python = python_for(model);
     let mut args = vec![
         "-c".to_owned(),
         SCRIPT.to_owned(),
         code.display().to_string(),
+        process.options.to_string(),
     ];
     args.extend(process.inputs.iter().cloned());
     args.extend(process.outputs.iter().cloned());
@@ -515,7 +536,10 @@ fn spawn(
             c
         }
     };
-    cmd.args(args).stdin(std::process::Stdio::null());
+    // what a module prints goes to rtloop's stderr: stdout carries only the report (--json)
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::io::stderr());
     cmd.spawn()
 }
 

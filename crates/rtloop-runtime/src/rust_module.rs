@@ -9,9 +9,11 @@
 //! The C ABI (version [`ABI_VERSION`]): `rtloop_module_abi_version() -> u32`,
 //! `rtloop_module_new() -> *mut c_void`, `rtloop_module_step(state, *mut RtTick, err,
 //! err_cap, *mut err_len) -> i32` (0 ok, 1 panicked: the message is in `err`) and
-//! `rtloop_module_free(state)`. `RtTick` is `{tick, inputs, n_inputs, outputs, n_outputs}`,
-//! each signal an `RtSig {ptr, len_bytes, rows, row_len, dtype_code, name_ptr, name_len}`;
-//! the module writes back `rows` of its outputs (used for `variable` ones).
+//! `rtloop_module_free(state)`. `RtTick` is `{tick, inputs, n_inputs, outputs, n_outputs,
+//! options, n_options}`, each signal an `RtSig {ptr, len_bytes, rows, row_len, dtype_code,
+//! name_ptr, name_len}`, each option (the model's `options:`) an `RtOption {name_ptr,
+//! name_len, value: f64}`; the module writes back `rows` of its outputs (used for
+//! `variable` ones).
 
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,7 @@ use std::path::{Path, PathBuf};
 use crate::drivers::{InView, OutBuf};
 
 /// Version of the C ABI between the runtime and a compiled module.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// The prelude a module file is compiled against: the user-facing API (`Tick`, `Value`),
 /// the `#[repr(C)]` ABI structs and the exported `rtloop_module_*` functions. The generated
@@ -213,6 +215,16 @@ struct RtTick {
     n_inputs: usize,
     outputs: *mut RtSig,
     n_outputs: usize,
+    options: *const RtOption,
+    n_options: usize,
+}
+
+/// One of the module's options (the prelude's `RtOption`): a number (true/false as 1/0).
+#[repr(C)]
+struct RtOption {
+    name_ptr: *const u8,
+    name_len: usize,
+    value: f64,
 }
 
 type StepFn = unsafe extern "C" fn(*mut c_void, *mut RtTick, *mut u8, usize, *mut usize) -> i32;
@@ -227,6 +239,9 @@ pub struct RustModule {
     ins: Vec<RtSig>,
     outs: Vec<RtSig>,
     err: Vec<u8>,
+    // the options' names (the RtOptions point into them; never changed after set_options)
+    option_names: Vec<String>,
+    options: Vec<RtOption>,
     // dropped last (fields drop in order; `Drop::drop` runs first): the functions above
     // live in it
     _lib: libloading::Library,
@@ -287,8 +302,45 @@ impl RustModule {
             ins: Vec::new(),
             outs: Vec::new(),
             err: vec![0; 4096],
+            option_names: Vec::new(),
+            options: Vec::new(),
             _lib: lib,
         })
+    }
+
+    /// Give the module its `options:` (a JSON object): numbers, and true/false as 1/0, are
+    /// read with `t.option(name)`; anything else is refused (the model check refuses it
+    /// first).
+    pub fn set_options(&mut self, options: &serde_json::Value) -> Result<(), String> {
+        let mut names = Vec::new();
+        let mut values = Vec::new();
+        if let Some(map) = options.as_object() {
+            for (k, v) in map {
+                let x = match v {
+                    serde_json::Value::Bool(b) => f64::from(u8::from(*b)),
+                    serde_json::Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+                    other => {
+                        return Err(format!(
+                            "option {k:?} is {other}; a Rust module's options are numbers or true/false"
+                        ))
+                    }
+                };
+                names.push(k.clone());
+                values.push(x);
+            }
+        }
+        self.option_names = names;
+        self.options = self
+            .option_names
+            .iter()
+            .zip(values)
+            .map(|(n, value)| RtOption {
+                name_ptr: n.as_ptr(),
+                name_len: n.len(),
+                value,
+            })
+            .collect();
+        Ok(())
     }
 
     /// Run the module's `step` for one tick: `inputs` are its inputs' rows (history
@@ -328,11 +380,13 @@ impl RustModule {
             n_inputs: self.ins.len(),
             outputs: self.outs.as_mut_ptr(),
             n_outputs: self.outs.len(),
+            options: self.options.as_ptr(),
+            n_options: self.options.len(),
         };
         let mut err_len = 0usize;
         // SAFETY: `holder` came from the module's `new`; `raw` points at RtSigs describing
         // the inputs' and outputs' memory, valid (and the outputs exclusively ours) for the
-        // whole call; the error buffer holds `err.len()` bytes. Inputs are only read by the
+        // whole call, and at the RtOptions, whose names live in `option_names`; the error buffer holds `err.len()` bytes. Inputs are only read by the
         // module (the prelude hands them out as shared slices).
         let rc = unsafe {
             (self.step)(

@@ -41,6 +41,18 @@ pub struct RtTick {
     pub n_inputs: usize,
     pub outputs: *mut RtSig,
     pub n_outputs: usize,
+    pub options: *const RtOption,
+    pub n_options: usize,
+}
+
+/// One of the module's options (C ABI): the model's `options:` entry, a number (true/false
+/// as 1/0).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RtOption {
+    pub name_ptr: *const u8,
+    pub name_len: usize,
+    pub value: f64,
 }
 
 /// A value type a signal can hold. `CODE` is rtloop's dtype code (FieldTrip's).
@@ -105,6 +117,8 @@ pub struct Tick<'a> {
     n_inputs: usize,
     outputs: *mut RtSig,
     n_outputs: usize,
+    options: *const RtOption,
+    n_options: usize,
     taken: &'a mut [bool],
     state: Option<&'a mut RtState>,
     _life: PhantomData<&'a mut RtTick>,
@@ -183,6 +197,19 @@ impl<'a> Tick<'a> {
     /// The tick number (0-based).
     pub fn tick(&self) -> u64 {
         self.tick
+    }
+
+    /// The module's option `name` from the model's `options:` (true/false read as 1/0), or
+    /// `None` if the model does not give it: `t.option("threshold").unwrap_or(-100.0)`.
+    pub fn option(&self, name: &str) -> Option<f64> {
+        (0..self.n_options).find_map(|i| {
+            // SAFETY: the runtime passes `n_options` RtOptions at `options`, each naming
+            // `name_len` UTF-8 bytes at `name_ptr`, valid for the step.
+            let o = unsafe { *self.options.add(i) };
+            // SAFETY: as above.
+            let n = unsafe { std::slice::from_raw_parts(o.name_ptr, o.name_len) };
+            (n == name.as_bytes()).then_some(o.value)
+        })
     }
 
     /// How many inputs (the model's `in:`) this module has.
@@ -412,6 +439,8 @@ pub unsafe extern "C" fn rtloop_module_step(
             n_inputs: raw.n_inputs,
             outputs: raw.outputs,
             n_outputs: raw.n_outputs,
+            options: raw.options,
+            n_options: raw.n_options,
             taken: &mut holder.taken,
             state: Some(&mut holder.state),
             _life: PhantomData,

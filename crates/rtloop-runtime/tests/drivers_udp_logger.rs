@@ -24,6 +24,7 @@ fn sig(name: &str, shape: &[usize], dtype: DType, variable: bool) -> Signal {
         dtype,
         history: 1,
         variable,
+        channels: Vec::new(),
         line: 1,
     }
 }

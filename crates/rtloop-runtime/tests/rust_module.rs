@@ -39,6 +39,7 @@ fn signal(name: &str, shape: &[usize], dtype: DType, history: u64, variable: boo
         dtype,
         history,
         variable,
+        channels: Vec::new(),
         line: 1,
     }
 }
@@ -565,4 +566,41 @@ fn the_example_in_the_docs_compiles_and_runs() {
     }
     assert_eq!(total, 14, "one event on each 10th tick after 250");
     let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_module_reads_its_options_and_a_missing_one_is_none() {
+    let d = dir("options");
+    let mut m = module(
+        &d,
+        "opt.rs",
+        "pub fn step(t: &mut Tick) {\n\
+             let g = t.option(\"gain\").unwrap_or(-1.0) as f32;\n\
+             let on = t.option(\"on\").unwrap_or(-1.0) as f32;\n\
+             let none = if t.option(\"absent\").is_none() { 7.0 } else { 0.0 };\n\
+             let y = t.output::<f32>(0);\n\
+             y[0] = g; y[1] = on; y[2] = none;\n\
+         }\n",
+    );
+    let out_sig = signal("y", &[3], DType::F32, 1, false);
+    let mut out = Buf::new(12);
+    // before set_options: no options at all
+    let (r, _) = step0(&mut m, 0, &out_sig, &mut out);
+    r.unwrap();
+    assert_eq!(out.f32s(), [-1.0, -1.0, 7.0]);
+    m.set_options(&serde_json::json!({"gain": 2.5, "on": true}))
+        .unwrap();
+    let (r, _) = step0(&mut m, 1, &out_sig, &mut out);
+    r.unwrap();
+    assert_eq!(out.f32s(), [2.5, 1.0, 7.0]);
+    // a string is not an option a Rust module can read: refused with what is allowed
+    let e = m
+        .set_options(&serde_json::json!({"mode": "fast"}))
+        .unwrap_err();
+    assert!(
+        e.contains(
+            "option \"mode\" is \"fast\"; a Rust module's options are numbers or true/false"
+        ),
+        "{e}"
+    );
 }

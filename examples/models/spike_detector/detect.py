@@ -7,20 +7,27 @@ from scipy.signal import butter, sosfilt
 
 FS = 30_000.0
 SOS = butter(2, [300.0, 3000.0], btype="bandpass", fs=FS, output="sos")
-LEARN_TICKS = 200  # the noise level is learned from the first 200 ms
-K = 4.5
+LEARN_TICKS = 200  # the noise level is learned from the first ticks (options: learn_ticks)
+K = 4.5  # threshold in robust standard deviations (options: k)
 
-zi = None
-sigma = None
+zi = np.zeros(0)
+sigma = np.zeros(0)
 ticks = 0
 detections = 0
 
 
+def init(ctx, k: float = 4.5, learn_ticks: int = 200):
+    """Runs once before tick 0 with the model's options: the filter state is sized from the
+    input's shape here, not in the first tick."""
+    global K, LEARN_TICKS, zi, sigma
+    K, LEARN_TICKS = k, learn_ticks
+    channels = ctx.inputs["raw"].shape[1]
+    zi = np.zeros((SOS.shape[0], 2, channels))
+    sigma = np.zeros(channels)
+
+
 def step(raw, spikes, trigger):
     global zi, sigma, ticks, detections
-    if zi is None:
-        zi = np.zeros((SOS.shape[0], 2, raw.shape[1]))
-        sigma = np.zeros(raw.shape[1])
     filtered, zi = sosfilt(SOS, raw, axis=0, zi=zi)
     ticks += 1
     if ticks <= LEARN_TICKS:

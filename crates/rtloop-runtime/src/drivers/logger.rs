@@ -194,7 +194,8 @@ pub fn open(
          CREATE TABLE ticks(tick INTEGER PRIMARY KEY, deadline_ns INTEGER, start_ns INTEGER,
                             monotonic_ns INTEGER, realtime_ns INTEGER);
          CREATE TABLE signals(name TEXT PRIMARY KEY, dtype TEXT, shape TEXT,
-                              rows_per_tick INTEGER, variable INTEGER, table_name TEXT);",
+                              rows_per_tick INTEGER, variable INTEGER, table_name TEXT,
+                              channels TEXT);",
     )
     .map_err(sql)?;
     let mut layouts = Vec::new();
@@ -215,14 +216,15 @@ pub fn open(
         ))
         .map_err(sql)?;
         db.execute(
-            "INSERT INTO signals VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO signals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             rusqlite::params![
                 s.name,
                 s.dtype.name(),
                 serde_json::to_string(&s.shape).unwrap_or_default(),
                 s.rows_per_tick() as i64,
                 i64::from(s.variable),
-                table
+                table,
+                serde_json::to_string(&s.channels).unwrap_or_default()
             ],
         )
         .map_err(sql)?;

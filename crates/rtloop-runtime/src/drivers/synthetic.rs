@@ -244,6 +244,7 @@ mod tests {
             dtype,
             history: 1,
             variable: false,
+            channels: Vec::new(),
             line: 1,
         }
     }

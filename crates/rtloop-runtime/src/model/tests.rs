@@ -293,7 +293,7 @@ fn display_lists_every_problem() {
     assert_eq!(
         e.to_string(),
         "model.yaml: 2 problems\n  line 2: signal 'raw': unknown key 'shap'; allowed: shape, \
-         dtype, history, variable\n  line 2: signal 'raw': missing required key 'shape' (e.g. \
+         dtype, history, variable, channels\n  line 2: signal 'raw': missing required key 'shape' (e.g. \
          shape: [channels])"
     );
     let e = parse_str("", Path::new("model.yaml")).unwrap_err();
@@ -970,4 +970,116 @@ signals:
     let m = parse_with(text, &[]).0.unwrap();
     assert_eq!(m.signals.len(), 2);
     assert_eq!(m.signals[1].name, "copy");
+}
+
+const MODULE_MODEL: &str = "\
+signals:
+  raw: {shape: [30, 3], dtype: float32, channels: [Fz, Cz, Pz]}
+  y: {shape: [2], dtype: float32}
+sources:
+  gen: {driver: synthetic, out: [raw]}
+modules:
+  m:
+    language: python
+    code: m.py
+    every: 5
+    options: {k: 4.5, name: fast, taps: [1, 2]}
+    in: [raw]
+    out: [y]
+";
+
+#[test]
+fn channels_options_and_every_are_parsed() {
+    let (m, _d) = parse_with(MODULE_MODEL, &["m.py"]);
+    let m = m.unwrap();
+    assert_eq!(m.signals[0].channels, ["Fz", "Cz", "Pz"]);
+    assert!(m.signals[1].channels.is_empty());
+    let p = &m.processes[1];
+    assert_eq!(p.every, 5);
+    assert_eq!(
+        p.options,
+        serde_json::json!({"k": 4.5, "name": "fast", "taps": [1, 2]})
+    );
+    // defaults: every tick, no options
+    assert_eq!(m.processes[0].every, 1);
+    let (m, _d) = parse_with(
+        &MODULE_MODEL
+            .replace("    every: 5\n", "")
+            .replace("    options: {k: 4.5, name: fast, taps: [1, 2]}\n", ""),
+        &["m.py"],
+    );
+    let m = m.unwrap();
+    assert_eq!(m.processes[1].every, 1);
+    assert_eq!(m.processes[1].options, serde_json::json!({}));
+}
+
+#[test]
+fn bad_channels_are_refused_with_what_is_allowed() {
+    let with = |c: &str| MODULE_MODEL.replace("channels: [Fz, Cz, Pz]", c);
+    one(
+        &with("channels: [Fz, Cz]"),
+        &["m.py"],
+        2,
+        &["signal 'raw': channels: 2 names for 3 values per row (shape [30, 3]"],
+    );
+    one(
+        &with("channels: [Fz, Fz, Pz]"),
+        &["m.py"],
+        2,
+        &["signal 'raw': channels: 'Fz' is listed twice"],
+    );
+    one(
+        &with("channels: Fz"),
+        &["m.py"],
+        2,
+        &["signal 'raw': channels: expected a list of channel names, got"],
+    );
+    one(
+        &with("channels: [Fz, 3, Pz]"),
+        &["m.py"],
+        2,
+        &["channels: expected a channel name (a non-empty string of at most 64 bytes), got"],
+    );
+    one(
+        &with(&format!("channels: [Fz, Cz, {}]", "x".repeat(65))),
+        &["m.py"],
+        2,
+        &["at most 64 bytes"],
+    );
+}
+
+#[test]
+fn bad_module_options_and_every_are_refused_with_what_is_allowed() {
+    one(
+        &MODULE_MODEL.replace("every: 5", "every: 0"),
+        &["m.py"],
+        10,
+        &["module 'm': every: expected an integer >= 1 (ticks), got 0"],
+    );
+    one(
+        &MODULE_MODEL.replace("every: 5", "every: fast"),
+        &["m.py"],
+        10,
+        &["every: expected an integer >= 1 (ticks)"],
+    );
+    one(
+        &MODULE_MODEL.replace("options: {k: 4.5, name: fast, taps: [1, 2]}", "options: [1, 2]"),
+        &["m.py"],
+        11,
+        &["module 'm': options: expected a mapping of option name to value (passed to the module's init), got"],
+    );
+    // a Rust module reads numbers (and true/false) only
+    let rust = MODULE_MODEL
+        .replace("language: python", "language: rust")
+        .replace("code: m.py", "code: m.rs");
+    let errs = errors(&rust, &["m.rs"]);
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    has(
+        &errs,
+        11,
+        &["module 'm': options: 'name' is \"fast\"; a rust module's options are numbers or true/false (read with t.option(\"name\"))"],
+    );
+    has(&errs, 11, &["'taps' is [1,2]"]);
+    let ok = rust.replace("{k: 4.5, name: fast, taps: [1, 2]}", "{k: 4.5, on: true}");
+    assert!(parse_with(&ok, &["m.rs"]).0.is_ok());
 }

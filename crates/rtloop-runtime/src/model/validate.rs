@@ -38,9 +38,13 @@ const CONFIG_KEYS: &[&str] = &[
     "on_miss",
     "python",
 ];
-const SIGNAL_KEYS: &[&str] = &["shape", "dtype", "history", "variable"];
+const SIGNAL_KEYS: &[&str] = &["shape", "dtype", "history", "variable", "channels"];
 const SOURCE_KEYS: &[&str] = &["driver", "out", "options", "core"];
-const MODULE_KEYS: &[&str] = &["language", "code", "numba", "in", "out", "core"];
+const MODULE_KEYS: &[&str] = &[
+    "language", "code", "numba", "options", "every", "in", "out", "core",
+];
+/// Longest channel name (bytes), as FieldTrip's and LSL's labels are short.
+const CHANNEL_NAME_MAX: usize = 64;
 const SINK_KEYS: &[&str] = &["driver", "in", "options", "core"];
 const PORT_KEYS: &[&str] = &["signal", "shape", "dtype"];
 
@@ -268,6 +272,7 @@ struct SigDecl {
     dtype: Option<DType>,
     history: Option<u64>,
     variable: bool,
+    channels: Vec<String>,
 }
 
 /// A process as declared, with whatever parts were valid.
@@ -281,6 +286,10 @@ struct ProcDecl {
     /// Line of `driver:` (sources and sinks).
     driver_line: usize,
     core: Option<usize>,
+    /// A module's `options:` (an object).
+    options: serde_json::Value,
+    /// A module's `every:`.
+    every: u64,
 }
 
 impl ProcDecl {
@@ -570,6 +579,8 @@ impl Cx<'_> {
                     outputs: p.outputs.into_iter().map(|x| x.signal).collect(),
                     body: p.body?,
                     core: p.core,
+                    options: p.options,
+                    every: p.every,
                     line: p.line,
                 })
             })
@@ -826,6 +837,7 @@ impl Cx<'_> {
                 dtype: None,
                 history: None,
                 variable: false,
+                channels: Vec::new(),
             };
             if let Some(f) = self.fields(v, l, &what, SIGNAL_KEYS, &[]) {
                 match f.get("shape") {
@@ -878,10 +890,87 @@ impl Cx<'_> {
                         s.history = None;
                     }
                 }
+                if let Some((_, v)) = f.get("channels") {
+                    self.channels(v, &what, &mut s);
+                }
             }
             out.push(s);
         }
         out
+    }
+
+    /// `channels:` a list of distinct names, one per value of a row (the shape's last
+    /// dimensions), kept in logs and shown to modules.
+    fn channels(&mut self, n: &MarkedYaml<'_>, what: &str, s: &mut SigDecl) {
+        let Val::Seq(items) = val(n) else {
+            self.err(
+                line(n),
+                format!(
+                    "{what}: channels: expected a list of channel names, got {}",
+                    describe(n)
+                ),
+            );
+            return;
+        };
+        let mut names = Vec::with_capacity(items.len());
+        let mut seen = HashSet::new();
+        let mut ok = true;
+        for item in items {
+            match val(item) {
+                Val::Str(c)
+                    if !c.is_empty() && c.len() <= CHANNEL_NAME_MAX && !c.contains('\0') =>
+                {
+                    if !seen.insert(c) {
+                        self.err(
+                            line(item),
+                            format!("{what}: channels: '{}' is listed twice", clip(c)),
+                        );
+                        ok = false;
+                    }
+                    names.push(c.to_owned());
+                }
+                _ => {
+                    self.err(
+                        line(item),
+                        format!(
+                            "{what}: channels: expected a channel name (a non-empty string of \
+                             at most {CHANNEL_NAME_MAX} bytes), got {}",
+                            describe(item)
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        if let Some(shape) = &s.shape {
+            let per_row: usize = if shape.len() >= 2 {
+                shape[1..].iter().product()
+            } else {
+                shape.iter().product()
+            };
+            if ok && names.len() != per_row {
+                self.err(
+                    line(n),
+                    format!(
+                        "{what}: channels: {} names for {per_row} values per row (shape {}: \
+                         one name per channel{})",
+                        names.len(),
+                        shape_str(shape),
+                        if shape.len() >= 2 {
+                            ", the dimensions after the first"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+                ok = false;
+            }
+        }
+        if ok {
+            s.channels = names;
+        } else {
+            s.shape = None;
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -928,6 +1017,8 @@ impl Cx<'_> {
                 body: None,
                 driver_line: l,
                 core: None,
+                options: serde_json::Value::Object(serde_json::Map::new()),
+                every: 1,
             };
             let what = p.what();
             let (allowed, refused): (&[&str], &[(&str, &str)]) = match kind {
@@ -1021,6 +1112,44 @@ impl Cx<'_> {
         }
         if p.kind == Kind::Module {
             p.body = self.module_body(f, &what, dir);
+            if let Some((options_line, v)) = f.get("options") {
+                match val(v) {
+                    Val::Map | Val::Null => match self.json(v, &what, "options") {
+                        Some(serde_json::Value::Null) | None => {}
+                        Some(o) => p.options = o,
+                    },
+                    _ => self.err(
+                        line(v),
+                        format!(
+                            "{what}: options: expected a mapping of option name to value \
+                             (passed to the module's init), got {}",
+                            describe(v)
+                        ),
+                    ),
+                }
+                if let (Some(Body::Rust { .. }), Some(o)) = (&p.body, p.options.as_object()) {
+                    for (k, v) in o {
+                        if !(v.is_number() || v.is_boolean()) {
+                            self.err(
+                                options_line,
+                                format!(
+                                    "{what}: options: '{}' is {v}; a rust module's options are \
+                                     numbers or true/false (read with t.option(\"{}\"))",
+                                    clip(k),
+                                    clip(k)
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            if let Some((_, v)) = f.get("every") {
+                if let Some(n) = self.int(v, &what, "every", "an integer >= 1 (ticks)", |i| {
+                    (1..=1_000_000).contains(&i)
+                }) {
+                    p.every = n.unsigned_abs();
+                }
+            }
         } else {
             let driver = match f.get("driver") {
                 Some((l, v)) => {
@@ -1409,6 +1538,7 @@ impl Cx<'_> {
                     dtype: s.dtype?,
                     history: s.history?,
                     variable: s.variable,
+                    channels: s.channels.clone(),
                     line: s.line,
                 })
             })
@@ -1437,6 +1567,7 @@ impl Cx<'_> {
                         dtype: s.dtype?,
                         history: s.history?,
                         variable: s.variable,
+                        channels: s.channels.clone(),
                         line: s.line,
                     })
                 })
