@@ -33,6 +33,52 @@ fn bench_runtime_measures_the_closed_loop_from_outside_beside_a_bare_round_trip(
         .as_str()
         .unwrap()
         .starts_with("bare UDP round trip"));
+    // the same model with udp_in acting on arrival: answered within the tick the datagram
+    // arrives in; its verdict follows its own p99
+    let arrival = &v["closed_loop_on_arrival"];
+    assert!(arrival["count"].as_u64().unwrap() > 100, "{arrival}");
+    let row = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["figure"]
+                .as_str()
+                .unwrap()
+                .starts_with("the same with udp_in acting on arrival")
+        })
+        .expect("an on-arrival row");
+    assert_eq!(
+        row["met"],
+        arrival["p99_ns"].as_u64().unwrap() <= 1_000_000,
+        "{row}"
+    );
+    // the UDP echo's zero-drop rate against plain loopback and against the same work
+    // without the runtime, each verdict following its ratio
+    let best = |key: &str| {
+        v[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["dropped"] == 0 && r["corrupted"] == 0)
+            .map(|r| r["received_per_tick"].as_f64().unwrap())
+            .fold(0.0f64, f64::max)
+    };
+    let (model, plain, same) = (
+        best("udp_echo"),
+        best("udp_reference"),
+        best("udp_same_work"),
+    );
+    assert!(plain > 0.0 && same > 0.0, "{plain} {same}");
+    for (what, reference) in [("plain loopback", plain), ("the same work", same)] {
+        let row = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["target"] == format!(">= 0.9x {what}"))
+            .unwrap_or_else(|| panic!("a zero-drop row against {what}"));
+        assert_eq!(row["met"], model / reference >= 0.9, "{row}");
+    }
     // every row with a target has a verdict, every row a reference
     for r in v["rows"].as_array().unwrap() {
         assert!(!r["reference"].as_str().unwrap().is_empty(), "{r}");

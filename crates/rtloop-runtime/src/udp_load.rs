@@ -325,6 +325,94 @@ pub fn bare_echo(port_in: u16, port_out: u16, seconds: f64) -> Result<(), anyhow
     Ok(())
 }
 
+/// The same-work reference of the echo model: the model's own `udp_in` and `udp_out`
+/// drivers (the same signals, options, `recvmmsg` and GSO `sendmmsg`) called once per
+/// millisecond by one plain thread, on 127.0.0.1:`port_in` to 127.0.0.1:`port_out`, until
+/// `seconds` have passed. What the model adds on top (timer, processes, streams, board) is
+/// the difference between the two.
+pub fn paced_driver_echo(
+    port_in: u16,
+    port_out: u16,
+    seconds: f64,
+) -> Result<(), anyhow_free::Error> {
+    use crate::drivers::{DriverCtx, InView, OutBuf, TickInfo};
+    use crate::model::Signal;
+    let err = |e: crate::drivers::DriverError| anyhow_free::Error(e.0);
+    let sig = |name: &str, shape: [usize; 2], dtype| Signal {
+        name: name.into(),
+        shape: shape.to_vec(),
+        dtype,
+        history: 1,
+        variable: true,
+        channels: Vec::new(),
+        line: 0,
+    };
+    const ROWS: usize = 1024;
+    let pk = sig("packets", [ROWS, SIZE], rtloop_stream::DType::U8);
+    let ln = sig("lengths", [ROWS, 1], rtloop_stream::DType::U16);
+    let ctx = DriverCtx {
+        model: "reference".into(),
+        tick: Duration::from_millis(1),
+        out_dir: std::env::temp_dir(),
+        process: "echo".into(),
+    };
+    let signals = [pk.clone(), ln.clone()];
+    let mut src = crate::drivers::udp::open_in(
+        &serde_json::json!({"bind": format!("127.0.0.1:{port_in}")}),
+        &signals,
+        &ctx,
+    )
+    .map_err(err)?;
+    let mut sink = crate::drivers::udp::open_out(
+        &serde_json::json!({"to": format!("127.0.0.1:{port_out}")}),
+        &signals,
+        &ctx,
+    )
+    .map_err(err)?;
+    let mut packets = vec![0u8; ROWS * SIZE];
+    let mut lengths = vec![0u8; ROWS * 2];
+    let t0 = Instant::now();
+    let mut k = 0u64;
+    while t0.elapsed().as_secs_f64() < seconds {
+        k += 1;
+        let due = t0 + Duration::from_micros(k * 1000);
+        while Instant::now() < due {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        let info = TickInfo::default();
+        let mut out = [
+            OutBuf {
+                signal: &pk,
+                bytes: &mut packets,
+                rows: ROWS,
+            },
+            OutBuf {
+                signal: &ln,
+                bytes: &mut lengths,
+                rows: ROWS,
+            },
+        ];
+        src.tick(&info, &mut out).map_err(err)?;
+        let rows = out[0].rows;
+        let inputs = [
+            InView {
+                signal: &pk,
+                bytes: &packets[..rows * SIZE],
+                rows,
+                first: 0,
+            },
+            InView {
+                signal: &ln,
+                bytes: &lengths[..rows * 2],
+                rows,
+                first: 0,
+            },
+        ];
+        sink.tick(&info, &inputs).map_err(err)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,5 +431,22 @@ mod tests {
             assert_eq!(x.corrupted, 0);
             assert!(x.received <= x.sent);
         }
+    }
+
+    #[test]
+    fn the_paced_driver_echo_returns_what_it_gets() {
+        let free = || {
+            UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let (pin, pout) = (free(), free());
+        let r = udp_sweep(pin, pout, &[5], 0.3, || paced_driver_echo(pin, pout, 2.3)).unwrap();
+        assert_eq!(r.len(), 1);
+        // a few datagrams per ms through two 8 MiB buffers: every one comes back intact
+        assert!(r[0].sent > 0 && r[0].sent % 5 == 0);
+        assert_eq!((r[0].received, r[0].corrupted), (r[0].sent, 0));
     }
 }

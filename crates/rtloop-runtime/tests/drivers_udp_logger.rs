@@ -885,3 +885,158 @@ fn logger_writer_errors_are_reported_and_committed_ticks_stay_readable() {
         .unwrap();
     assert_eq!(n, 3);
 }
+
+/// One tick of `lens.len()` datagrams (rows of `row` bytes) through `udp_out` with `gso`
+/// on or off: each arrives alone, byte for byte and in order, and all are counted.
+fn send_tick_and_compare(row: usize, lens: &[u32], gso: bool, messages: usize) {
+    let n = lens.len();
+    let d = sig("d", &[n, row], DType::U8, true);
+    let ln = sig("ln", &[n, 1], DType::U32, true);
+    let mut bytes = vec![0u8; n * row];
+    for (r, x) in bytes.chunks_exact_mut(row).enumerate() {
+        for (i, b) in x.iter_mut().enumerate() {
+            *b = (r * 7 + i) as u8;
+        }
+    }
+    let len_bytes: Vec<u8> = lens.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    let want: Vec<Vec<u8>> = bytes
+        .chunks_exact(row)
+        .zip(lens)
+        .map(|(x, &l)| x[..l as usize].to_vec())
+        .collect();
+    let (rx, p) = receiver();
+    let opts = json!({"to": format!("127.0.0.1:{p}"), "gso": gso});
+    drivers::check("udp_out", Kind::Sink, &opts, &[&d, &ln]).unwrap();
+    let mut sink = udp::open_out(&opts, &[d.clone(), ln.clone()], &here()).unwrap();
+    sink.tick(
+        &TickInfo::default(),
+        &[view(&d, &bytes, n), view(&ln, &len_bytes, n)],
+    )
+    .unwrap();
+    for (k, w) in want.iter().enumerate() {
+        assert_eq!(
+            &recv(&rx),
+            w,
+            "datagram {k} of {n} (row {row} B, gso {gso})"
+        );
+    }
+    let total: u64 = lens.iter().map(|&l| u64::from(l)).sum();
+    let gso_part = if gso {
+        format!(", {messages} GSO messages")
+    } else {
+        String::new()
+    };
+    assert_eq!(
+        sink.finish().unwrap(),
+        format!("sent {n} datagrams ({total} bytes{gso_part}), 0 refused/dropped")
+    );
+}
+
+/// Runs of equal-sized datagrams go out as UDP GSO messages: a run longer than the
+/// 64-datagram cap, sizes changing inside a tick, an empty datagram, and 1472-byte ones
+/// where 64 KiB per message is the limit (44 each). The receiver still gets each datagram
+/// alone, byte for byte and in order, with `gso` on (the default) and off.
+#[test]
+fn udp_out_sends_runs_of_equal_datagrams_each_arriving_alone_with_and_without_gso() {
+    let mut small: Vec<u32> = vec![256; 100];
+    small.extend([100, 100, 100, 256, 0]);
+    small.extend(vec![256; 45]);
+    let large: Vec<u32> = vec![1472; 50];
+    for gso in [true, false] {
+        // 64 + 36 of 256 B, 3 of 100 B, then 256 and 0 alone, 45 of 256 B
+        send_tick_and_compare(256, &small, gso, 4);
+        // 44 + 6 of 1472 B
+        send_tick_and_compare(1472, &large, gso, 2);
+    }
+    let d = sig("d", &[4, 8], DType::U8, true);
+    let e = drivers::check(
+        "udp_out",
+        Kind::Sink,
+        &json!({"to": "127.0.0.1:9", "gso": "yes"}),
+        &[&d],
+    )
+    .unwrap_err();
+    assert!(e.contains("gso"), "{e}");
+}
+
+/// `act: arrival`: a tick that starts with nothing waits for the first datagram (here sent
+/// 20 ms into a 2 s tick) and takes it in the same tick; `act: tick` (the default) takes only
+/// what was there at the start. With nothing arriving, the tick ends at the cutoff with no
+/// rows. A cutoff not shorter than the tick is refused.
+#[test]
+fn udp_in_acting_on_arrival_takes_a_datagram_within_the_tick_it_arrives_in() {
+    let pk = sig("pk", &[8, 64], DType::U8, true);
+    let tick = Duration::from_secs(2);
+    let ctx = DriverCtx { tick, ..here() };
+    for (act, want_rows) in [("arrival", 1usize), ("tick", 0)] {
+        let p = port();
+        let opts = json!({"bind": format!("127.0.0.1:{p}"), "act": act});
+        drivers::check("udp_in", Kind::Source, &opts, &[&pk]).unwrap();
+        let mut src = udp::open_in(&opts, std::slice::from_ref(&pk), &ctx).unwrap();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            tx.send_to(b"mid-tick", ("127.0.0.1", p)).unwrap();
+        });
+        let start = rtloop_sys::monotonic_ns();
+        let info = TickInfo {
+            deadline_ns: start,
+            ..TickInfo::default()
+        };
+        let mut b = vec![0u8; 8 * 64];
+        let mut out = [OutBuf {
+            signal: &pk,
+            bytes: &mut b,
+            rows: 8,
+        }];
+        src.tick(&info, &mut out).unwrap();
+        assert_eq!(out[0].rows, want_rows, "act: {act}");
+        sender.join().unwrap();
+        if want_rows == 1 {
+            assert_eq!(&b[..8], b"mid-tick");
+        }
+    }
+    // nothing arrives: the tick waits to its cutoff (never past it) and carries no rows
+    let p = port();
+    let opts = json!({"bind": format!("127.0.0.1:{p}"), "act": "arrival", "cutoff_us": 1_900_000});
+    let mut src = udp::open_in(&opts, std::slice::from_ref(&pk), &ctx).unwrap();
+    let start = rtloop_sys::monotonic_ns();
+    let mut b = vec![0u8; 8 * 64];
+    let mut out = [OutBuf {
+        signal: &pk,
+        bytes: &mut b,
+        rows: 8,
+    }];
+    src.tick(
+        &TickInfo {
+            deadline_ns: start,
+            ..TickInfo::default()
+        },
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(out[0].rows, 0);
+    assert!(
+        rtloop_sys::monotonic_ns() >= start + 100_000_000,
+        "waited to the cutoff"
+    );
+    // a cutoff of a whole tick or more leaves no time to wait
+    let opts = json!({"bind": "127.0.0.1:0", "act": "arrival", "cutoff_us": 2_000_000});
+    let e = udp::open_in(&opts, std::slice::from_ref(&pk), &ctx)
+        .err()
+        .unwrap()
+        .0;
+    assert!(
+        e.contains("cutoff_us 2000000 is not shorter than the tick (2000000 µs)"),
+        "{e}"
+    );
+    // act is `tick` or `arrival`
+    let e = drivers::check(
+        "udp_in",
+        Kind::Source,
+        &json!({"bind": "127.0.0.1:0", "act": "soon"}),
+        &[&pk],
+    )
+    .unwrap_err();
+    assert!(e.contains("soon") && e.contains("arrival"), "{e}");
+}

@@ -3,6 +3,12 @@
 //! signal's rows, and sends a tick's rows with `sendmmsg`. Neither ever blocks the tick:
 //! every call is `MSG_DONTWAIT`, what does not fit waits for the next tick (`udp_in`) or
 //! is counted as dropped (`udp_out`).
+//!
+//! `udp_out` hands runs of equal-sized datagrams to the kernel as one UDP GSO message
+//! (`UDP_SEGMENT`): one trip through the stack per run instead of per datagram, which
+//! measured about 1.2-1.4x the zero-drop rate of plain `sendmmsg` on a 2-vCPU VM's loopback
+//! (the receiver still gets separate datagrams). A kernel without it falls back to one
+//! message per datagram.
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
@@ -21,6 +27,13 @@ const MAX_VLEN: usize = 1024;
 /// Largest UDP payload (IPv4).
 const MAX_DATAGRAM: usize = 65_507;
 
+/// Most datagrams in one GSO message (the kernel's UDP_MAX_SEGMENTS is 64 or more).
+const GSO_MAX_SEGMENTS: usize = 64;
+
+/// `UDP_SEGMENT` (linux/udp.h): the cmsg / socket option that sets a GSO message's
+/// datagram size.
+const UDP_SEGMENT: libc::c_int = 103;
+
 /// Warnings about dropped datagrams are rate-limited to one per this.
 const WARN_EVERY: Duration = Duration::from_secs(1);
 
@@ -33,6 +46,30 @@ struct InOptions {
     /// Socket receive buffer in bytes (default 8 MiB; SO_RCVBUFFORCE when permitted).
     #[serde(default = "default_rcvbuf")]
     recv_buffer: usize,
+    /// `tick` (default): take what arrived when the tick starts. `arrival`: if nothing is
+    /// there yet, wait for the first datagram until `cutoff_us` before the tick ends, so
+    /// data is acted on within the tick it arrives in.
+    #[serde(default)]
+    act: Act,
+    /// With `act: arrival`, stop waiting this long before the tick ends (default 200 µs:
+    /// the rest of the tick is for the processes downstream).
+    #[serde(default = "default_cutoff_us")]
+    cutoff_us: u64,
+}
+
+/// When `udp_in` takes its datagrams.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Act {
+    /// At the tick's start: what arrived since the last tick.
+    #[default]
+    Tick,
+    /// As soon as a datagram arrives (until the cutoff before the tick's end).
+    Arrival,
+}
+
+fn default_cutoff_us() -> u64 {
+    200
 }
 
 fn default_rcvbuf() -> usize {
@@ -57,6 +94,13 @@ struct OutOptions {
     /// `all` (default) or `nonzero`: skip rows whose bytes are all zero (triggers).
     #[serde(default = "default_send")]
     send: SendWhat,
+    /// Send runs of equal-sized datagrams as one UDP GSO message (default true).
+    #[serde(default = "default_gso")]
+    gso: bool,
+}
+
+fn default_gso() -> bool {
+    true
 }
 
 fn default_send() -> SendWhat {
@@ -244,7 +288,18 @@ pub fn open_in(
     sock.set_nonblocking(true)?;
     set_rcvbuf(&sock, o.recv_buffer);
     let max = p.rows_per_tick();
+    let cutoff = Duration::from_micros(o.cutoff_us);
+    if o.act == Act::Arrival && cutoff >= ctx.tick {
+        return Err(DriverError(format!(
+            "udp_in: cutoff_us {} is not shorter than the tick ({} µs); act: arrival waits \
+             until cutoff_us before the tick ends, so it must be between 0 and the tick",
+            o.cutoff_us,
+            ctx.tick.as_micros()
+        )));
+    }
     Ok(Box::new(UdpIn {
+        act: o.act,
+        wait_until_ns: (ctx.tick - cutoff).as_nanos() as u64,
         name: ctx.process.clone(),
         signal: p.name.clone(),
         row: p.row_bytes(),
@@ -261,6 +316,10 @@ pub fn open_in(
 }
 
 struct UdpIn {
+    /// When the datagrams are taken.
+    act: Act,
+    /// With `act: arrival`, wait until this long after the tick's deadline (its start).
+    wait_until_ns: u64,
     /// The process's name.
     name: String,
     /// The packets signal's name.
@@ -374,8 +433,45 @@ impl UdpIn {
     }
 }
 
+impl UdpIn {
+    /// `act: arrival`: sleep until the socket is readable or `until_ns` (CLOCK_MONOTONIC)
+    /// has come. True if a datagram is there.
+    fn wait_readable(&self, until_ns: u64) -> Result<bool, DriverError> {
+        loop {
+            let now = rtloop_sys::monotonic_ns();
+            if now >= until_ns {
+                return Ok(false);
+            }
+            let left = until_ns - now;
+            let ts = libc::timespec {
+                tv_sec: (left / 1_000_000_000) as libc::time_t,
+                tv_nsec: (left % 1_000_000_000) as libc::c_long,
+            };
+            let mut fd = libc::pollfd {
+                fd: self.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for an open socket, a valid timespec, no signal mask.
+            let r = unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) };
+            if r > 0 {
+                return Ok(true);
+            }
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(DriverError(format!(
+                        "udp_in '{}': waiting for a datagram: {e}",
+                        self.name
+                    )));
+                }
+            }
+        }
+    }
+}
+
 impl Source for UdpIn {
-    fn tick(&mut self, _t: &TickInfo, out: &mut [OutBuf<'_>]) -> Result<(), DriverError> {
+    fn tick(&mut self, t: &TickInfo, out: &mut [OutBuf<'_>]) -> Result<(), DriverError> {
         let Some((pk, rest)) = out.split_first_mut() else {
             return Ok(());
         };
@@ -385,10 +481,19 @@ impl Source for UdpIn {
             _ => None,
         };
         let mut filled = 0;
+        let mut waited = false;
         loop {
             let (got, more) =
                 self.recv(pk.bytes, filled, max, lens.as_mut().map(|l| &mut *l.bytes))?;
             filled += got;
+            if filled == 0 && !waited && self.act == Act::Arrival {
+                // nothing yet: act on the first datagram that arrives in this tick
+                waited = true;
+                if self.wait_readable(t.deadline_ns + self.wait_until_ns)? {
+                    continue;
+                }
+                break;
+            }
             if !more || filled >= max {
                 break;
             }
@@ -441,6 +546,10 @@ pub fn open_out(
         lengths: signals.get(1).map(|l| l.dtype),
         iov: Vec::with_capacity(rows),
         msgs: Vec::with_capacity(rows),
+        runs: Vec::with_capacity(rows),
+        ctrl: Vec::with_capacity(rows),
+        gso: o.gso,
+        gso_messages: 0,
         sent: 0,
         bytes: 0,
         refused: 0,
@@ -462,6 +571,14 @@ struct UdpOut {
     /// Reused every tick: no allocation once the first tick sized them.
     iov: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
+    /// Datagrams in each message of `msgs` (more than 1: a GSO message).
+    runs: Vec<usize>,
+    /// A control buffer per message (the UDP_SEGMENT cmsg), aligned for cmsghdr.
+    ctrl: Vec<[u64; 4]>,
+    /// Use UDP GSO (cleared if the kernel refuses it).
+    gso: bool,
+    /// GSO messages sent (each carrying 2 or more datagrams).
+    gso_messages: u64,
     sent: u64,
     bytes: u64,
     /// Datagrams not sent: ECONNREFUSED, socket buffer full, other send errors.
@@ -542,20 +659,73 @@ impl UdpOut {
     }
 }
 
+impl UdpOut {
+    /// Group this tick's iovecs into messages: with GSO, runs of up to
+    /// [`GSO_MAX_SEGMENTS`] equal-sized datagrams (at most 64 KiB in all) become one
+    /// message with a UDP_SEGMENT cmsg; otherwise one message per datagram.
+    fn build_messages(&mut self) {
+        self.msgs.clear();
+        self.runs.clear();
+        let n = self.iov.len();
+        let mut i = 0;
+        while i < n {
+            let len = self.iov[i].iov_len;
+            let mut j = i + 1;
+            if self.gso && len > 0 {
+                let most = GSO_MAX_SEGMENTS.min(MAX_DATAGRAM / len).max(1);
+                while j < n && j - i < most && self.iov[j].iov_len == len {
+                    j += 1;
+                }
+            }
+            // SAFETY: mmsghdr is plain old data; all-zero is valid (see `header`).
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = self.iov[i..].as_mut_ptr();
+            m.msg_hdr.msg_iovlen = j - i;
+            self.msgs.push(m);
+            self.runs.push(j - i);
+            i = j;
+        }
+        // control buffers last: `ctrl` must not move once pointed at
+        if self.ctrl.len() < self.msgs.len() {
+            self.ctrl.resize(self.msgs.len(), [0; 4]);
+        }
+        let mut at = 0;
+        for (k, m) in self.msgs.iter_mut().enumerate() {
+            let first = at;
+            at += self.runs[k];
+            if self.runs[k] < 2 {
+                continue;
+            }
+            let seg = self.iov[first].iov_len as u16;
+            let buf = &mut self.ctrl[k];
+            m.msg_hdr.msg_control = buf.as_mut_ptr().cast();
+            // SAFETY: CMSG_SPACE/CMSG_LEN are pure arithmetic; CMSG_FIRSTHDR reads the
+            // msghdr's control fields, which point at `buf` (32 bytes, 8-aligned, more
+            // than CMSG_SPACE(2) = 24), and the writes stay inside it.
+            unsafe {
+                m.msg_hdr.msg_controllen = libc::CMSG_SPACE(2) as usize;
+                let c = libc::CMSG_FIRSTHDR(&m.msg_hdr);
+                (*c).cmsg_level = libc::SOL_UDP;
+                (*c).cmsg_type = UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+            }
+        }
+    }
+}
+
 impl Sink for UdpOut {
     fn tick(&mut self, _t: &TickInfo, inputs: &[InView<'_>]) -> Result<(), DriverError> {
         self.gather(inputs)?;
-        self.msgs.clear();
-        for v in &mut self.iov {
-            self.msgs.push(header(v));
-        }
-        let total = self.msgs.len();
+        self.build_messages();
+        let mut total = self.msgs.len();
         let mut done = 0;
         while done < total {
             let vlen = (total - done).min(MAX_VLEN);
-            // SAFETY: `msgs[done..done + vlen]` are valid headers, each with one iovec (in
-            // `self.iov`, untouched during the call) pointing at bytes of a row of the
-            // input, which the kernel only reads and which is borrowed for this tick.
+            // SAFETY: `msgs[done..done + vlen]` are valid headers whose iovecs (in
+            // `self.iov`) point at bytes of rows of the input, which the kernel only reads
+            // and which are borrowed for this tick, and whose control data (if any) is in
+            // `self.ctrl`; neither vector changes during the call.
             let r = unsafe {
                 libc::sendmmsg(
                     self.sock.as_raw_fd(),
@@ -566,11 +736,15 @@ impl Sink for UdpOut {
             };
             if r > 0 {
                 let r = r as usize;
-                for m in &self.msgs[done..done + r] {
+                for (m, &n) in self.msgs[done..done + r]
+                    .iter()
+                    .zip(&self.runs[done..done + r])
+                {
                     self.bytes += u64::from(m.msg_len);
+                    self.sent += n as u64;
+                    self.gso_messages += u64::from(n > 1);
                 }
                 done += r;
-                self.sent += r as u64;
                 continue;
             }
             let e = if r == 0 {
@@ -578,22 +752,34 @@ impl Sink for UdpOut {
             } else {
                 io::Error::last_os_error()
             };
+            let lost = self.runs[done];
             match e.raw_os_error() {
                 Some(libc::EINTR) => {}
-                // nobody listening (an ICMP error of an earlier datagram): this datagram
+                // a kernel or route without UDP GSO: from now on one message per datagram,
+                // starting with the rest of this tick
+                Some(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
+                    if self.gso && lost > 1 =>
+                {
+                    self.gso = false;
+                    let first: usize = self.runs[..done].iter().sum();
+                    self.iov.drain(..first);
+                    self.build_messages();
+                    (done, total) = (0, self.msgs.len());
+                }
+                // nobody listening (an ICMP error of an earlier datagram): this message
                 // was not sent, the error is cleared, the next ones go out
                 Some(libc::ECONNREFUSED) => {
-                    self.refused += 1;
+                    self.refused += lost as u64;
                     done += 1;
                 }
                 // socket buffer full: the rest of this tick is dropped, never waited for
                 Some(libc::EAGAIN | libc::ENOBUFS) => {
-                    self.refused += (total - done) as u64;
+                    self.refused += self.runs[done..].iter().sum::<usize>() as u64;
                     done = total;
                 }
                 // anything else (no route, ...): counted and reported, the model goes on
                 _ => {
-                    self.refused += 1;
+                    self.refused += lost as u64;
                     done += 1;
                     self.warn_error(e);
                 }
@@ -608,8 +794,13 @@ impl Sink for UdpOut {
             .as_ref()
             .map(|e| format!(" (last error: {e})"))
             .unwrap_or_default();
+        let gso = if self.gso_messages > 0 {
+            format!(", {} GSO messages", self.gso_messages)
+        } else {
+            String::new()
+        };
         Ok(format!(
-            "sent {} datagrams ({} bytes), {} refused/dropped{last}",
+            "sent {} datagrams ({} bytes{gso}), {} refused/dropped{last}",
             self.sent, self.bytes, self.refused
         ))
     }
