@@ -134,9 +134,18 @@ fn run_rust_module(
     so: &std::path::Path,
 ) -> Result<(), String> {
     let mut p = rtloop_runtime::process::Process::open(ca)?;
-    let options = p.spec().options.clone();
+    let spec = p.spec().clone();
+    let signals = |names: &[String]| -> Vec<rtloop_runtime::model::Signal> {
+        names
+            .iter()
+            .filter_map(|n| p.model().signals.iter().find(|s| &s.name == n).cloned())
+            .collect()
+    };
+    let (ins, outs) = (signals(&spec.inputs), signals(&spec.outputs));
+    // options first, then the module's init (outside the ticks), then the ticks
     match rtloop_runtime::rust_module::RustModule::load(so)
-        .and_then(|mut m| m.set_options(&options).map(|()| m))
+        .and_then(|mut m| m.set_options(&spec.options).map(|()| m))
+        .and_then(|mut m| m.init(&ins, &outs).map(|()| m))
     {
         Ok(m) => p.run(&mut RustStep(m)),
         Err(e) => {
@@ -156,5 +165,9 @@ impl rtloop_runtime::process::Step for RustStep {
         outputs: &mut [rtloop_runtime::drivers::OutBuf<'_>],
     ) -> Result<(), String> {
         self.0.step(t.tick, inputs, outputs)
+    }
+
+    fn finish(&mut self) -> Result<String, String> {
+        self.0.finish()
     }
 }

@@ -8,8 +8,11 @@
 //!
 //! The C ABI (version [`ABI_VERSION`]): `rtloop_module_abi_version() -> u32`,
 //! `rtloop_module_new() -> *mut c_void`, `rtloop_module_step(state, *mut RtTick, err,
-//! err_cap, *mut err_len) -> i32` (0 ok, 1 panicked: the message is in `err`) and
-//! `rtloop_module_free(state)`. `RtTick` is `{tick, inputs, n_inputs, outputs, n_outputs,
+//! err_cap, *mut err_len) -> i32` (0 ok, 1 panicked: the message is in `err`),
+//! `rtloop_module_init` and `rtloop_module_finish` (the same arguments; run the module's
+//! optional `pub fn init(t: &mut Tick)` before tick 0 and `pub fn finish(t: &mut Tick) ->
+//! String` after the last, with signals that carry shapes and no data; finish's text comes
+//! back in the buffer) and `rtloop_module_free(state)`. `RtTick` is `{tick, inputs, n_inputs, outputs, n_outputs,
 //! options, n_options}`, each signal an `RtSig {ptr, len_bytes, rows, row_len, dtype_code,
 //! name_ptr, name_len}`, each option (the model's `options:`) an `RtOption {name_ptr,
 //! name_len, value: f64}`; the module writes back `rows` of its outputs (used for
@@ -19,6 +22,7 @@ use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 
 use crate::drivers::{InView, OutBuf};
+use crate::model::Signal;
 
 /// Version of the C ABI between the runtime and a compiled module.
 pub const ABI_VERSION: u32 = 2;
@@ -59,7 +63,9 @@ fn rustc() -> std::ffi::OsString {
 fn wrapper_source(code: &str) -> String {
     format!(
         "{PRELUDE}\npub const RTLOOP_ABI_VERSION: u32 = {ABI_VERSION};\n\n\
-         mod user {{\n    #[allow(unused_imports)]\n    use super::*;\n    include!({code:?});\n}}\n"
+         mod user {{\n    #[allow(unused_imports)]\n    use super::*;\n    \
+         #[allow(unused_imports)]\n    pub use super::rtloop_default_hooks::*;\n    \
+         include!({code:?});\n}}\n"
     )
 }
 
@@ -234,6 +240,8 @@ type FreeFn = unsafe extern "C" fn(*mut c_void);
 /// pointers into the library, so it stays on the thread (process) that loaded it.
 pub struct RustModule {
     step: StepFn,
+    init: StepFn,
+    finish: StepFn,
     free: FreeFn,
     holder: *mut c_void,
     ins: Vec<RtSig>,
@@ -279,7 +287,7 @@ impl RustModule {
         // SAFETY: the ABI version matches, so these symbols have the prelude's signatures
         // (the types below); the fn pointers are only used while `lib` is loaded (it is
         // stored with them and dropped last).
-        let (new, step, free) = unsafe {
+        let (new, step, init, finish, free) = unsafe {
             let new = *lib
                 .get::<extern "C" fn() -> *mut c_void>(b"rtloop_module_new")
                 .map_err(not_module)?;
@@ -289,7 +297,13 @@ impl RustModule {
             let free = *lib
                 .get::<FreeFn>(b"rtloop_module_free")
                 .map_err(not_module)?;
-            (new, step, free)
+            let init = *lib
+                .get::<StepFn>(b"rtloop_module_init")
+                .map_err(not_module)?;
+            let finish = *lib
+                .get::<StepFn>(b"rtloop_module_finish")
+                .map_err(not_module)?;
+            (new, step, init, finish, free)
         };
         let holder = new();
         if holder.is_null() {
@@ -297,6 +311,8 @@ impl RustModule {
         }
         Ok(RustModule {
             step,
+            init,
+            finish,
             free,
             holder,
             ins: Vec::new(),
@@ -341,6 +357,82 @@ impl RustModule {
             })
             .collect();
         Ok(())
+    }
+
+    /// Run the module's `init` (if it defines one) once before tick 0: it sees its
+    /// signals' shapes (rows as `step` will get them, values per row, dtype, name), its
+    /// options and its state, no data. A panic comes back as `Err("panicked: ...")`.
+    pub fn init(&mut self, inputs: &[Signal], outputs: &[Signal]) -> Result<(), String> {
+        let shape_only = |s: &Signal, rows: usize| RtSig {
+            ptr: std::ptr::null_mut(),
+            len_bytes: 0,
+            rows,
+            row_len: s.row_len(),
+            dtype_code: s.dtype.code(),
+            name_ptr: s.name.as_ptr(),
+            name_len: s.name.len(),
+        };
+        self.ins.clear();
+        self.ins.extend(inputs.iter().map(|s| {
+            let rows = if s.variable {
+                s.rows_per_tick()
+            } else {
+                s.history as usize * s.rows_per_tick()
+            };
+            shape_only(s, rows)
+        }));
+        self.outs.clear();
+        self.outs
+            .extend(outputs.iter().map(|s| shape_only(s, s.rows_per_tick())));
+        let (rc, text) = self.call(self.init, 0);
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!("init panicked: {text}"))
+        }
+    }
+
+    /// Run the module's `finish` (if it defines one) after the last tick: its text for the
+    /// report, or `Err("finish panicked: ...")`.
+    pub fn finish(&mut self) -> Result<String, String> {
+        self.ins.clear();
+        self.outs.clear();
+        let (rc, text) = self.call(self.finish, u64::MAX);
+        if rc == 0 {
+            Ok(text)
+        } else {
+            Err(format!("finish panicked: {text}"))
+        }
+    }
+
+    /// Call one of the module's tick-shaped functions with `self.ins`/`self.outs`; returns
+    /// its code and the text it wrote.
+    fn call(&mut self, f: StepFn, tick: u64) -> (i32, String) {
+        let mut raw = RtTick {
+            tick,
+            inputs: self.ins.as_ptr(),
+            n_inputs: self.ins.len(),
+            outputs: self.outs.as_mut_ptr(),
+            n_outputs: self.outs.len(),
+            options: self.options.as_ptr(),
+            n_options: self.options.len(),
+        };
+        let mut len = 0usize;
+        // SAFETY: `holder` came from the module's `new`; `raw` describes signals without
+        // data (null pointers, 0 bytes: the prelude hands out no slice outside `step`) and
+        // the options, whose names live in `option_names`; the buffer holds `err.len()`
+        // bytes.
+        let rc = unsafe {
+            f(
+                self.holder,
+                &mut raw,
+                self.err.as_mut_ptr(),
+                self.err.len(),
+                &mut len,
+            )
+        };
+        let text = String::from_utf8_lossy(&self.err[..len.min(self.err.len())]).into_owned();
+        (rc, text)
     }
 
     /// Run the module's `step` for one tick: `inputs` are its inputs' rows (history

@@ -6,7 +6,7 @@
 //     mod user { #[allow(unused_imports)] use super::*; include!("/abs/path/of/the/module.rs"); }
 //
 // It defines what the user's file sees (`Tick`, `Value`) and the C ABI the runtime calls
-// (`RtTick`, `RtSig` and the four `rtloop_module_*` functions). Changing it changes the cache
+// (`RtTick`, `RtSig`, `RtOption` and the six `rtloop_module_*` functions). Changing it changes the cache
 // key, so every module is recompiled; changing the ABI also needs `ABI_VERSION` bumped.
 #![allow(dead_code, unused_imports, unused_unsafe, clippy::all)]
 
@@ -119,6 +119,8 @@ pub struct Tick<'a> {
     n_outputs: usize,
     options: *const RtOption,
     n_options: usize,
+    /// "step", "init" or "finish": signals carry data only in step.
+    phase: &'static str,
     taken: &'a mut [bool],
     state: Option<&'a mut RtState>,
     _life: PhantomData<&'a mut RtTick>,
@@ -199,6 +201,17 @@ impl<'a> Tick<'a> {
         self.tick
     }
 
+    #[track_caller]
+    fn need_data(&self, what: &str, i: usize) {
+        if self.phase != "step" {
+            panic!(
+                "t.{what}({i}) in {}: signals carry data only in step; {} sees their shapes \
+                 (t.row_len_in, t.input_rows, t.row_len_out, t.output_rows), options and state",
+                self.phase, self.phase
+            );
+        }
+    }
+
     /// The module's option `name` from the model's `options:` (true/false read as 1/0), or
     /// `None` if the model does not give it: `t.option("threshold").unwrap_or(-100.0)`.
     pub fn option(&self, name: &str) -> Option<f64> {
@@ -239,6 +252,7 @@ impl<'a> Tick<'a> {
     /// signal's dtype.
     #[track_caller]
     pub fn input<T: Value>(&self, i: usize) -> &'a [T] {
+        self.need_data("input", i);
         let s = self.sig_in(i);
         Self::check::<T>(&s, "input", i);
         let n = s.len_bytes / std::mem::size_of::<T>();
@@ -298,6 +312,7 @@ impl<'a> Tick<'a> {
     /// Panics if `T` is not the signal's dtype.
     #[track_caller]
     pub fn output<T: Value>(&mut self, i: usize) -> &'a mut [T] {
+        self.need_data("output", i);
         let s = self.sig_out(i);
         Self::check::<T>(&s, "output", i);
         assert!(
@@ -386,6 +401,19 @@ pub struct RtHolder {
     taken: Vec<bool>,
 }
 
+/// What a module file that defines no `init` / `finish` gets: the wrapper puts these in
+/// scope of the module file with a glob import, which a module's own `pub fn init` or
+/// `pub fn finish` shadows.
+pub mod rtloop_default_hooks {
+    use super::Tick;
+    /// Runs once before tick 0 (no default work).
+    pub fn init(_t: &mut Tick) {}
+    /// Runs once after the last tick; its text goes into the report (none by default).
+    pub fn finish(_t: &mut Tick) -> String {
+        String::new()
+    }
+}
+
 #[no_mangle]
 pub extern "C" fn rtloop_module_abi_version() -> u32 {
     RTLOOP_ABI_VERSION
@@ -426,6 +454,30 @@ pub unsafe extern "C" fn rtloop_module_step(
     err_len: *mut usize,
 ) -> i32 {
     // SAFETY: the caller's contract above.
+    unsafe {
+        call(holder, raw, "step", err, err_cap, err_len, |t| {
+            user::step(t); // a module file defines `pub fn step(t: &mut Tick)`
+            String::new()
+        })
+    }
+}
+
+/// Run `f` on a `Tick` made of `raw` in `phase`, catching a panic: 0 and `f`'s text in
+/// `buf`, or 1 and the panic's message in `buf`.
+///
+/// # Safety
+///
+/// As for `rtloop_module_step`, with `buf`/`cap`/`len` for `err`/`err_cap`/`err_len`.
+unsafe fn call(
+    holder: *mut std::ffi::c_void,
+    raw: *mut RtTick,
+    phase: &'static str,
+    buf: *mut u8,
+    cap: usize,
+    len: *mut usize,
+    f: impl FnOnce(&mut Tick) -> String,
+) -> i32 {
+    // SAFETY: the caller's contract above.
     let holder = unsafe { &mut *(holder as *mut RtHolder) };
     // SAFETY: the caller's contract above.
     let raw = unsafe { &*raw };
@@ -441,32 +493,73 @@ pub unsafe extern "C" fn rtloop_module_step(
             n_outputs: raw.n_outputs,
             options: raw.options,
             n_options: raw.n_options,
+            phase,
             taken: &mut holder.taken,
             state: Some(&mut holder.state),
             _life: PhantomData,
         };
-        user::step(&mut t); // a module file defines `pub fn step(t: &mut Tick)`
+        f(&mut t)
     }));
-    match r {
-        Ok(()) => 0,
+    let (rc, mut msg) = match r {
+        Ok(text) => (0, text),
         Err(_) => {
-            let mut msg = PANIC.with(|m| std::mem::take(&mut *m.borrow_mut()));
-            if msg.is_empty() {
-                msg = "panicked".to_string();
-            }
-            let mut n = msg.len().min(err_cap);
-            while !msg.is_char_boundary(n) {
-                n -= 1;
-            }
-            // SAFETY: the caller's contract: `err` has `err_cap` >= n bytes, `err_len` is
-            // writable; `msg` is ours, so they do not overlap.
-            unsafe {
-                std::ptr::copy_nonoverlapping(msg.as_ptr(), err, n);
-                *err_len = n;
-            }
-            1
+            let msg = PANIC.with(|m| std::mem::take(&mut *m.borrow_mut()));
+            (1, if msg.is_empty() { "panicked".to_string() } else { msg })
         }
+    };
+    let mut n = msg.len().min(cap);
+    while !msg.is_char_boundary(n) {
+        n -= 1;
     }
+    msg.truncate(n);
+    // SAFETY: the caller's contract: `buf` has `cap` >= n bytes, `len` is writable; `msg`
+    // is ours, so they do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(msg.as_ptr(), buf, n);
+        *len = n;
+    }
+    rc
+}
+
+/// Once before tick 0: the module's `pub fn init(t: &mut Tick)` if it has one (the signals
+/// carry shapes, no data).
+///
+/// # Safety
+///
+/// As for `rtloop_module_step`.
+#[no_mangle]
+pub unsafe extern "C" fn rtloop_module_init(
+    holder: *mut std::ffi::c_void,
+    raw: *mut RtTick,
+    err: *mut u8,
+    err_cap: usize,
+    err_len: *mut usize,
+) -> i32 {
+    // SAFETY: the caller's contract above.
+    unsafe {
+        call(holder, raw, "init", err, err_cap, err_len, |t| {
+            user::init(t);
+            String::new()
+        })
+    }
+}
+
+/// Once after the last tick: the module's `pub fn finish(t: &mut Tick) -> String` if it
+/// has one; its text (or a panic's message) in `out`.
+///
+/// # Safety
+///
+/// As for `rtloop_module_step`, with `out`/`out_cap`/`out_len` for `err`/`err_cap`/`err_len`.
+#[no_mangle]
+pub unsafe extern "C" fn rtloop_module_finish(
+    holder: *mut std::ffi::c_void,
+    raw: *mut RtTick,
+    out: *mut u8,
+    out_cap: usize,
+    out_len: *mut usize,
+) -> i32 {
+    // SAFETY: the caller's contract above.
+    unsafe { call(holder, raw, "finish", out, out_cap, out_len, |t| user::finish(t)) }
 }
 
 /// # Safety

@@ -604,3 +604,71 @@ fn a_module_reads_its_options_and_a_missing_one_is_none() {
         "{e}"
     );
 }
+
+#[test]
+fn init_sees_options_and_shapes_before_tick_0_and_finish_reports() {
+    let d = dir("hooks");
+    let mut m = module(
+        &d,
+        "hooks.rs",
+        "#[derive(Default)]\n\
+         pub struct S { gain: f32, rows: usize, len: usize, ticks: u64 }\n\
+         pub fn init(t: &mut Tick) {\n\
+             let (rows, len) = (t.input_rows(0), t.row_len_in(0));\n\
+             let gain = t.option(\"gain\").unwrap_or(1.0) as f32;\n\
+             let s = t.state::<S>();\n\
+             s.gain = gain; s.rows = rows; s.len = len;\n\
+         }\n\
+         pub fn step(t: &mut Tick) {\n\
+             let x = t.input::<f32>(0);\n\
+             let y = t.output::<f32>(0);\n\
+             let s = t.state::<S>();\n\
+             s.ticks += 1;\n\
+             y[0] = x[x.len() - 1] * s.gain;\n\
+         }\n\
+         pub fn finish(t: &mut Tick) -> String {\n\
+             let s = t.state::<S>();\n\
+             format!(\"{} ticks, gain {}, input {} rows of {}\", s.ticks, s.gain, s.rows, s.len)\n\
+         }\n",
+    );
+    let in_sig = signal("x", &[2, 3], DType::F32, 4, false);
+    let out_sig = signal("y", &[1], DType::F32, 1, false);
+    m.set_options(&serde_json::json!({"gain": 3})).unwrap();
+    m.init(
+        std::slice::from_ref(&in_sig),
+        std::slice::from_ref(&out_sig),
+    )
+    .unwrap();
+    let mut inp = Buf::new(4 * 2 * 3 * 4);
+    inp.set_f32(&(0..24).map(|v| v as f32).collect::<Vec<_>>());
+    let mut out = Buf::new(4);
+    for k in 0..5 {
+        let (r, _) = step1(&mut m, k, &in_sig, &inp, &out_sig, &mut out);
+        r.unwrap();
+    }
+    assert_eq!(out.f32s(), [69.0]);
+    // history 4 x 2 rows per tick, 3 values per row, as step gets them
+    assert_eq!(m.finish().unwrap(), "5 ticks, gain 3, input 8 rows of 3");
+
+    // a module without hooks gets the defaults: nothing at init, no text at finish
+    let mut plain = module(
+        &d,
+        "plain.rs",
+        "pub fn step(t: &mut Tick) { t.output::<f32>(0)[0] = 1.0; }\n",
+    );
+    plain.init(&[], std::slice::from_ref(&out_sig)).unwrap();
+    assert_eq!(plain.finish().unwrap(), "");
+
+    // data is only there in step: init that reads an input is told so
+    let mut bad = module(
+        &d,
+        "bad.rs",
+        "pub fn init(t: &mut Tick) { let _ = t.input::<f32>(0); }\n\
+         pub fn step(_t: &mut Tick) {}\n",
+    );
+    let e = bad.init(std::slice::from_ref(&in_sig), &[]).unwrap_err();
+    assert!(
+        e.starts_with("init panicked: t.input(0) in init: signals carry data only in step"),
+        "{e}"
+    );
+}
