@@ -732,3 +732,48 @@ def test_every_key_of_the_model_reference_is_in_its_full_example(tmp_path: Path)
     example = doc[start:doc.index("```\n", doc.index("```yaml", start) + 7)]
     missing = sorted(k for k in keys if f"{k}:" not in example)
     assert len(keys) >= 25 and not missing, missing
+
+
+def test_runtime_run_calls_the_library_in_process_and_returns_the_cli_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rtloop.runtime.run` runs the model through the same library call as `rtloop run`
+    (no `rtloop` command in between) and returns the report `--json` prints, written to the
+    output directory; a refused model and a failed run are errors with rtloop's message, or
+    reports saying so with check=False."""
+    monkeypatch.chdir(tmp_path)
+    name = unique("pyrun")
+    write(tmp_path, "m.py", "def step(raw, y):\n    y[:] = raw * 2\n")
+    model = write(tmp_path, "m.yaml", f"""
+        config: {{name: {name}}}
+        signals:
+          raw: {{shape: [4], dtype: float32}}
+          y: {{shape: [4], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [raw]}}
+        modules:
+          m: {{language: python, code: m.py, in: [raw], out: [y]}}
+        """)
+    report = rtloop.runtime.run(model, ticks=100)
+    assert report["model"] == name and report["ticks"] == 100 and report.get("problem") is None
+    assert [p["name"] for p in report["processes"]] == ["gen", "m"]
+    assert all(p["ticks"] == 100 for p in report["processes"])
+    out = Path(report["out_dir"])
+    assert out == tmp_path / "out" / name
+    assert json.loads((out / "report.json").read_text())["ticks"] == 100
+    # the command line's --json report of the same model has the same fields
+    code, cli_report, err = rtloop_run(model, "--ticks", "100", "--out", str(tmp_path / "cli"))
+    assert code == 0, err
+    assert set(cli_report) == set(report)
+    # a refused model: the model's problems, before anything starts
+    bad = write(tmp_path, "bad.yaml", "signals:\n  raw: {shap: 4, dtype: float32}\n")
+    with pytest.raises(RuntimeError, match="unknown key 'shap'"):
+        rtloop.runtime.run(bad, ticks=10)
+    refused = rtloop.runtime.run(bad, ticks=10, check=False)
+    assert refused["exit"] == 2 and "unknown key 'shap'" in refused["problem"]
+    # a failed run: the module raises at its first tick
+    write(tmp_path, "m.py", "def step(raw, y):\n    raise ValueError('boom')\n")
+    with pytest.raises(RuntimeError, match="boom"):
+        rtloop.runtime.run(model, ticks=50, out=tmp_path / "failed")
+    failed = rtloop.runtime.run(model, ticks=50, out=tmp_path / "failed2", check=False)
+    assert "boom" in failed["problem"]

@@ -5,7 +5,7 @@ Arrays are ``(n_samples, n_channels)``; timestamps float64 seconds of CLOCK_MONO
 
 import os
 import pathlib
-from typing import Callable, Any, Final, List, Optional, Tuple, final
+from typing import Callable, Any, Final, List, Optional, Tuple, Union, final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +25,7 @@ __all__ = [
     "cli_main",
     "lab_loadtest",
     "runtime_module",
+    "runtime_run",
     "TickMemory",
     "_init_logging",
     "_reset_logging",
@@ -70,6 +71,13 @@ def lab_loadtest(
     work: Callable[[NDArray[Any]], Any],
 ) -> str: ...
 def runtime_module(args: List[str]) -> int: ...
+def runtime_run(
+    model: Union[str, "os.PathLike[str]"],
+    seconds: Optional[float] = None,
+    ticks: Optional[int] = None,
+    keep: bool = False,
+    out: Optional[Union[str, "os.PathLike[str]"]] = None,
+) -> Tuple[int, str]: ...
 @final
 class TickMemory: ...
 

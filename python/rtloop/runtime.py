@@ -38,7 +38,6 @@ import inspect
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from dataclasses import dataclass
@@ -165,31 +164,26 @@ def run(
     out: Optional[Union[str, "os.PathLike[str]"]] = None,
     check: bool = True,
 ) -> Dict[str, Any]:
-    """Run a model with ``rtloop run`` until its limit and return the timing report (the
-    ``--json`` dictionary). With ``check`` (default), a refused model or a failed run raises
-    ``RuntimeError`` with rtloop's message."""
-    cmd = [sys.executable, "-m", "rtloop", "--json", "run", os.fspath(model), "--quiet"]
-    if seconds is not None:
-        cmd += ["--seconds", str(seconds)]
-    if ticks is not None:
-        cmd += ["--ticks", str(ticks)]
-    if keep:
-        cmd.append("--keep")
-    if out is not None:
-        cmd += ["--out", os.fspath(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    report: Optional[Dict[str, Any]] = None
-    if proc.stdout.strip():
-        try:
-            report = json.loads(proc.stdout)
-        except json.JSONDecodeError:
-            report = None
-    if check and (proc.returncode != 0 or report is None):
-        raise RuntimeError(
-            f"rtloop run {os.fspath(model)} failed (exit {proc.returncode}):\n{proc.stderr.strip()}"
-        )
-    if report is None:
-        report = {"problem": proc.stderr.strip(), "exit": proc.returncode}
+    """Run a model until its limit and return its timing report: the same library call and
+    the same report as ``rtloop --json run``, in this process (the model's processes start
+    as their own processes). The report is written to the output directory (``out``,
+    default ``out/<model name>``) as report.json beside the PNG histograms and what the
+    sinks wrote. With ``check`` (default), a refused model or a failed run raises
+    ``RuntimeError`` with rtloop's message; without, the report says what went wrong
+    (``problem``). Ctrl-C stops the model at a tick boundary and raises
+    ``KeyboardInterrupt``."""
+    from ._rtloop import runtime_run
+
+    # the model's processes re-run rtloop as `<this python> -m rtloop`
+    os.environ.setdefault("RTLOOP_PYTHON", sys.executable)
+    code, text = runtime_run(os.fspath(model), seconds, ticks, keep, None if out is None else os.fspath(out))
+    if code == 2:
+        if check:
+            raise RuntimeError(f"rtloop run {os.fspath(model)} refused the model (exit 2):\n{text}")
+        return {"problem": text, "exit": 2}
+    report: Dict[str, Any] = json.loads(text)
+    if check and code != 0:
+        raise RuntimeError(f"rtloop run {os.fspath(model)} failed (exit {code}): {report.get('problem')}")
     return report
 
 

@@ -122,52 +122,6 @@ pub fn process_role(ca: &rtloop_runtime::process::ChildArgs) -> anyhow::Result<(
     // Ctrl-C in the terminal reaches the whole process group: the supervisor stops the
     // model through the board, so a process must not die on SIGINT itself
     let _ = ctrlc::set_handler(|| {});
-    let result = match &ca.module_so {
-        Some(so) => run_rust_module(ca, so),
-        None => rtloop_runtime::process::run_driver_process(ca),
-    };
+    let result = rtloop_runtime::process::run_process(ca);
     result.map_err(|e| anyhow::anyhow!("process {:?}: {e}", ca.process))
-}
-
-fn run_rust_module(
-    ca: &rtloop_runtime::process::ChildArgs,
-    so: &std::path::Path,
-) -> Result<(), String> {
-    let mut p = rtloop_runtime::process::Process::open(ca)?;
-    let spec = p.spec().clone();
-    let signals = |names: &[String]| -> Vec<rtloop_runtime::model::Signal> {
-        names
-            .iter()
-            .filter_map(|n| p.model().signals.iter().find(|s| &s.name == n).cloned())
-            .collect()
-    };
-    let (ins, outs) = (signals(&spec.inputs), signals(&spec.outputs));
-    // options first, then the module's init (outside the ticks), then the ticks
-    match rtloop_runtime::rust_module::RustModule::load(so)
-        .and_then(|mut m| m.set_options(&spec.options).map(|()| m))
-        .and_then(|mut m| m.init(&ins, &outs).map(|()| m))
-    {
-        Ok(m) => p.run(&mut RustStep(m)),
-        Err(e) => {
-            p.fail(&e);
-            Err(e)
-        }
-    }
-}
-
-struct RustStep(rtloop_runtime::rust_module::RustModule);
-
-impl rtloop_runtime::process::Step for RustStep {
-    fn step(
-        &mut self,
-        t: &rtloop_runtime::drivers::TickInfo,
-        inputs: &[rtloop_runtime::drivers::InView<'_>],
-        outputs: &mut [rtloop_runtime::drivers::OutBuf<'_>],
-    ) -> Result<(), String> {
-        self.0.step(t.tick, inputs, outputs)
-    }
-
-    fn finish(&mut self) -> Result<String, String> {
-        self.0.finish()
-    }
 }

@@ -328,3 +328,70 @@ pub(crate) fn runtime_module(py: Python<'_>, args: Vec<String>) -> PyResult<i32>
         }
     }
 }
+
+/// Run a model to its end in this process's supervisor (the library's
+/// `rtloop_runtime::run::run`, the same `rtloop run` calls): its processes start as
+/// `python -m rtloop child ...`. Returns `(exit code, text)` as `rtloop --json run` would
+/// end: 0 and the report as JSON; 1 and the report of a run that failed (its `problem`
+/// says why); 2 and the message of a refused model. The run releases the GIL; Ctrl-C stops
+/// the model at a tick boundary, then raises KeyboardInterrupt.
+#[pyfunction]
+#[pyo3(signature = (model, seconds=None, ticks=None, keep=false, out=None))]
+pub(crate) fn runtime_run(
+    py: Python<'_>,
+    model: std::path::PathBuf,
+    seconds: Option<f64>,
+    ticks: Option<u64>,
+    keep: bool,
+    out: Option<std::path::PathBuf>,
+) -> PyResult<(i32, String)> {
+    use rtloop_runtime::run::{RunError, RunOptions};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RunOptions {
+        seconds,
+        ticks,
+        keep,
+        live_every: None,
+        stop: stop.clone(),
+        rtloop_command: rtloop_launch::rtloop_command,
+        out_dir: out,
+    };
+    let mut interrupted = None;
+    let result = std::thread::scope(|s| {
+        let run = s.spawn(|| rtloop_runtime::run::run(&model, &opts));
+        while !run.is_finished() {
+            py.detach(|| std::thread::sleep(std::time::Duration::from_millis(50)));
+            if interrupted.is_none() {
+                if let Err(e) = py.check_signals() {
+                    // the model stops at a tick boundary and reports; then re-raise
+                    stop.store(true, Ordering::Relaxed);
+                    interrupted = Some(e);
+                }
+            }
+        }
+        run.join()
+    })
+    .map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("the model's supervisor panicked"))?;
+    let to_json = |r: &rtloop_runtime::run::RunReport| {
+        serde_json::to_string(r)
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+    };
+    let out = match result {
+        Ok(report) => {
+            report.write_dir(&report.out_dir).map_err(|e| {
+                pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", report.out_dir.display()))
+            })?;
+            (i32::from(report.problem.is_some()), to_json(&report)?)
+        }
+        Err(
+            e @ (RunError::Model(_) | RunError::TickTooShort { .. } | RunError::Compile { .. }),
+        ) => (2, e.to_string()),
+        Err(e) => return Err(pyo3::exceptions::PyRuntimeError::new_err(e.to_string())),
+    };
+    if let Some(e) = interrupted {
+        return Err(e);
+    }
+    Ok(out)
+}

@@ -535,6 +535,58 @@ impl Process {
     }
 }
 
+/// Run the process `args` names to its end: a Rust module (its compiled library is in the
+/// role) or a driver (source or sink). Python modules run in `python -m rtloop.runtime`.
+pub fn run_process(args: &ChildArgs) -> Result<(), String> {
+    match &args.module_so {
+        Some(so) => run_rust_module(args, so),
+        None => run_driver_process(args),
+    }
+}
+
+/// Open a Rust module's process: load its compiled library, give it its options, run its
+/// `init` outside the ticks, then its `step` every tick and its `finish` at the end.
+fn run_rust_module(ca: &crate::process::ChildArgs, so: &std::path::Path) -> Result<(), String> {
+    let mut p = crate::process::Process::open(ca)?;
+    let spec = p.spec().clone();
+    let signals = |names: &[String]| -> Vec<crate::model::Signal> {
+        names
+            .iter()
+            .filter_map(|n| p.model().signals.iter().find(|s| &s.name == n).cloned())
+            .collect()
+    };
+    let (ins, outs) = (signals(&spec.inputs), signals(&spec.outputs));
+    // options first, then the module's init (outside the ticks), then the ticks
+    match crate::rust_module::RustModule::load(so)
+        .and_then(|mut m| m.set_options(&spec.options).map(|()| m))
+        .and_then(|mut m| m.init(&ins, &outs).map(|()| m))
+    {
+        Ok(m) => p.run(&mut RustStep(m)),
+        Err(e) => {
+            p.fail(&e);
+            Err(e)
+        }
+    }
+}
+
+/// A loaded Rust module as a [`Step`].
+struct RustStep(crate::rust_module::RustModule);
+
+impl crate::process::Step for RustStep {
+    fn step(
+        &mut self,
+        t: &crate::drivers::TickInfo,
+        inputs: &[crate::drivers::InView<'_>],
+        outputs: &mut [crate::drivers::OutBuf<'_>],
+    ) -> Result<(), String> {
+        self.0.step(t.tick, inputs, outputs)
+    }
+
+    fn finish(&mut self) -> Result<String, String> {
+        self.0.finish()
+    }
+}
+
 /// Open and run a driver process (sources and sinks) to its end.
 pub fn run_driver_process(args: &ChildArgs) -> Result<(), String> {
     let mut p = Process::open(args)?;

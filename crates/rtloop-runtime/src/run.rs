@@ -728,8 +728,9 @@ fn supervise(
             exec_hist,
         });
     }
-    // name the process that failed and why (its own report), not only its exit status
-    if stopped_by == reason::FAILED {
+    // name the process that failed and why (its own report), not only its exit status: the
+    // supervisor may have seen the exit before the stop reason was set
+    if stopped_by == reason::FAILED || problem.is_some() {
         if let Some(p) = processes.iter().find(|p| p.error.is_some()) {
             let kind = format!("{:?}", p.kind).to_lowercase();
             problem = Some(format!(

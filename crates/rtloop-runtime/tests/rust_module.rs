@@ -603,6 +603,7 @@ fn a_module_reads_its_options_and_a_missing_one_is_none() {
         ),
         "{e}"
     );
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -671,4 +672,5 @@ fn init_sees_options_and_shapes_before_tick_0_and_finish_reports() {
         e.starts_with("init panicked: t.input(0) in init: signals carry data only in step"),
         "{e}"
     );
+    let _ = std::fs::remove_dir_all(&d);
 }
