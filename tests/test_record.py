@@ -155,12 +155,24 @@ def test_export_loads_in_pyxdf_and_pynwb(make_name: Callable[[], str], tmp_path:
         assert list(nwb.get_events_table("events")["annotation"][:]) == ["stim=on"]
 
 
+def _child_pids() -> List[int]:
+    """This process's children, from /proc (every thread's list)."""
+    pids: List[int] = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        pids += [int(x) for x in (task / "children").read_text().split()]
+    return pids
+
+
 def test_start_and_stop_from_python(make_name: Callable[[], str], tmp_path: Path) -> None:
+    """`rtloop.record` runs the recording library in this process (no `rtloop record`
+    child); stop() returns the same reports the command prints."""
     name = make_name()
     s = rtloop.Stream.create(name, n_channels=2, dtype="float64", sfreq=100.0, capacity=1024)
     w = s.writer()
+    before = _child_pids()
     with rtloop.record(name, tmp_path) as rec:
         assert rec.running
+        assert _child_pids() == before, "the recorder is not a child process"
         w.push_chunk(np.ones((50, 2)))
         wait_until(lambda: consumed(name, 50), "the recorder to take the 50 samples")
         reports = rec.stop()

@@ -26,6 +26,7 @@ __all__ = [
     "lab_loadtest",
     "runtime_module",
     "runtime_run",
+    "RecordSession",
     "TickMemory",
     "_init_logging",
     "_reset_logging",
@@ -71,6 +72,15 @@ def lab_loadtest(
     work: Callable[[NDArray[Any]], Any],
 ) -> str: ...
 def runtime_module(args: List[str]) -> int: ...
+@final
+class RecordSession:
+    def __new__(
+        cls, streams: List[str], out: Union[str, "os.PathLike[str]"], seconds: Optional[float] = None
+    ) -> "RecordSession": ...
+    @property
+    def running(self) -> bool: ...
+    def stop(self) -> str: ...
+
 def runtime_run(
     model: Union[str, "os.PathLike[str]"],
     seconds: Optional[float] = None,

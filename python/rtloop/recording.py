@@ -171,48 +171,39 @@ def load(path: Union[str, os.PathLike[str]]) -> Recording:
 
 
 class Recorder:
-    """A running `rtloop record` (its own process, so Python never slows it down).
-    ``stop()`` ends it cleanly and returns its report, one dict per stream."""
+    """Streams being recorded, as `rtloop record` does (the same library: one thread per
+    stream in this process, none of which needs the GIL, so Python code beside never slows
+    them down). ``stop()`` ends it cleanly and returns its report, one dict per stream."""
 
     def __init__(self, streams: List[str], out: Union[str, "os.PathLike[str]"], seconds: Optional[float] = None) -> None:
-        import subprocess
-        import sys
+        import time
+
+        from ._rtloop import RecordSession
 
         if isinstance(streams, str):
             streams = [streams]
-        cmd = [sys.executable, "-m", "rtloop", "--json", "record", *streams, "--out", str(out)]
-        if seconds is not None:
-            cmd += ["--seconds", str(seconds)]
-        env = dict(os.environ, RTLOOP_PYTHON=sys.executable)
         self.out = Path(out)
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self._session = RecordSession(list(streams), os.fspath(out), seconds)
         # started once every stream's header exists (its reader is registered)
-        import time
-
         t = time.monotonic()
         while not all((self.out / s / "header.json").exists() for s in streams):
-            if self._proc.poll() is not None:
-                _, err = self._proc.communicate()
-                raise RuntimeError(f"rtloop record did not start: {err.strip()}")
+            if not self._session.running:
+                self._session.stop()  # raises with the recorder's error
+                raise RuntimeError("rtloop record ended before it started")
             if time.monotonic() - t > 30:
-                self._proc.kill()
+                self._session.stop()
                 raise RuntimeError("rtloop record did not start within 30 s")
             time.sleep(0.01)
 
     @property
     def running(self) -> bool:
-        return self._proc.poll() is None
+        return bool(self._session.running)
 
     def stop(self, timeout: float = 30.0) -> List[Dict[str, Any]]:
-        """Stop (SIGINT, as Ctrl-C) and return the per-stream reports."""
-        import signal
-
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGINT)
-        out, err = self._proc.communicate(timeout=timeout)
-        if self._proc.returncode != 0:
-            raise RuntimeError(f"rtloop record failed: {err.strip()}")
-        reports: List[Dict[str, Any]] = json.loads(out) if out.strip() else []
+        """Stop every recorder (they close their files cleanly) and return the per-stream
+        reports. ``timeout`` is kept for compatibility: a recorder stops within its flush
+        interval."""
+        reports: List[Dict[str, Any]] = json.loads(self._session.stop())
         return reports
 
     def __enter__(self) -> "Recorder":

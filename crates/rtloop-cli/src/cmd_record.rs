@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use rtloop_metrics::Table;
-use rtloop_record::{Control, RecordConfig, RecordReport};
+use rtloop_record::{Control, RecordConfig, Session};
 
 use crate::Global;
 
@@ -46,16 +46,6 @@ pub struct RecordArgs {
 
 /// Record until done; one thread per stream.
 pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
-    for s in &a.streams {
-        if rtloop_stream::Stream::open(s).is_err() {
-            bail!("no stream named {s:?} to record (see `rtloop stream list`)");
-        }
-    }
-    std::fs::create_dir_all(&a.out)
-        .with_context(|| format!("cannot create {}", a.out.display()))?;
-    let probe = a.out.join(".rtloop-write-test");
-    std::fs::write(&probe, b"").with_context(|| format!("{} is not writable", a.out.display()))?;
-    let _ = std::fs::remove_file(&probe);
     let cfg = RecordConfig {
         flush_every: Duration::from_millis(a.flush_ms),
         fsync_every: Duration::from_millis(a.fsync_ms),
@@ -65,6 +55,7 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         lossless: false,
         start_at: None,
     };
+    let session = Session::start(&a.streams, &a.out, &cfg, a.wait_start)?;
     if !g.json {
         eprintln!(
             "recording {} into {} (Ctrl-C stops)",
@@ -72,24 +63,7 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
             a.out.display()
         );
     }
-    let controls: Vec<Arc<Control>> = a
-        .streams
-        .iter()
-        .map(|_| {
-            let c = Control::default();
-            c.paused.store(a.wait_start, Ordering::Relaxed);
-            Arc::new(c)
-        })
-        .collect();
-    let handles: Vec<_> = a
-        .streams
-        .iter()
-        .zip(&controls)
-        .map(|(s, c)| {
-            let (s, out, cfg, c) = (s.clone(), a.out.clone(), cfg.clone(), c.clone());
-            std::thread::spawn(move || rtloop_record::record(&s, &out, &cfg, &c))
-        })
-        .collect();
+    let controls: Vec<Arc<Control>> = session.controls().to_vec();
     // Ctrl-C / SIGTERM stop every recorder
     {
         let controls = controls.clone();
@@ -115,7 +89,7 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
     {
         let mut progress = crate::progress::Progress::new("record");
         let paused = |c: &Control| c.paused.load(Ordering::Relaxed);
-        while !handles.iter().all(std::thread::JoinHandle::is_finished) {
+        while !session.is_finished() {
             progress.tick(|| {
                 a.streams
                     .iter()
@@ -135,15 +109,7 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    let mut reports: Vec<RecordReport> = Vec::new();
-    let mut errors = Vec::new();
-    for h in handles {
-        match h.join() {
-            Ok(Ok(r)) => reports.push(r),
-            Ok(Err(e)) => errors.push(e.to_string()),
-            Err(_) => errors.push("a recorder thread panicked".into()),
-        }
-    }
+    let (reports, errors) = session.join();
     all_done.store(true, Ordering::Relaxed);
     if let Some((t, path)) = control_thread {
         // wake the accept loop, then remove the socket file

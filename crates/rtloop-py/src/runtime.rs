@@ -395,3 +395,56 @@ pub(crate) fn runtime_run(
     }
     Ok(out)
 }
+
+/// Streams being recorded by this process (`rtloop_record::Session`, what `rtloop record`
+/// runs): one thread per stream, none of which needs the GIL, so Python code running beside
+/// never slows them down. `rtloop.record` / `rtloop.Recorder` wrap it.
+#[pyclass(module = "rtloop._rtloop")]
+pub(crate) struct RecordSession {
+    inner: Option<rtloop_record::Session>,
+}
+
+#[pymethods]
+impl RecordSession {
+    /// Start recording `streams` into `out/<stream>/`, for `seconds` if given (else until
+    /// `stop()` or every writer is gone). A missing stream or an unwritable `out` raises
+    /// RuntimeError and starts nothing.
+    #[new]
+    #[pyo3(signature = (streams, out, seconds=None))]
+    fn new(streams: Vec<String>, out: std::path::PathBuf, seconds: Option<f64>) -> PyResult<Self> {
+        let cfg = rtloop_record::RecordConfig {
+            duration: seconds.map(std::time::Duration::from_secs_f64),
+            ..rtloop_record::RecordConfig::default()
+        };
+        let session = rtloop_record::Session::start(&streams, &out, &cfg, false)
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+        Ok(RecordSession {
+            inner: Some(session),
+        })
+    }
+
+    /// True while any stream is still being recorded.
+    #[getter]
+    fn running(&self) -> bool {
+        self.inner.as_ref().is_some_and(|s| !s.is_finished())
+    }
+
+    /// Stop every recorder, wait for them (the GIL released) and return their reports as
+    /// JSON (a list, one object per stream); a recorder that failed raises RuntimeError
+    /// with its error. A second call returns "[]".
+    fn stop(&mut self, py: Python<'_>) -> PyResult<String> {
+        let Some(session) = self.inner.take() else {
+            return Ok("[]".into());
+        };
+        session.stop();
+        let (reports, errors) = py.detach(move || session.join());
+        if !errors.is_empty() {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                "rtloop record failed: {}",
+                errors.join("; ")
+            )));
+        }
+        serde_json::to_string(&reports)
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+    }
+}

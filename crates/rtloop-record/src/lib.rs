@@ -161,6 +161,108 @@ pub enum RecordError {
     },
 }
 
+/// Recording several streams at once, one thread each (what `rtloop record` and
+/// `rtloop.record` run): started by [`Session::start`], stopped by [`Session::stop`] (or
+/// its duration, or when every writer is gone), its reports from [`Session::join`].
+pub struct Session {
+    streams: Vec<String>,
+    controls: Vec<std::sync::Arc<Control>>,
+    handles: Vec<std::thread::JoinHandle<Result<RecordReport, RecordError>>>,
+}
+
+impl Session {
+    /// Check that every stream exists and `out` is writable, then start one recorder thread
+    /// per stream into `out/<stream>/` (paused until [`Control::paused`] is cleared when
+    /// `paused`).
+    ///
+    /// # Errors
+    /// A stream that does not exist (named, with where to look), or `out` not creatable or
+    /// not writable; nothing is started then.
+    pub fn start(
+        streams: &[String],
+        out: &Path,
+        cfg: &RecordConfig,
+        paused: bool,
+    ) -> Result<Session, RecordError> {
+        for s in streams {
+            if let Err(e) = rtloop_stream::Stream::open(s) {
+                return Err(RecordError::Stream {
+                    stream: s.clone(),
+                    detail: format!("{e}; nothing to record (see `rtloop stream list`)"),
+                });
+            }
+        }
+        std::fs::create_dir_all(out).map_err(io_err(out))?;
+        let probe = out.join(".rtloop-write-test");
+        std::fs::write(&probe, b"").map_err(io_err(out))?;
+        let _ = std::fs::remove_file(&probe);
+        let controls: Vec<std::sync::Arc<Control>> = streams
+            .iter()
+            .map(|_| {
+                let c = Control::default();
+                c.paused.store(paused, Ordering::Relaxed);
+                std::sync::Arc::new(c)
+            })
+            .collect();
+        let handles = streams
+            .iter()
+            .zip(&controls)
+            .map(|(s, c)| {
+                let (s, out, cfg, c) = (s.clone(), out.to_path_buf(), cfg.clone(), c.clone());
+                std::thread::spawn(move || record(&s, &out, &cfg, &c))
+            })
+            .collect();
+        Ok(Session {
+            streams: streams.to_vec(),
+            controls,
+            handles,
+        })
+    }
+
+    /// The streams, in the order of [`Session::controls`].
+    #[must_use]
+    pub fn streams(&self) -> &[String] {
+        &self.streams
+    }
+
+    /// Each recorder's control (pause, split, stop, live counters).
+    #[must_use]
+    pub fn controls(&self) -> &[std::sync::Arc<Control>] {
+        &self.controls
+    }
+
+    /// Ask every recorder to stop (they finish their files and end).
+    pub fn stop(&self) {
+        for c in &self.controls {
+            c.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// True once every recorder has ended.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.handles
+            .iter()
+            .all(std::thread::JoinHandle::is_finished)
+    }
+
+    /// Wait for every recorder: the reports of those that ended well, and the errors of
+    /// the others (what they recorded before stays readable).
+    #[must_use]
+    pub fn join(self) -> (Vec<RecordReport>, Vec<String>) {
+        let mut reports = Vec::new();
+        let mut errors = Vec::new();
+        for h in self.handles {
+            match h.join() {
+                Ok(Ok(r)) => reports.push(r),
+                Ok(Err(e)) => errors.push(e.to_string()),
+                Err(_) => errors.push("a recorder thread panicked".into()),
+            }
+        }
+        (reports, errors)
+    }
+}
+
 /// Recording settings.
 #[derive(Debug, Clone)]
 pub struct RecordConfig {
