@@ -10,7 +10,7 @@ use pyo3::types::{PyList, PyTuple};
 
 use rtloop_runtime::drivers::{InView, OutBuf, TickInfo};
 use rtloop_runtime::model::{Body, Signal};
-use rtloop_runtime::process::{ChildArgs, Process, Step};
+use rtloop_runtime::process::{ChildArgs, Process, Step, StepError};
 
 use crate::convert::with_dtype;
 
@@ -184,6 +184,23 @@ impl Step for PyStep<'_> {
         t: &TickInfo,
         inputs: &[InView<'_>],
         outputs: &mut [OutBuf<'_>],
+    ) -> Result<(), StepError> {
+        self.call_step(t, inputs, outputs).map_err(StepError)
+    }
+
+    fn finish(&mut self) -> Result<String, StepError> {
+        self.call_finish().map_err(StepError)
+    }
+}
+
+impl PyStep<'_> {
+    /// One tick: the module's `step` over views of the inputs and outputs; the error is
+    /// the exception's text (its traceback printed under the module's name).
+    fn call_step(
+        &mut self,
+        t: &TickInfo,
+        inputs: &[InView<'_>],
+        outputs: &mut [OutBuf<'_>],
     ) -> Result<(), String> {
         self.args.clear();
         for i in inputs {
@@ -204,7 +221,8 @@ impl Step for PyStep<'_> {
         }
     }
 
-    fn finish(&mut self) -> Result<String, String> {
+    /// The module's `finish` (if any), and a note if numba compiled during the run.
+    fn call_finish(&mut self) -> Result<String, String> {
         let mut text = match &self.finish {
             None => String::new(),
             Some(f) => match f.call0() {
@@ -234,7 +252,8 @@ impl Step for PyStep<'_> {
 /// supervisor passed (`--model M --process P --run-dir D`). Returns the exit status.
 #[pyfunction]
 pub(crate) fn runtime_module(py: Python<'_>, args: Vec<String>) -> PyResult<i32> {
-    let ca = ChildArgs::parse(&args).map_err(pyo3::exceptions::PyValueError::new_err)?;
+    let ca = ChildArgs::parse(&args)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     let mut p = match Process::open(&ca) {
         Ok(p) => p,
         Err(e) => {

@@ -14,6 +14,83 @@ use crate::drivers::{InView, OutBuf, TickInfo};
 use crate::model::{Body, Kind, Model, Signal};
 use crate::timer;
 
+/// What a step (a driver, a Rust or a Python module) reports when it fails: its own
+/// message (a driver's error, a module's exception or panic).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StepError(pub String);
+
+impl From<crate::drivers::DriverError> for StepError {
+    fn from(e: crate::drivers::DriverError) -> Self {
+        StepError(e.0)
+    }
+}
+
+/// Why a model's process could not start, or ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The role (its one argument) is missing or not valid JSON of a role.
+    #[error("a model's process takes one argument, its role as JSON; got {0} arguments")]
+    Arguments(usize),
+    /// The role could not be read or written.
+    #[error(transparent)]
+    Role(#[from] rtloop_launch::LaunchError),
+    /// The model file could not be read.
+    #[error("cannot read {path}: {source}")]
+    ReadModel {
+        /// The model file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The model file has problems.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelErrors),
+    /// The board of the running model could not be opened.
+    #[error(transparent)]
+    Board(#[from] crate::board::BoardError),
+    /// The model file changed after the supervisor validated it.
+    #[error("{} changed since `rtloop run` started it; restart the model", .0.display())]
+    ModelChanged(PathBuf),
+    /// The role names a process the model does not have.
+    #[error("no process {0:?} in the model")]
+    NoSuchProcess(String),
+    /// A signal's stream could not be opened.
+    #[error(transparent)]
+    Open(#[from] rtloop_stream::OpenError),
+    /// A signal's stream could not be claimed (writer or reader slot).
+    #[error(transparent)]
+    Claim(#[from] rtloop_stream::ClaimError),
+    /// Writing a signal failed.
+    #[error(transparent)]
+    Write(#[from] rtloop_stream::WriteError),
+    /// The step failed at a tick.
+    #[error("tick {tick}: {source}")]
+    Step {
+        /// The tick.
+        tick: u64,
+        /// What the step said.
+        source: StepError,
+    },
+    /// The step's `finish` failed.
+    #[error(transparent)]
+    Finish(StepError),
+    /// A driver process could not open its driver.
+    #[error("cannot open driver {driver:?}: {source}")]
+    Driver {
+        /// The driver's name.
+        driver: String,
+        /// Why.
+        source: crate::drivers::DriverError,
+    },
+    /// A driver role for a process that is a module.
+    #[error("{0} is not a driver process")]
+    NotADriver(String),
+    /// A Rust module could not be loaded or started.
+    #[error(transparent)]
+    Module(#[from] crate::rust_module::ModuleError),
+}
+
 /// What a process runs each tick.
 pub trait Step {
     /// Compute this tick. `inputs` hold each input's rows including history (oldest first);
@@ -23,10 +100,10 @@ pub trait Step {
         t: &TickInfo,
         inputs: &[InView<'_>],
         outputs: &mut [OutBuf<'_>],
-    ) -> Result<(), String>;
+    ) -> Result<(), StepError>;
 
     /// The model is stopping: one summary line (or empty).
-    fn finish(&mut self) -> Result<String, String> {
+    fn finish(&mut self) -> Result<String, StepError> {
         Ok(String::new())
     }
 }
@@ -39,11 +116,11 @@ impl Step for SourceStep {
         t: &TickInfo,
         _: &[InView<'_>],
         out: &mut [OutBuf<'_>],
-    ) -> Result<(), String> {
-        self.0.tick(t, out).map_err(|e| e.0)
+    ) -> Result<(), StepError> {
+        Ok(self.0.tick(t, out)?)
     }
-    fn finish(&mut self) -> Result<String, String> {
-        self.0.finish().map_err(|e| e.0)
+    fn finish(&mut self) -> Result<String, StepError> {
+        Ok(self.0.finish()?)
     }
 }
 
@@ -55,11 +132,11 @@ impl Step for SinkStep {
         t: &TickInfo,
         inputs: &[InView<'_>],
         _: &mut [OutBuf<'_>],
-    ) -> Result<(), String> {
-        self.0.tick(t, inputs).map_err(|e| e.0)
+    ) -> Result<(), StepError> {
+        Ok(self.0.tick(t, inputs)?)
     }
-    fn finish(&mut self) -> Result<String, String> {
-        self.0.finish().map_err(|e| e.0)
+    fn finish(&mut self) -> Result<String, StepError> {
+        Ok(self.0.finish()?)
     }
 }
 
@@ -156,19 +233,18 @@ impl rtloop_launch::ChildRole for ChildArgs {
 
 impl ChildArgs {
     /// The role as the one argument a process gets.
-    pub fn to_json(&self) -> Result<String, String> {
-        serde_json::to_string(self).map_err(|e| format!("process role: {e}"))
+    pub fn to_json(&self) -> Result<String, ProcessError> {
+        Ok(rtloop_launch::child_args(self)?[2]
+            .to_string_lossy()
+            .into_owned())
     }
 
     /// Read the role from a process's arguments: exactly one, the role as JSON.
-    pub fn parse(args: &[String]) -> Result<ChildArgs, String> {
+    pub fn parse(args: &[String]) -> Result<ChildArgs, ProcessError> {
         let [json] = args else {
-            return Err(format!(
-                "a model's process takes one argument, its role as JSON; got {} arguments",
-                args.len()
-            ));
+            return Err(ProcessError::Arguments(args.len()));
         };
-        rtloop_launch::role_from(json).map_err(|e| e.to_string())
+        Ok(rtloop_launch::role_from(json)?)
     }
 }
 
@@ -218,22 +294,22 @@ pub struct Process {
 impl Process {
     /// Load the model, check it is the one the supervisor runs, open the board and this
     /// process's streams, write the outputs' initial history (zeros).
-    pub fn open(args: &ChildArgs) -> Result<Process, String> {
-        let text = std::fs::read_to_string(&args.model)
-            .map_err(|e| format!("cannot read {}: {e}", args.model.display()))?;
-        let model = crate::model::load(&args.model).map_err(|e| e.to_string())?;
-        let board = Board::open(&model.name).map_err(|e| e.to_string())?;
+    pub fn open(args: &ChildArgs) -> Result<Process, ProcessError> {
+        let text =
+            std::fs::read_to_string(&args.model).map_err(|source| ProcessError::ReadModel {
+                path: args.model.clone(),
+                source,
+            })?;
+        let model = crate::model::load(&args.model)?;
+        let board = Board::open(&model.name)?;
         if board.model_hash() != model_hash(&text) {
-            return Err(format!(
-                "{} changed since `rtloop run` started it; restart the model",
-                args.model.display()
-            ));
+            return Err(ProcessError::ModelChanged(args.model.clone()));
         }
         let index = model
             .processes
             .iter()
             .position(|p| p.name == args.process)
-            .ok_or_else(|| format!("no process {:?} in the model", args.process))?;
+            .ok_or_else(|| ProcessError::NoSuchProcess(args.process.clone()))?;
         board.set_pid(index, rtloop_sys::pid());
         let sig_index = |n: &str| model.signals.iter().position(|s| s.name == n).unwrap_or(0);
         let writer_of = |n: &str| {
@@ -248,12 +324,11 @@ impl Process {
         for name in &me.outputs {
             let si = sig_index(name);
             let signal = model.signals[si].clone();
-            let stream =
-                Stream::open(&stream_name(&model.name, name)).map_err(|e| e.to_string())?;
-            let mut writer = stream.writer().map_err(|e| e.to_string())?;
+            let stream = Stream::open(&stream_name(&model.name, name))?;
+            let mut writer = stream.writer()?;
             if !signal.variable {
                 let rows = signal.history as usize * signal.rows_per_tick();
-                let mut g = writer.reserve(rows).map_err(|e| e.to_string())?;
+                let mut g = writer.reserve(rows)?;
                 g.bytes_mut().fill(0);
                 g.commit();
             }
@@ -266,11 +341,8 @@ impl Process {
         let mut inputs = Vec::new();
         for name in &me.inputs {
             let si = sig_index(name);
-            let stream =
-                Stream::open(&stream_name(&model.name, name)).map_err(|e| e.to_string())?;
-            let reader = stream
-                .reader(ReaderMode::Latest)
-                .map_err(|e| e.to_string())?;
+            let stream = Stream::open(&stream_name(&model.name, name))?;
+            let reader = stream.reader(ReaderMode::Latest)?;
             inputs.push(Input {
                 sig_index: si,
                 signal: model.signals[si].clone(),
@@ -305,7 +377,7 @@ impl Process {
     /// Apply realtime set-up, say ready, and run `step` once per tick until the model
     /// stops. Writes this process's timing to the run directory, and its state to the
     /// board (Failed with the error printed on stderr if the step failed).
-    pub fn run(&mut self, step: &mut dyn Step) -> Result<(), String> {
+    pub fn run(&mut self, step: &mut dyn Step) -> Result<(), ProcessError> {
         let flags = self.board.flags();
         let rt = timer::Realtime {
             fifo: flags & crate::board::FLAG_FIFO != 0,
@@ -321,14 +393,15 @@ impl Process {
         let mut exec = LatencyHistogram::new();
         let mut after_start = LatencyHistogram::new();
         self.board.set_state(self.index, ProcState::Ready);
-        let result = self.tick_loop(step, spin, &mut report, &mut exec, &mut after_start);
+        let mut result = self.tick_loop(step, spin, &mut report, &mut exec, &mut after_start);
         match step.finish() {
             Ok(s) => report.summary = s,
-            Err(e) if result.is_ok() => report.error = Some(e),
+            Err(e) if result.is_ok() => result = Err(ProcessError::Finish(e)),
             Err(_) => {}
         }
+        // the report carries the error's text (the supervisor reads it from the run dir)
         if let Err(e) = &result {
-            report.error = Some(e.clone());
+            report.error = Some(e.to_string());
         }
         report.exec = exec.recorded();
         report.done_after_start = after_start.recorded();
@@ -340,10 +413,7 @@ impl Process {
             ProcState::Exited
         };
         self.board.set_state(self.index, state);
-        match report.error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        result
     }
 
     fn tick_loop(
@@ -353,7 +423,7 @@ impl Process {
         report: &mut ProcessReport,
         exec: &mut LatencyHistogram,
         after_start: &mut LatencyHistogram,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProcessError> {
         let board = &self.board;
         let me = self.index;
         let kind = self.model.processes[me].kind;
@@ -389,16 +459,10 @@ impl Process {
                 // signal carries no rows), so readers every tick see a held value
                 for (o, h) in self.outputs.iter_mut().zip(&held) {
                     if o.signal.variable {
-                        let g = o
-                            .writer
-                            .reserve(o.signal.rows_per_tick())
-                            .map_err(|e| e.to_string())?;
-                        g.commit_n(0).map_err(|e| e.to_string())?;
+                        let g = o.writer.reserve(o.signal.rows_per_tick())?;
+                        g.commit_n(0)?;
                     } else {
-                        let mut g = o
-                            .writer
-                            .reserve(o.signal.rows_per_tick())
-                            .map_err(|e| e.to_string())?;
+                        let mut g = o.writer.reserve(o.signal.rows_per_tick())?;
                         g.bytes_mut().copy_from_slice(h);
                         g.commit_stamped(Some(deadline_ns));
                     }
@@ -447,7 +511,7 @@ impl Process {
             let mut guards = Vec::with_capacity(self.outputs.len());
             for o in &mut self.outputs {
                 let n = o.signal.rows_per_tick();
-                let g = o.writer.reserve(n).map_err(|e| e.to_string())?;
+                let g = o.writer.reserve(n)?;
                 guards.push((&o.signal, g));
             }
             let mut step_result = Ok(());
@@ -511,13 +575,12 @@ impl Process {
             }
             for ((sig, g), rows) in guards.into_iter().zip(rows_out) {
                 if sig.variable {
-                    g.commit_n(rows.min(sig.rows_per_tick()))
-                        .map_err(|e| e.to_string())?;
+                    g.commit_n(rows.min(sig.rows_per_tick()))?;
                 } else {
                     g.commit_stamped(Some(deadline_ns));
                 }
             }
-            step_result.map_err(|e| format!("tick {k}: {e}"))?;
+            step_result.map_err(|source| ProcessError::Step { tick: k, source })?;
             for o in &self.outputs {
                 board.set_tick_end(o.sig_index, k, o.writer.written());
             }
@@ -537,7 +600,7 @@ impl Process {
 
 /// Run the process `args` names to its end: a Rust module (its compiled library is in the
 /// role) or a driver (source or sink). Python modules run in `python -m rtloop.runtime`.
-pub fn run_process(args: &ChildArgs) -> Result<(), String> {
+pub fn run_process(args: &ChildArgs) -> Result<(), ProcessError> {
     match &args.module_so {
         Some(so) => run_rust_module(args, so),
         None => run_driver_process(args),
@@ -546,7 +609,10 @@ pub fn run_process(args: &ChildArgs) -> Result<(), String> {
 
 /// Open a Rust module's process: load its compiled library, give it its options, run its
 /// `init` outside the ticks, then its `step` every tick and its `finish` at the end.
-fn run_rust_module(ca: &crate::process::ChildArgs, so: &std::path::Path) -> Result<(), String> {
+fn run_rust_module(
+    ca: &crate::process::ChildArgs,
+    so: &std::path::Path,
+) -> Result<(), ProcessError> {
     let mut p = crate::process::Process::open(ca)?;
     let spec = p.spec().clone();
     let signals = |names: &[String]| -> Vec<crate::model::Signal> {
@@ -563,8 +629,8 @@ fn run_rust_module(ca: &crate::process::ChildArgs, so: &std::path::Path) -> Resu
     {
         Ok(m) => p.run(&mut RustStep(m)),
         Err(e) => {
-            p.fail(&e);
-            Err(e)
+            p.fail(&e.to_string());
+            Err(e.into())
         }
     }
 }
@@ -578,21 +644,23 @@ impl crate::process::Step for RustStep {
         t: &crate::drivers::TickInfo,
         inputs: &[crate::drivers::InView<'_>],
         outputs: &mut [crate::drivers::OutBuf<'_>],
-    ) -> Result<(), String> {
-        self.0.step(t.tick, inputs, outputs)
+    ) -> Result<(), StepError> {
+        self.0
+            .step(t.tick, inputs, outputs)
+            .map_err(|e| StepError(e.to_string()))
     }
 
-    fn finish(&mut self) -> Result<String, String> {
-        self.0.finish()
+    fn finish(&mut self) -> Result<String, StepError> {
+        self.0.finish().map_err(|e| StepError(e.to_string()))
     }
 }
 
 /// Open and run a driver process (sources and sinks) to its end.
-pub fn run_driver_process(args: &ChildArgs) -> Result<(), String> {
+pub fn run_driver_process(args: &ChildArgs) -> Result<(), ProcessError> {
     let mut p = Process::open(args)?;
     let spec = p.spec().clone();
     let Body::Driver { driver, options } = &spec.body else {
-        return Err(format!("{} is not a driver process", spec.name));
+        return Err(ProcessError::NotADriver(spec.name.clone()));
     };
     let sigs = |names: &[String]| -> Vec<Signal> {
         names
@@ -614,10 +682,13 @@ pub fn run_driver_process(args: &ChildArgs) -> Result<(), String> {
     };
     match result {
         Ok(mut step) => p.run(step.as_mut()),
-        Err(e) => {
-            let msg = format!("cannot open driver {driver:?}: {e}");
-            p.fail(&msg);
-            Err(msg)
+        Err(source) => {
+            let e = ProcessError::Driver {
+                driver: driver.clone(),
+                source,
+            };
+            p.fail(&e.to_string());
+            Err(e)
         }
     }
 }

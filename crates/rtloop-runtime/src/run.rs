@@ -78,12 +78,12 @@ pub enum RunError {
         handoff_us: u64,
     },
     /// A Rust module did not compile.
-    #[error("module {process:?}: {message}")]
+    #[error("module {process:?}: {source}")]
     Compile {
         /// The module.
         process: String,
-        /// rustc's diagnostics.
-        message: String,
+        /// Why (rustc's diagnostics for a compile error).
+        source: crate::rust_module::ModuleError,
     },
     /// Streams, board or processes could not be set up.
     #[error("{0}")]
@@ -411,9 +411,9 @@ pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> 
         so_of.push(match &p.body {
             Body::Rust { code } => Some(
                 crate::rust_module::compile(code, &crate::rust_module::default_cache_dir())
-                    .map_err(|message| RunError::Compile {
+                    .map_err(|source| RunError::Compile {
                         process: p.name.clone(),
-                        message,
+                        source,
                     })?,
             ),
             _ => None,

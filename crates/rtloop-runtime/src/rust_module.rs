@@ -24,6 +24,92 @@ use std::path::{Path, PathBuf};
 use crate::drivers::{InView, OutBuf};
 use crate::model::Signal;
 
+/// Why a Rust module could not be compiled, loaded or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ModuleError {
+    /// A file of the module or of its cache could not be read or written.
+    #[error("{what} {}: {source}", .path.display())]
+    Io {
+        /// What was being done ("cannot read module file", "cannot store", ...).
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The module file's path is not UTF-8 (rustc's `include!` needs UTF-8).
+    #[error("module file {} has a path that is not UTF-8; rustc's include! needs UTF-8", .0.display())]
+    NotUtf8(PathBuf),
+    /// The Rust compiler is missing or does not run (the message says how to get one).
+    #[error("{0}")]
+    Rustc(String),
+    /// rustc refused the module file: its diagnostics, which point into the file.
+    #[error("rustc could not compile module file {}:\n{diagnostics}", .code.display())]
+    Compile {
+        /// The module file.
+        code: PathBuf,
+        /// rustc's diagnostics.
+        diagnostics: String,
+    },
+    /// The file kept changing while it was compiled.
+    #[error("module file {} kept changing while it was compiled; try again", .0.display())]
+    KeptChanging(PathBuf),
+    /// The library could not be loaded.
+    #[error("cannot load Rust module {}: {source}", .path.display())]
+    Load {
+        /// The library.
+        path: PathBuf,
+        /// The loader's error.
+        source: libloading::Error,
+    },
+    /// The library is not one rtloop's module compiler made.
+    #[error("{} is not an rtloop Rust module (made by rtloop's module compiler): {source}", .path.display())]
+    NotAModule {
+        /// The library.
+        path: PathBuf,
+        /// The missing symbol.
+        source: libloading::Error,
+    },
+    /// The library was built for another module ABI.
+    #[error("{} was built for Rust module ABI {found}, this rtloop uses {ABI_VERSION}; remove it and it is recompiled", .path.display())]
+    Abi {
+        /// The library.
+        path: PathBuf,
+        /// Its ABI version.
+        found: u32,
+    },
+    /// The library could not make the module's state holder.
+    #[error("{}: rtloop_module_new returned null", .0.display())]
+    NullHolder(PathBuf),
+    /// An option a Rust module cannot read (only numbers and true/false).
+    #[error("option {name:?} is {value}; a Rust module's options are numbers or true/false")]
+    Option {
+        /// The option.
+        name: String,
+        /// Its value.
+        value: serde_json::Value,
+    },
+    /// The module panicked in `step` (no phase), `init` or `finish`.
+    #[error("{}panicked: {message}", .phase.map_or(String::new(), |p| format!("{p} ")))]
+    Panicked {
+        /// `Some("init")`, `Some("finish")`, or `None` for a tick's step.
+        phase: Option<&'static str>,
+        /// The panic's message and place.
+        message: String,
+    },
+}
+
+fn io_error<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> ModuleError + 'a {
+    move |source| ModuleError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Version of the C ABI between the runtime and a compiled module.
 pub const ABI_VERSION: u32 = 2;
 
@@ -71,11 +157,11 @@ fn wrapper_source(code: &str) -> String {
 
 /// Write `text` to `path` through a private temporary name and a rename, so a reader (or a
 /// second writer) never sees half a file.
-fn write_atomic(path: &Path, tmp: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+fn write_atomic(path: &Path, tmp: &Path, text: &str) -> Result<(), ModuleError> {
+    std::fs::write(tmp, text).map_err(io_error("cannot write", tmp))?;
     std::fs::rename(tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(tmp);
-        format!("cannot write {}: {e}", path.display())
+        io_error("cannot write", path)(e)
     })
 }
 
@@ -86,42 +172,35 @@ fn write_atomic(path: &Path, tmp: &Path, text: &str) -> Result<(), String> {
 ///
 /// Safe to call from several processes (or threads) at once: each compiles in a private
 /// directory and renames the library into place.
-pub fn compile(code: &Path, cache_dir: &Path) -> Result<PathBuf, String> {
+pub fn compile(code: &Path, cache_dir: &Path) -> Result<PathBuf, ModuleError> {
     let code = code
         .canonicalize()
-        .map_err(|e| format!("cannot read module file {}: {e}", code.display()))?;
-    let code_str = code.to_str().ok_or_else(|| {
-        format!(
-            "module file {} has a path that is not UTF-8; rustc's include! needs UTF-8",
-            code.display()
-        )
-    })?;
+        .map_err(io_error("cannot read module file", code))?;
+    let code_str = code
+        .to_str()
+        .ok_or_else(|| ModuleError::NotUtf8(code.clone()))?;
     let version = std::process::Command::new(rustc())
         .arg("-V")
         .output()
         .map_err(|e| rustc_missing(&code, &e))?;
     if !version.status.success() {
-        return Err(format!(
+        return Err(ModuleError::Rustc(format!(
             "{:?} -V failed ({}), so module file {} cannot be compiled:\n{}",
             rustc(),
             version.status,
             code.display(),
             String::from_utf8_lossy(&version.stderr).trim_end()
-        ));
+        )));
     }
     let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
     let wrapper_text = wrapper_source(code_str);
-    std::fs::create_dir_all(cache_dir).map_err(|e| {
-        format!(
-            "cannot create the module cache {}: {e}",
-            cache_dir.display()
-        )
-    })?;
+    std::fs::create_dir_all(cache_dir)
+        .map_err(io_error("cannot create the module cache", cache_dir))?;
     // the file could be edited while it compiles: the library is only stored under the key
     // of the text it was compiled from (checked after), else compiled again
     for _ in 0..3 {
-        let source = std::fs::read_to_string(&code)
-            .map_err(|e| format!("cannot read module file {}: {e}", code.display()))?;
+        let source =
+            std::fs::read_to_string(&code).map_err(io_error("cannot read module file", &code))?;
         let key = crate::process::model_hash(&format!(
             "{wrapper_text}\u{0}{source}\u{0}{version}\u{0}{code_str}"
         ));
@@ -144,8 +223,7 @@ pub fn compile(code: &Path, cache_dir: &Path) -> Result<PathBuf, String> {
         )?;
         // rustc writes its intermediate files next to the output: a private directory
         let build = cache_dir.join(format!(".build-{stem}-{unique}"));
-        std::fs::create_dir_all(&build)
-            .map_err(|e| format!("cannot create {}: {e}", build.display()))?;
+        std::fs::create_dir_all(&build).map_err(io_error("cannot create", &build))?;
         let out = std::process::Command::new(rustc())
             .args(["--edition", "2021", "--crate-type", "cdylib"])
             .args(["-C", "opt-level=3", "-C", "panic=unwind", "--crate-name"])
@@ -156,13 +234,12 @@ pub fn compile(code: &Path, cache_dir: &Path) -> Result<PathBuf, String> {
             .output();
         let result = match out {
             Err(e) => Err(rustc_missing(&code, &e)),
-            Ok(out) if !out.status.success() => Err(format!(
-                "rustc could not compile module file {}:\n{}",
-                code.display(),
-                String::from_utf8_lossy(&out.stderr).trim_end()
-            )),
+            Ok(out) if !out.status.success() => Err(ModuleError::Compile {
+                code: code.clone(),
+                diagnostics: String::from_utf8_lossy(&out.stderr).trim_end().to_owned(),
+            }),
             Ok(_) => std::fs::rename(build.join(format!("{stem}.so")), &so)
-                .map_err(|e| format!("cannot store {}: {e}", so.display())),
+                .map_err(io_error("cannot store", &so)),
         };
         let _ = std::fs::remove_dir_all(&build);
         result?;
@@ -174,18 +251,15 @@ pub fn compile(code: &Path, cache_dir: &Path) -> Result<PathBuf, String> {
             _ => return Ok(so),
         }
     }
-    Err(format!(
-        "module file {} kept changing while it was compiled; try again",
-        code.display()
-    ))
+    Err(ModuleError::KeptChanging(code))
 }
 
 /// Distinguishes compiles of one process (threads may compile at once).
 static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-fn rustc_missing(code: &Path, e: &std::io::Error) -> String {
+fn rustc_missing(code: &Path, e: &std::io::Error) -> ModuleError {
     let rustc = rustc();
-    if e.kind() == std::io::ErrorKind::NotFound {
+    ModuleError::Rustc(if e.kind() == std::io::ErrorKind::NotFound {
         format!(
             "module file {} is Rust, but the Rust compiler {rustc:?} was not found: install a \
              Rust toolchain (https://rustup.rs: `curl --proto '=https' --tlsv1.2 -sSf \
@@ -198,7 +272,7 @@ fn rustc_missing(code: &Path, e: &std::io::Error) -> String {
             "cannot run the Rust compiler {rustc:?} to compile module file {}: {e}",
             code.display()
         )
-    }
+    })
 }
 
 /// One signal as passed to the module (the prelude's `RtSig`).
@@ -258,16 +332,16 @@ pub struct RustModule {
 impl RustModule {
     /// Load a library made by [`compile`], check its ABI version and create the module's
     /// state holder.
-    pub fn load(so: &Path) -> Result<RustModule, String> {
+    pub fn load(so: &Path) -> Result<RustModule, ModuleError> {
         // SAFETY: loading runs the library's initialisers; a library made by `compile` has
         // only Rust std's (the prelude and a module file define no load-time code).
-        let lib = unsafe { libloading::Library::new(so) }
-            .map_err(|e| format!("cannot load Rust module {}: {e}", so.display()))?;
-        let not_module = |e: libloading::Error| {
-            format!(
-                "{} is not an rtloop Rust module (made by rtloop's module compiler): {e}",
-                so.display()
-            )
+        let lib = unsafe { libloading::Library::new(so) }.map_err(|source| ModuleError::Load {
+            path: so.to_path_buf(),
+            source,
+        })?;
+        let not_module = |source: libloading::Error| ModuleError::NotAModule {
+            path: so.to_path_buf(),
+            source,
         };
         // SAFETY: the symbol is the prelude's `extern "C" fn() -> u32`, and calling it has
         // no preconditions.
@@ -278,11 +352,10 @@ impl RustModule {
             f()
         };
         if version != ABI_VERSION {
-            return Err(format!(
-                "{} was built for Rust module ABI {version}, this rtloop uses {ABI_VERSION}; \
-                 remove it and it is recompiled",
-                so.display()
-            ));
+            return Err(ModuleError::Abi {
+                path: so.to_path_buf(),
+                found: version,
+            });
         }
         // SAFETY: the ABI version matches, so these symbols have the prelude's signatures
         // (the types below); the fn pointers are only used while `lib` is loaded (it is
@@ -307,7 +380,7 @@ impl RustModule {
         };
         let holder = new();
         if holder.is_null() {
-            return Err(format!("{}: rtloop_module_new returned null", so.display()));
+            return Err(ModuleError::NullHolder(so.to_path_buf()));
         }
         Ok(RustModule {
             step,
@@ -327,7 +400,7 @@ impl RustModule {
     /// Give the module its `options:` (a JSON object): numbers, and true/false as 1/0, are
     /// read with `t.option(name)`; anything else is refused (the model check refuses it
     /// first).
-    pub fn set_options(&mut self, options: &serde_json::Value) -> Result<(), String> {
+    pub fn set_options(&mut self, options: &serde_json::Value) -> Result<(), ModuleError> {
         let mut names = Vec::new();
         let mut values = Vec::new();
         if let Some(map) = options.as_object() {
@@ -336,9 +409,10 @@ impl RustModule {
                     serde_json::Value::Bool(b) => f64::from(u8::from(*b)),
                     serde_json::Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
                     other => {
-                        return Err(format!(
-                            "option {k:?} is {other}; a Rust module's options are numbers or true/false"
-                        ))
+                        return Err(ModuleError::Option {
+                            name: k.clone(),
+                            value: other.clone(),
+                        })
                     }
                 };
                 names.push(k.clone());
@@ -362,7 +436,7 @@ impl RustModule {
     /// Run the module's `init` (if it defines one) once before tick 0: it sees its
     /// signals' shapes (rows as `step` will get them, values per row, dtype, name), its
     /// options and its state, no data. A panic comes back as `Err("panicked: ...")`.
-    pub fn init(&mut self, inputs: &[Signal], outputs: &[Signal]) -> Result<(), String> {
+    pub fn init(&mut self, inputs: &[Signal], outputs: &[Signal]) -> Result<(), ModuleError> {
         let shape_only = |s: &Signal, rows: usize| RtSig {
             ptr: std::ptr::null_mut(),
             len_bytes: 0,
@@ -388,20 +462,26 @@ impl RustModule {
         if rc == 0 {
             Ok(())
         } else {
-            Err(format!("init panicked: {text}"))
+            Err(ModuleError::Panicked {
+                phase: Some("init"),
+                message: text,
+            })
         }
     }
 
     /// Run the module's `finish` (if it defines one) after the last tick: its text for the
     /// report, or `Err("finish panicked: ...")`.
-    pub fn finish(&mut self) -> Result<String, String> {
+    pub fn finish(&mut self) -> Result<String, ModuleError> {
         self.ins.clear();
         self.outs.clear();
         let (rc, text) = self.call(self.finish, u64::MAX);
         if rc == 0 {
             Ok(text)
         } else {
-            Err(format!("finish panicked: {text}"))
+            Err(ModuleError::Panicked {
+                phase: Some("finish"),
+                message: text,
+            })
         }
     }
 
@@ -445,7 +525,7 @@ impl RustModule {
         tick: u64,
         inputs: &[InView<'_>],
         outputs: &mut [OutBuf<'_>],
-    ) -> Result<(), String> {
+    ) -> Result<(), ModuleError> {
         let sig = |ptr: *mut u8, len: usize, rows: usize, s: &crate::model::Signal| RtSig {
             ptr,
             len_bytes: len,
@@ -500,10 +580,11 @@ impl RustModule {
         if rc == 0 {
             Ok(())
         } else {
-            Err(format!(
-                "panicked: {}",
-                String::from_utf8_lossy(&self.err[..err_len.min(self.err.len())])
-            ))
+            Err(ModuleError::Panicked {
+                phase: None,
+                message: String::from_utf8_lossy(&self.err[..err_len.min(self.err.len())])
+                    .into_owned(),
+            })
         }
     }
 }

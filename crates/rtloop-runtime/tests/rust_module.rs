@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use rtloop_runtime::drivers::{InView, OutBuf};
 use rtloop_runtime::model::Signal;
-use rtloop_runtime::rust_module::{compile, RustModule};
+use rtloop_runtime::rust_module::{compile, ModuleError, RustModule};
 use rtloop_stream::DType;
 
 /// A fresh directory for one test: its module files and its module cache.
@@ -110,7 +110,9 @@ fn step1(
         bytes: out.bytes_mut(),
         rows: out_sig.rows_per_tick(),
     }];
-    let r = m.step(tick, &inputs, &mut outputs);
+    let r = m
+        .step(tick, &inputs, &mut outputs)
+        .map_err(|e| e.to_string());
     (r, outputs[0].rows)
 }
 
@@ -126,7 +128,7 @@ fn step0(
         bytes: out.bytes_mut(),
         rows: out_sig.rows_per_tick(),
     }];
-    let r = m.step(tick, &[], &mut outputs);
+    let r = m.step(tick, &[], &mut outputs).map_err(|e| e.to_string());
     (r, outputs[0].rows)
 }
 
@@ -317,6 +319,8 @@ fn a_compile_error_names_the_users_file_and_line() {
         "pub fn step(t: &mut Tick) {\n    let x: u8 = \"no\";\n}\n",
     );
     let e = compile(&code, &d.join("cache")).unwrap_err();
+    assert!(matches!(e, ModuleError::Compile { .. }), "{e:?}");
+    let e = e.to_string();
     assert!(e.starts_with("rustc could not compile module file "), "{e}");
     assert!(
         e.contains("broken.rs:2"),
@@ -333,7 +337,7 @@ fn a_compile_error_names_the_users_file_and_line() {
 
     // a file without `step` says what is missing
     let code = write(&d, "nostep.rs", "pub fn stp(_t: &mut Tick) {}\n");
-    let e = compile(&code, &d.join("cache")).unwrap_err();
+    let e = compile(&code, &d.join("cache")).unwrap_err().to_string();
     assert!(e.contains("step"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -435,6 +439,8 @@ fn loading_something_that_is_not_a_module_says_so() {
     let d = dir("notmodule");
     let p = write(&d, "x.so", "not a library");
     let e = RustModule::load(&p).err().unwrap();
+    assert!(matches!(e, ModuleError::Load { .. }), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("cannot load Rust module"), "{e}");
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -446,7 +452,7 @@ fn a_missing_rustc_is_explained() {
     if std::env::var_os("RTLOOP_TEST_MISSING_RUSTC").is_some() {
         let d = dir("norustc");
         let code = write(&d, "m.rs", "pub fn step(_t: &mut Tick) {}\n");
-        let e = compile(&code, &d.join("cache")).unwrap_err();
+        let e = compile(&code, &d.join("cache")).unwrap_err().to_string();
         let _ = std::fs::remove_dir_all(&d);
         assert!(e.contains("was not found") && e.contains("rustup"), "{e}");
         return;
@@ -598,6 +604,11 @@ fn a_module_reads_its_options_and_a_missing_one_is_none() {
         .set_options(&serde_json::json!({"mode": "fast"}))
         .unwrap_err();
     assert!(
+        matches!(&e, ModuleError::Option { name, .. } if name == "mode"),
+        "{e:?}"
+    );
+    let e = e.to_string();
+    assert!(
         e.contains(
             "option \"mode\" is \"fast\"; a Rust module's options are numbers or true/false"
         ),
@@ -668,6 +679,17 @@ fn init_sees_options_and_shapes_before_tick_0_and_finish_reports() {
          pub fn step(_t: &mut Tick) {}\n",
     );
     let e = bad.init(std::slice::from_ref(&in_sig), &[]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ModuleError::Panicked {
+                phase: Some("init"),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let e = e.to_string();
     assert!(
         e.starts_with("init panicked: t.input(0) in init: signals carry data only in step"),
         "{e}"
