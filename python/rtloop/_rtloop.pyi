@@ -27,6 +27,7 @@ __all__ = [
     "runtime_module",
     "runtime_run",
     "RecordSession",
+    "xdf_from_recording",
     "TickMemory",
     "_init_logging",
     "_reset_logging",
@@ -81,6 +82,9 @@ class RecordSession:
     def running(self) -> bool: ...
     def stop(self) -> str: ...
 
+def xdf_from_recording(
+    dir: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"], chunk: int = 4096
+) -> int: ...
 def runtime_run(
     model: Union[str, "os.PathLike[str]"],
     seconds: Optional[float] = None,

@@ -215,6 +215,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::runtime_module, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::runtime_run, m)?)?;
     m.add_class::<runtime::RecordSession>()?;
+    m.add_function(wrap_pyfunction!(runtime::xdf_from_recording, m)?)?;
     m.add_class::<runtime::TickMemory>()?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;

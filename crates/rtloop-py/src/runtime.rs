@@ -467,3 +467,23 @@ impl RecordSession {
             .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
     }
 }
+
+/// Write the recording in `dir` to the XDF file `out` (`rtloop_record::xdf::write_recording`,
+/// the one XDF implementation; `rtloop replay` reads what it writes). Returns the samples
+/// written. ValueError for a dtype XDF cannot hold or a directory that is no recording,
+/// OSError for a file that cannot be read or written.
+#[pyfunction]
+#[pyo3(signature = (dir, out, chunk=4096))]
+pub(crate) fn xdf_from_recording(
+    py: Python<'_>,
+    dir: std::path::PathBuf,
+    out: std::path::PathBuf,
+    chunk: usize,
+) -> PyResult<u64> {
+    use rtloop_record::xdf::XdfWriteError;
+    py.detach(|| rtloop_record::xdf::write_recording(&dir, &out, chunk))
+        .map_err(|e| match e {
+            XdfWriteError::Io { .. } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
+            _ => pyo3::exceptions::PyValueError::new_err(e.to_string()),
+        })
+}

@@ -1,6 +1,8 @@
-//! Reading XDF files (Lab Streaming Layer's format) so `rtloop replay` can play them: an
-//! I/O-free parser of the chunk structure, stream headers and samples (numeric streams and
-//! string marker streams), and a converter to an rtloop recording directory.
+//! XDF files (Lab Streaming Layer's format), the one implementation rtloop has: an I/O-free
+//! parser of the chunk structure, stream headers and samples (numeric streams and string
+//! marker streams) so `rtloop replay` can play them, a converter to an rtloop recording
+//! directory, and [`write_recording`], which writes a recording as XDF (what
+//! `rtloop.export.to_xdf` calls).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -312,6 +314,303 @@ pub fn to_recording(file: &Path, pick: Option<&str>, out: &Path) -> Result<Strin
     Ok(s.name.clone())
 }
 
+/// XDF's channel format of an rtloop dtype (XDF has no unsigned formats).
+fn xdf_format(dtype: &str) -> Option<&'static str> {
+    Some(match dtype {
+        "int8" => "int8",
+        "int16" => "int16",
+        "int32" => "int32",
+        "int64" => "int64",
+        "float32" => "float32",
+        "float64" => "double64",
+        _ => return None,
+    })
+}
+
+/// XDF's variable-length count: 1, 4 or 8 bytes of length, then the value.
+fn varlen(out: &mut Vec<u8>, n: u64) {
+    if n < 256 {
+        out.extend([1, n as u8]);
+    } else if n < 1 << 32 {
+        out.push(4);
+        out.extend((n as u32).to_le_bytes());
+    } else {
+        out.push(8);
+        out.extend(n.to_le_bytes());
+    }
+}
+
+/// One chunk: its length (tag included), the tag, the content.
+fn put_chunk(out: &mut Vec<u8>, tag: u16, content: &[u8]) {
+    varlen(out, content.len() as u64 + 2);
+    out.extend(tag.to_le_bytes());
+    out.extend(content);
+}
+
+/// A number as Python's `repr` writes it (`1000.0`, `0.5`, `1e-05`), which is how
+/// recordings exported before this writer spelled rates, times and event values.
+fn py_float(x: f64) -> String {
+    if !x.is_finite() {
+        return if x.is_nan() {
+            "nan".into()
+        } else if x > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    let a = x.abs();
+    if a != 0.0 && !(1e-4..1e16).contains(&a) {
+        // Python: shortest round-trip digits in exponent form, two-digit exponent at least
+        let s = format!("{x:e}");
+        let (m, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let e: i32 = e.parse().unwrap_or(0);
+        return format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
+    }
+    let s = format!("{x}");
+    if s.contains('.') {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// An event's type or value as text: a string as it is, numbers as Python prints a list.
+fn event_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(a) => format!(
+            "[{}]",
+            a.iter()
+                .map(|x| x.as_f64().map_or_else(|| x.to_string(), py_float))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// What a StreamHeader chunk says of one stream.
+struct StreamInfo<'a> {
+    sid: u32,
+    name: &'a str,
+    kind: &'a str,
+    nch: usize,
+    srate: f64,
+    fmt: &'a str,
+    labels: &'a [String],
+    units: &'a [String],
+}
+
+fn stream_header(i: &StreamInfo<'_>) -> Vec<u8> {
+    let StreamInfo {
+        sid,
+        name,
+        kind,
+        nch,
+        srate,
+        fmt,
+        labels,
+        units,
+    } = *i;
+    let chans: String = (0..nch)
+        .map(|i| {
+            let label = labels.get(i).cloned().unwrap_or_else(|| format!("ch{i}"));
+            let unit = units.get(i).map_or("", String::as_str);
+            format!(
+                "<channel><label>{}</label><unit>{}</unit></channel>",
+                xml_escape(&label),
+                xml_escape(unit)
+            )
+        })
+        .collect();
+    let n = xml_escape(name);
+    let xml = format!(
+        "<?xml version=\"1.0\"?><info><name>{n}</name><type>{}</type><channel_count>{nch}</channel_count>\
+         <nominal_srate>{}</nominal_srate><channel_format>{fmt}</channel_format>\
+         <source_id>rtloop-{n}</source_id><version>1.1</version><created_at>0</created_at>\
+         <uid>rtloop-{n}-{sid}</uid><desc><channels>{chans}</channels><acquisition>\
+         <manufacturer>rtloop</manufacturer></acquisition></desc></info>",
+        xml_escape(kind),
+        py_float(srate),
+    );
+    let mut c = sid.to_le_bytes().to_vec();
+    c.extend(xml.as_bytes());
+    c
+}
+
+fn footer(sid: u32, first: f64, last: f64, count: u64) -> Vec<u8> {
+    let xml = format!(
+        "<?xml version=\"1.0\"?><info><first_timestamp>{}</first_timestamp>\
+         <last_timestamp>{}</last_timestamp><sample_count>{count}</sample_count></info>",
+        py_float(first),
+        py_float(last)
+    );
+    let mut c = sid.to_le_bytes().to_vec();
+    c.extend(xml.as_bytes());
+    c
+}
+
+/// Why a recording could not be written as XDF.
+#[derive(Debug, thiserror::Error)]
+pub enum XdfWriteError {
+    /// The recording could not be read.
+    #[error(transparent)]
+    Load(#[from] crate::LoadError),
+    /// XDF has no channel format for the recording's dtype.
+    #[error("XDF has no {0} channel format; allowed: int8, int16, int32, int64, float32, float64")]
+    Dtype(String),
+    /// Reading the recording's files or writing the XDF file failed.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Write the recording in `dir` (as `rtloop record` wrote it) to the XDF file `out`: stream 1
+/// holds the samples with their timestamps (CLOCK_MONOTONIC seconds), `chunk` samples per
+/// Samples chunk; stream 2 (if there are events) a marker stream of the events as strings
+/// `"type=value"` at the timestamps of their samples' rows (an event on a lost sample gets
+/// the time of the next recorded sample). Reads and writes in blocks, so recordings larger
+/// than memory are fine. Returns the samples written.
+///
+/// # Errors
+/// An unreadable recording, a dtype XDF cannot hold, or an I/O error (named with its file).
+pub fn write_recording(dir: &Path, out: &Path, chunk: usize) -> Result<u64, XdfWriteError> {
+    use std::io::{BufWriter, Read, Write};
+    let rec = crate::Recording::open(dir)?;
+    let h = &rec.header;
+    let fmt = xdf_format(&h.dtype).ok_or_else(|| XdfWriteError::Dtype(h.dtype.clone()))?;
+    let itemsize: usize = match h.dtype.as_str() {
+        "int8" => 1,
+        "int16" => 2,
+        "int32" | "float32" => 4,
+        _ => 8,
+    };
+    let sb = itemsize * h.n_channels;
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| XdfWriteError::Io { path, source }
+    };
+    let open = |f: &str| -> Result<std::io::BufReader<std::fs::File>, XdfWriteError> {
+        let p = dir.join(f);
+        std::fs::File::open(&p)
+            .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
+            .map_err(io(&p))
+    };
+    let mut data = open("data.bin")?;
+    let mut stamps_file = open("timestamps.bin")?;
+    let n = rec.samples;
+    // every row's time is needed again for the events: keep the stamps (8 bytes per sample)
+    let mut stamps = vec![0u8; n as usize * 8];
+    stamps_file
+        .read_exact(&mut stamps)
+        .map_err(io(&dir.join("timestamps.bin")))?;
+    let ts = |i: u64| {
+        let b = &stamps[i as usize * 8..i as usize * 8 + 8];
+        u64::from_le_bytes(b.try_into().unwrap_or_default()) as f64 * 1e-9
+    };
+    let mut f = BufWriter::with_capacity(1 << 20, std::fs::File::create(out).map_err(io(out))?);
+    let mut buf = b"XDF:".to_vec();
+    put_chunk(
+        &mut buf,
+        1,
+        b"<?xml version=\"1.0\"?><info><version>1.0</version></info>",
+    );
+    put_chunk(
+        &mut buf,
+        2,
+        &stream_header(&StreamInfo {
+            sid: 1,
+            name: &h.stream,
+            kind: "rtloop",
+            nch: h.n_channels,
+            srate: h.sfreq,
+            fmt,
+            labels: &h.ch_names,
+            units: &h.ch_units,
+        }),
+    );
+    let chunk = chunk.max(1) as u64;
+    let mut rows = vec![0u8; chunk as usize * sb];
+    let mut a = 0u64;
+    while a < n {
+        let b = n.min(a + chunk);
+        let k = (b - a) as usize;
+        data.read_exact(&mut rows[..k * sb])
+            .map_err(io(&dir.join("data.bin")))?;
+        let mut c = 1u32.to_le_bytes().to_vec();
+        varlen(&mut c, b - a);
+        for (r, row) in rows[..k * sb].chunks_exact(sb.max(1)).enumerate() {
+            c.push(8);
+            c.extend(ts(a + r as u64).to_le_bytes());
+            c.extend(row);
+        }
+        put_chunk(&mut buf, 3, &c);
+        f.write_all(&buf).map_err(io(out))?;
+        buf.clear();
+        a = b;
+    }
+    if n > 0 {
+        put_chunk(&mut buf, 6, &footer(1, ts(0), ts(n - 1), n));
+    }
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map_while(|l| serde_json::from_str(l).ok())
+        .collect();
+    if !events.is_empty() {
+        put_chunk(
+            &mut buf,
+            2,
+            &stream_header(&StreamInfo {
+                sid: 2,
+                name: &format!("{}-events", h.stream),
+                kind: "Markers",
+                nch: 1,
+                srate: 0.0,
+                fmt: "string",
+                labels: &["event".to_owned()],
+                units: &[],
+            }),
+        );
+        let mut c = 2u32.to_le_bytes().to_vec();
+        varlen(&mut c, events.len() as u64);
+        let (mut first, mut last) = (0.0, 0.0);
+        for (k, e) in events.iter().enumerate() {
+            let sample = e["sample"].as_u64().unwrap_or(0);
+            let t = if n > 0 {
+                ts(h.row_of(sample).0.min(n - 1))
+            } else {
+                e["stamp_ns"].as_f64().unwrap_or(0.0) * 1e-9
+            };
+            if k == 0 {
+                first = t;
+            }
+            last = t;
+            let text = format!("{}={}", event_text(&e["type"]), event_text(&e["value"]));
+            c.push(8);
+            c.extend(t.to_le_bytes());
+            varlen(&mut c, text.len() as u64);
+            c.extend(text.as_bytes());
+        }
+        put_chunk(&mut buf, 3, &c);
+        put_chunk(&mut buf, 6, &footer(2, first, last, events.len() as u64));
+    }
+    f.write_all(&buf).map_err(io(out))?;
+    f.flush().map_err(io(out))?;
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,6 +682,88 @@ mod tests {
                 b.push((x & 0xff) as u8);
             }
             let _ = parse(&b);
+        }
+    }
+
+    /// A recording directory written by hand: 5 samples of 2 int16 channels, a gap of 3
+    /// lost samples after row 2, two events (one on a lost sample).
+    fn recording(dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        let header = serde_json::json!({
+            "format": crate::FORMAT, "version": 1, "stream": "eeg", "dtype": "int16",
+            "n_channels": 2, "ch_names": ["Fz", "C<z>"], "ch_units": ["uV", "uV"],
+            "sfreq": 250.0, "first_sample": 10, "start_monotonic_ns": 0, "start_unix_ns": 0,
+            "samples": 5, "events": 2, "lost_samples": 3, "gaps": [[2, 3]],
+            "complete": true, "ended": "stopped", "rtloop_version": "test"
+        });
+        std::fs::write(dir.join("header.json"), header.to_string()).unwrap();
+        let data: Vec<u8> = (0..10i16).flat_map(i16::to_le_bytes).collect();
+        std::fs::write(dir.join("data.bin"), data).unwrap();
+        let stamps: Vec<u8> = (0..5u64)
+            .flat_map(|k| (1_000_000_000 + k * 4_000_000).to_le_bytes())
+            .collect();
+        std::fs::write(dir.join("timestamps.bin"), stamps).unwrap();
+        std::fs::write(
+            dir.join("events.jsonl"),
+            "{\"type\":\"stim\",\"value\":\"on\",\"sample\":11}\n\
+             {\"type\":\"vals\",\"value\":[1.0,2.5],\"sample\":13}\n",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_recording_written_as_xdf_reads_back_through_the_parser() {
+        let d = rtloop_testkit::TempDir::new("xdf-write");
+        recording(&d.join("rec"));
+        let out = d.join("r.xdf");
+        // 2 samples per Samples chunk: three chunks for five samples
+        assert_eq!(write_recording(&d.join("rec"), &out, 2).unwrap(), 5);
+        let st = parse(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(st.len(), 2);
+        assert_eq!(
+            (st[0].name.as_str(), st[0].channels, st[0].srate),
+            ("eeg", 2, 250.0)
+        );
+        assert_eq!(st[0].labels, ["Fz", "C<z>"]);
+        let want: Vec<u8> = (0..10i16).flat_map(i16::to_le_bytes).collect();
+        assert_eq!(st[0].data, want);
+        assert_eq!(st[0].stamps, [1.0, 1.004, 1.008, 1.012, 1.016]);
+        // events at their rows' times: sample 11 is row 1; sample 13 was lost in the gap, so
+        // it gets the next recorded row's (row 2)
+        assert_eq!(st[1].strings, ["stim=on", "vals=[1.0, 2.5]"]);
+        assert_eq!(st[1].stamps, [1.004, 1.008]);
+    }
+
+    #[test]
+    fn what_xdf_cannot_hold_is_refused_by_name() {
+        let d = rtloop_testkit::TempDir::new("xdf-write-bad");
+        recording(&d.join("rec"));
+        let h = d.join("rec").join("header.json");
+        let text = std::fs::read_to_string(&h)
+            .unwrap()
+            .replace("int16", "uint16");
+        std::fs::write(&h, text).unwrap();
+        let e = write_recording(&d.join("rec"), &d.join("r.xdf"), 4096).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "XDF has no uint16 channel format; allowed: int8, int16, int32, int64, float32, float64"
+        );
+        let e = write_recording(&d.join("nothing"), &d.join("r.xdf"), 4096).unwrap_err();
+        assert!(matches!(e, XdfWriteError::Load(_)), "{e:?}");
+    }
+
+    #[test]
+    fn numbers_are_spelled_as_python_prints_them() {
+        for (x, s) in [
+            (1000.0, "1000.0"),
+            (0.5, "0.5"),
+            (1e-5, "1e-05"),
+            (1e16, "1e+16"),
+            (123_456.789, "123456.789"),
+            (0.0, "0.0"),
+            (-2.0, "-2.0"),
+        ] {
+            assert_eq!(py_float(x), s);
         }
     }
 }
