@@ -466,6 +466,8 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
             "stream beside the bare SPSC ring doing the same work (payload, ring size); same run",
             "GB/s",
             &bars,
+            rtloop_metrics::charts::Axis::Linear,
+            None,
         )?;
         for (file, title, h) in [
             (
@@ -481,14 +483,7 @@ fn stream_bench(a: &StreamBenchArgs, g: &Global) -> anyhow::Result<()> {
             ),
         ] {
             // x axis to twice the p99.9 in 200 bins, so the body of each histogram is visible
-            let top = (h.summary().p999_ns * 2).max(200);
-            rtloop_metrics::charts::latency_histogram_png(
-                &dir.join(file),
-                title,
-                h,
-                (top / 200).max(1),
-                top,
-            )?;
+            rtloop_metrics::charts::latency_histogram_png(&dir.join(file), title, h)?;
         }
     }
     if g.json {

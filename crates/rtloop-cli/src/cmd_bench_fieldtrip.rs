@@ -601,6 +601,7 @@ fn write_outputs(dir: &std::path::Path, r: &Report) -> Result<()> {
         "values per block (channels x samples)",
         "values per second",
         &refs,
+        &[],
     )?;
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for t in &transports {
@@ -623,6 +624,7 @@ fn write_outputs(dir: &std::path::Path, r: &Report) -> Result<()> {
         "samples per block",
         "microseconds (p50)",
         &refs,
+        &[],
     )?;
     Ok(())
 }

@@ -519,6 +519,7 @@ fn plots(dir: &std::path::Path, rep: &Report) -> Result<()> {
                 "samples per chunk",
                 y,
                 &refs,
+                &[],
             )
             .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
         }

@@ -548,15 +548,17 @@ pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
             })
             .collect();
         bars.push(("all together".into(), together));
-        bars.push(("needed".into(), required));
+        // stages differ a hundredfold: a log axis, with the rate the rig needs as a line
         rtloop_metrics::charts::bar_chart_png(
             &o.join("pipeline.png"),
             &format!(
-                "pipeline stages, MB/s ({} ch x {} Hz {})",
+                "pipeline stages, MB/s ({} ch x {} Hz {}), log scale",
                 sh.channels, sh.rate, sh.dtype
             ),
             "MB/s",
             &bars,
+            rtloop_metrics::charts::Axis::Log,
+            Some((required, "needed")),
         )?;
     }
     if g.json {

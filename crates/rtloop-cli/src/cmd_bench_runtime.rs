@@ -255,20 +255,15 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
         }
         if let Some(dir) = &a.out {
             std::fs::create_dir_all(dir)?;
-            let max = (b.p999_ns.max(m.p999_ns) * 2).max(100_000);
             let _ = rtloop_metrics::charts::latency_histogram_png(
                 &dir.join("tick_start_bare.png"),
                 "bare timer loop: lateness",
                 &bare,
-                max / 100,
-                max,
             );
             let _ = rtloop_metrics::charts::latency_histogram_png(
                 &dir.join("tick_start_runtime.png"),
                 "runtime tick start: lateness",
                 &model_hist,
-                max / 100,
-                max,
             );
             model.write_dir(&dir.join("spike_detector"))?;
         }

@@ -417,13 +417,7 @@ pub fn reader_role(role: &ReaderRole) -> anyhow::Result<()> {
     if let Some(dir) = plot {
         std::fs::create_dir_all(&dir)?;
         let p: &Path = &dir.join("demo-latency.png");
-        rtloop_metrics::charts::latency_histogram_png(
-            p,
-            "demo: commit -> reader latency",
-            &hist,
-            1_000,
-            1_000_000,
-        )?;
+        rtloop_metrics::charts::latency_histogram_png(p, "demo: commit -> reader latency", &hist)?;
     }
     emit(&rep);
     Ok(())

@@ -440,8 +440,6 @@ pub fn write_results(dir: &std::path::Path, report: &LoadtestReport) -> Result<(
                 report.read_size, report.transport
             ),
             &h.hist,
-            1000,
-            1_000_000,
         )
         .map_err(|e| fail(e.to_string()))?;
         rtloop_metrics::charts::time_series_png(

@@ -374,6 +374,18 @@ pub fn plot(path: &Path, t: &Tuning) -> Result<(), rtloop_metrics::charts::Chart
     };
     let p50 = pts(&|l| l.p50_ns);
     let p99 = pts(&|l| l.p99_ns);
+    // the sizes the sweep found: where it became stable and what it recommends
+    let mut marks: Vec<(f64, &str)> = Vec::new();
+    if t.sweep != "rate" {
+        if let Some(s) = t.smallest_stable {
+            marks.push((s as f64, "smallest stable ReadSize"));
+        }
+        if let Some(r) = t.recommended_read_size {
+            marks.push((r as f64, "recommended ReadSize"));
+        }
+    } else if let Some(f) = t.last_good_fps {
+        marks.push((f as f64, "highest stable rate"));
+    }
     rtloop_metrics::charts::loglog_png(
         path,
         &format!("closed-loop latency by {}", t.sweep),
@@ -384,6 +396,7 @@ pub fn plot(path: &Path, t: &Tuning) -> Result<(), rtloop_metrics::charts::Chart
         },
         "microseconds",
         &[("p50", &p50), ("p99", &p99)],
+        &marks,
     )
 }
 

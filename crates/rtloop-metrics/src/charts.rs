@@ -62,20 +62,51 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-/// A latency histogram from 0 to `max_ns` in bins of `bin_ns`, counts on a log axis, with the
-/// p50 / p99 / p99.9 marked (the ONIX loopback visualiser's view).
+/// Bins per decade of the latency histogram's log time axis.
+const BINS_PER_DECADE: f64 = 20.0;
+
+/// The histogram's counts in logarithmic bins (20 per decade) from `lo_ns` up: bin `i` spans
+/// `lo_ns * 10^(i/20) .. lo_ns * 10^((i+1)/20)`. Every recorded value lands in a bin, so the
+/// counts add up to the histogram's count and a single sample of a long tail shows.
+#[must_use]
+pub fn log_bins(h: &LatencyHistogram, lo_ns: f64, hi_ns: f64) -> Vec<u64> {
+    let n = ((hi_ns / lo_ns).log10() * BINS_PER_DECADE).ceil().max(1.0) as usize;
+    let mut bins = vec![0u64; n];
+    for (v, c) in h.recorded() {
+        let x = (v as f64).max(lo_ns);
+        let i = ((x / lo_ns).log10() * BINS_PER_DECADE).floor() as usize;
+        bins[i.min(n - 1)] += c;
+    }
+    bins
+}
+
+/// A latency as the axis shows it: "800 ns", "20 µs", "1.5 ms".
+fn axis_time(us: f64) -> String {
+    fmt_ns((us * 1e3).round() as u64)
+}
+
+/// A latency histogram on a logarithmic time axis (20 bins per decade, from below the
+/// fastest sample to above the slowest), counts on a log axis, with the p50 / p99 / p99.9
+/// marked: the mode stays readable and a tail of milliseconds shows beside microseconds.
 pub fn latency_histogram_png(
     path: &Path,
     title: &str,
     h: &LatencyHistogram,
-    bin_ns: u64,
-    max_ns: u64,
 ) -> Result<(), ChartError> {
     fonts_available();
-    let bins = h.bins(bin_ns, max_ns);
-    let top = bins.iter().copied().max().unwrap_or(1).max(1) as f64;
     let s = h.summary();
-    let x_us = |ns: u64| ns as f64 / 1e3;
+    let (lo_ns, hi_ns) = if s.count == 0 {
+        (1_000.0, 10_000.0)
+    } else {
+        let min = h.recorded().first().map_or(1, |r| r.0).max(1) as f64;
+        (
+            (min / 1.5).max(1.0),
+            (s.max_ns as f64 * 1.5).max(min * 10.0),
+        )
+    };
+    let bins = log_bins(h, lo_ns, hi_ns);
+    let top = bins.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let edge_us = |i: usize| lo_ns * 10f64.powf(i as f64 / BINS_PER_DECADE) / 1e3;
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let caption = format!(
@@ -91,12 +122,18 @@ pub fn latency_histogram_png(
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..x_us(max_ns), (0.8f64..top * 2.0).log_scale())
+        .build_cartesian_2d(
+            (lo_ns / 1e3..hi_ns / 1e3).log_scale(),
+            (0.8f64..top * 2.0).log_scale(),
+        )
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("latency (µs); the last bin holds everything above")
+        .x_desc("latency (log scale, 20 bins per decade)")
         .y_desc("count")
+        .x_labels(8)
+        .x_label_formatter(&|v| axis_time(*v))
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()
         .map_err(err)?;
     chart
@@ -105,9 +142,8 @@ pub fn latency_histogram_png(
                 .enumerate()
                 .filter(|(_, &c)| c > 0)
                 .map(|(i, &c)| {
-                    let x0 = x_us(i as u64 * bin_ns);
                     Rectangle::new(
-                        [(x0, 0.8), (x0 + x_us(bin_ns), c as f64)],
+                        [(edge_us(i), 0.8), (edge_us(i + 1), c as f64)],
                         PALETTE[0].filled(),
                     )
                 }),
@@ -118,7 +154,7 @@ pub fn latency_histogram_png(
         (s.p99_ns, "p99", PALETTE[1]),
         (s.p999_ns, "p99.9", PALETTE[3]),
     ] {
-        let x = x_us(q.min(max_ns));
+        let x = (q as f64).clamp(lo_ns, hi_ns) / 1e3;
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(x, 0.8), (x, top * 2.0)],
@@ -199,14 +235,36 @@ pub fn time_series_png(
     root.present().map_err(err)
 }
 
+/// A number as an axis tick: "2", "250", "4k", "64k", "1M", "0.5".
+fn axis_number(v: f64) -> String {
+    let a = v.abs();
+    let (x, unit) = if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    // whole numbers and numbers of two digits or more without decimals
+    let text = if (x - x.round()).abs() < 1e-9 || x.abs() >= 10.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    };
+    format!("{text}{unit}")
+}
+
 /// Lines on log-log axes (throughput or latency against block size, as FieldTrip's FAQ plots
 /// them): each series is a name and its `(x, y)` points; points with x or y <= 0 are skipped.
+/// `marks` are labelled vertical lines (for example the sizes a tuner found stable or
+/// recommends).
 pub fn loglog_png(
     path: &Path,
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[(&str, &[(f64, f64)])],
+    marks: &[(f64, &str)],
 ) -> Result<(), ChartError> {
     fonts_available();
     let pts = series
@@ -238,9 +296,26 @@ pub fn loglog_png(
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)
-        .y_label_formatter(&|v| format!("{v:.0e}"))
+        .x_label_formatter(&|v| axis_number(*v))
+        .y_label_formatter(&|v| axis_number(*v))
         .draw()
         .map_err(err)?;
+    for (k, (x, name)) in marks.iter().enumerate() {
+        if *x <= 0.0 {
+            continue;
+        }
+        let color = PALETTE[(series.len() + k) % PALETTE.len()];
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(*x, y0), (*x, y1)],
+                color.stroke_width(3),
+            )))
+            .map_err(err)?
+            .label(format!("{name}: {}", axis_number(*x)))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+            });
+    }
     for (i, (name, points)) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let pts: Vec<(f64, f64)> = points
@@ -269,66 +344,157 @@ pub fn loglog_png(
     root.present().map_err(err)
 }
 
-/// Bars: a label and a value each (for example a throughput beside its memcpy reference).
+/// How a bar chart's value axis runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Axis {
+    /// From 0, linear.
+    Linear,
+    /// Logarithmic, so bars that differ a hundredfold both stay readable.
+    Log,
+}
+
+/// Bars: a label and a value each (for example a throughput beside its memcpy reference),
+/// on a linear or log value axis, with an optional target drawn as a labelled horizontal
+/// line across the chart (for example the rate a rig needs).
 pub fn bar_chart_png(
     path: &Path,
     title: &str,
     y_label: &str,
     bars: &[(String, f64)],
+    axis: Axis,
+    target: Option<(f64, &str)>,
 ) -> Result<(), ChartError> {
     fonts_available();
-    let top = bars.iter().map(|b| b.1).fold(0f64, f64::max);
-    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let values = bars
+        .iter()
+        .map(|b| b.1)
+        .chain(target.map(|t| t.0))
+        .filter(|v| *v > 0.0);
+    let (lo, hi) = values.fold((f64::MAX, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let hi = if hi > 0.0 { hi } else { 1.0 };
     let n = bars.len().max(1);
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
+    let mut builder = ChartBuilder::on(&root);
+    builder
         .caption(title, ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(80)
-        .y_label_area_size(70)
-        .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..top)
-        .map_err(err)?;
+        .y_label_area_size(70);
     let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .y_desc(y_label)
-        .x_labels(n)
-        .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        })
-        .draw()
-        .map_err(err)?;
-    chart
-        .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
-            let mut r = Rectangle::new(
-                [
-                    (SegmentValue::Exact(i), 0.0),
-                    (SegmentValue::Exact(i + 1), *v),
-                ],
-                PALETTE[i % PALETTE.len()].filled(),
-            );
-            r.set_margin(0, 0, 12, 12);
-            r
-        }))
-        .map_err(err)?;
-    chart
-        .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
-            Text::new(
-                format!("{v:.2}"),
-                (SegmentValue::CenterOf(i), *v),
-                ("sans-serif", 16),
+    let x_label = |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    // both axis kinds draw the same bars, values and target; only the coordinates differ
+    macro_rules! draw {
+        ($chart:expr, $floor:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .y_desc(y_label)
+                .x_labels(n)
+                .x_label_formatter(&x_label)
+                .y_label_formatter(&|v| format!("{v}"))
+                .draw()
+                .map_err(err)?;
+            chart
+                .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
+                    let mut r = Rectangle::new(
+                        [
+                            (SegmentValue::Exact(i), $floor),
+                            (SegmentValue::Exact(i + 1), v.max($floor)),
+                        ],
+                        PALETTE[i % PALETTE.len()].filled(),
+                    );
+                    r.set_margin(0, 0, 12, 12);
+                    r
+                }))
+                .map_err(err)?;
+            chart
+                .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
+                    Text::new(
+                        format!("{v:.2}"),
+                        (SegmentValue::CenterOf(i), v.max($floor)),
+                        ("sans-serif", 16),
+                    )
+                }))
+                .map_err(err)?;
+            if let Some((t, name)) = target {
+                let red = PALETTE[3];
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(SegmentValue::Exact(0), t), (SegmentValue::Exact(n), t)],
+                        red.stroke_width(3),
+                    )))
+                    .map_err(err)?
+                    .label(format!("{name}: {t:.1}"))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], red.stroke_width(3))
+                    });
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperRight)
+                    .background_style(WHITE.mix(0.8))
+                    .border_style(BLACK)
+                    .draw()
+                    .map_err(err)?;
+            }
+        }};
+    }
+    match axis {
+        Axis::Linear => draw!(
+            builder
+                .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..hi * 1.15)
+                .map_err(err)?,
+            0.0
+        ),
+        Axis::Log => {
+            let floor = if lo < f64::MAX { lo / 3.0 } else { 0.1 };
+            draw!(
+                builder
+                    .build_cartesian_2d((0..n - 1).into_segmented(), (floor..hi * 3.0).log_scale())
+                    .map_err(err)?,
+                floor
             )
-        }))
-        .map_err(err)?;
+        }
+    }
     root.present().map_err(err)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_bins_hold_every_sample_and_a_millisecond_tail_shows() {
+        let mut h = LatencyHistogram::new();
+        for v in 0..10_000u64 {
+            h.record(15_000 + v % 500); // the mode, about 15 µs
+        }
+        h.record(3_000_000); // one 3 ms tail sample
+        let bins = log_bins(&h, 10_000.0, 4_500_000.0);
+        assert_eq!(bins.iter().sum::<u64>(), 10_001);
+        // 20 bins per decade: 10 µs..4.5 ms is 2.65 decades
+        assert_eq!(bins.len(), 54);
+        // the tail sample is alone in its bin near the right end, far from the mode's
+        let tail = bins.iter().rposition(|&c| c > 0).unwrap();
+        assert_eq!(bins[tail], 1);
+        assert!(tail >= 49, "tail in bin {tail}");
+        assert!(bins[3] + bins[4] > 9_000, "{bins:?}");
+    }
+
+    #[test]
+    fn axis_ticks_read_as_numbers() {
+        assert_eq!(axis_number(4000.0), "4k");
+        assert_eq!(axis_number(4096.0), "4.1k");
+        assert_eq!(axis_number(65536.0), "66k");
+        assert_eq!(axis_number(1_000_000.0), "1M");
+        assert_eq!(axis_number(250.0), "250");
+        assert_eq!(axis_number(2.5), "2.5");
+        assert_eq!(axis_time(1_500.0), fmt_ns(1_500_000));
+    }
 
     fn decoded(path: &Path) -> image::RgbImage {
         image::open(path).expect("a PNG that decodes").to_rgb8()
@@ -347,7 +513,7 @@ mod tests {
             h.record(1_000 + (v % 97) * 300);
         }
         let p1 = dir.join("hist.png");
-        latency_histogram_png(&p1, "loopback", &h, 1_000, 100_000).unwrap();
+        latency_histogram_png(&p1, "loopback", &h).unwrap();
         let p2 = dir.join("series.png");
         let pts: Vec<(f64, f64)> = (0..100)
             .map(|i| (f64::from(i) * 0.1, f64::from(i % 10)))
@@ -359,9 +525,21 @@ mod tests {
             "throughput",
             "GB/s",
             &[("memcpy".into(), 8.0), ("stream".into(), 9.5)],
+            Axis::Linear,
+            None,
         )
         .unwrap();
-        for p in [&p1, &p2, &p3] {
+        let p4 = dir.join("bars-log.png");
+        bar_chart_png(
+            &p4,
+            "pipeline",
+            "MB/s",
+            &[("record".into(), 300.0), ("network".into(), 20_000.0)],
+            Axis::Log,
+            Some((184.0, "needed")),
+        )
+        .unwrap();
+        for p in [&p1, &p2, &p3, &p4] {
             let img = decoded(p);
             assert_eq!(img.dimensions(), SIZE, "{}", p.display());
             assert!(not_blank(&img), "{} is blank", p.display());

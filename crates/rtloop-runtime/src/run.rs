@@ -231,10 +231,8 @@ impl RunReport {
             if h.is_empty() {
                 return None;
             }
-            let max = (h.quantile(0.999) * 2).max(1000);
-            let bin = (max / 100).max(1);
             let path = dir.join(name);
-            rtloop_metrics::charts::latency_histogram_png(&path, title, h, bin, max)
+            rtloop_metrics::charts::latency_histogram_png(&path, title, h)
                 .ok()
                 .map(|()| path)
         };
