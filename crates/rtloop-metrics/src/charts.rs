@@ -98,7 +98,7 @@ pub fn latency_histogram_png(
     let (lo_ns, hi_ns) = if s.count == 0 {
         (1_000.0, 10_000.0)
     } else {
-        let min = h.recorded().first().map_or(1, |r| r.0).max(1) as f64;
+        let min = h.quantile(0.0).max(1) as f64;
         (
             (min / 1.5).max(1.0),
             (s.max_ns as f64 * 1.5).max(min * 10.0),

@@ -314,15 +314,16 @@ pub fn to_recording(file: &Path, pick: Option<&str>, out: &Path) -> Result<Strin
     Ok(s.name.clone())
 }
 
-/// XDF's channel format of an rtloop dtype (XDF has no unsigned formats).
-fn xdf_format(dtype: &str) -> Option<&'static str> {
+/// XDF's channel format of an rtloop dtype (XDF has no unsigned formats): the inverse of
+/// [`XdfStream::dtype`].
+fn xdf_format(dtype: DType) -> Option<&'static str> {
     Some(match dtype {
-        "int8" => "int8",
-        "int16" => "int16",
-        "int32" => "int32",
-        "int64" => "int64",
-        "float32" => "float32",
-        "float64" => "double64",
+        DType::I8 => "int8",
+        DType::I16 => "int16",
+        DType::I32 => "int32",
+        DType::I64 => "int64",
+        DType::F32 => "float32",
+        DType::F64 => "double64",
         _ => return None,
     })
 }
@@ -489,14 +490,12 @@ pub fn write_recording(dir: &Path, out: &Path, chunk: usize) -> Result<u64, XdfW
     use std::io::{BufWriter, Read, Write};
     let rec = crate::Recording::open(dir)?;
     let h = &rec.header;
-    let fmt = xdf_format(&h.dtype).ok_or_else(|| XdfWriteError::Dtype(h.dtype.clone()))?;
-    let itemsize: usize = match h.dtype.as_str() {
-        "int8" => 1,
-        "int16" => 2,
-        "int32" | "float32" => 4,
-        _ => 8,
-    };
-    let sb = itemsize * h.n_channels;
+    // Recording::open checked that the dtype parses
+    let dtype: Option<DType> = h.dtype.parse().ok();
+    let fmt = dtype
+        .and_then(xdf_format)
+        .ok_or_else(|| XdfWriteError::Dtype(h.dtype.clone()))?;
+    let sb = dtype.map_or(1, DType::itemsize) * h.n_channels;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| XdfWriteError::Io { path, source }

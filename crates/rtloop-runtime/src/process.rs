@@ -234,9 +234,13 @@ impl rtloop_launch::ChildRole for ChildArgs {
 impl ChildArgs {
     /// The role as the one argument a process gets.
     pub fn to_json(&self) -> Result<String, ProcessError> {
-        Ok(rtloop_launch::child_args(self)?[2]
-            .to_string_lossy()
-            .into_owned())
+        serde_json::to_string(self).map_err(|source| {
+            rtloop_launch::LaunchError::Json {
+                role: <Self as rtloop_launch::ChildRole>::NAME,
+                source,
+            }
+            .into()
+        })
     }
 
     /// Read the role from a process's arguments: exactly one, the role as JSON.

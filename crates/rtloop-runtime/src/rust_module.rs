@@ -435,17 +435,9 @@ impl RustModule {
 
     /// Run the module's `init` (if it defines one) once before tick 0: it sees its
     /// signals' shapes (rows as `step` will get them, values per row, dtype, name), its
-    /// options and its state, no data. A panic comes back as `Err("panicked: ...")`.
+    /// options and its state, no data. A panic comes back as `Err("init panicked: ...")`.
     pub fn init(&mut self, inputs: &[Signal], outputs: &[Signal]) -> Result<(), ModuleError> {
-        let shape_only = |s: &Signal, rows: usize| RtSig {
-            ptr: std::ptr::null_mut(),
-            len_bytes: 0,
-            rows,
-            row_len: s.row_len(),
-            dtype_code: s.dtype.code(),
-            name_ptr: s.name.as_ptr(),
-            name_len: s.name.len(),
-        };
+        let null = std::ptr::null_mut();
         self.ins.clear();
         self.ins.extend(inputs.iter().map(|s| {
             let rows = if s.variable {
@@ -453,20 +445,15 @@ impl RustModule {
             } else {
                 s.history as usize * s.rows_per_tick()
             };
-            shape_only(s, rows)
+            rt_sig(s, null, 0, rows)
         }));
         self.outs.clear();
-        self.outs
-            .extend(outputs.iter().map(|s| shape_only(s, s.rows_per_tick())));
-        let (rc, text) = self.call(self.init, 0);
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(ModuleError::Panicked {
-                phase: Some("init"),
-                message: text,
-            })
-        }
+        self.outs.extend(
+            outputs
+                .iter()
+                .map(|s| rt_sig(s, null, 0, s.rows_per_tick())),
+        );
+        self.call(self.init, 0, Some("init")).map(drop)
     }
 
     /// Run the module's `finish` (if it defines one) after the last tick: its text for the
@@ -474,20 +461,18 @@ impl RustModule {
     pub fn finish(&mut self) -> Result<String, ModuleError> {
         self.ins.clear();
         self.outs.clear();
-        let (rc, text) = self.call(self.finish, u64::MAX);
-        if rc == 0 {
-            Ok(text)
-        } else {
-            Err(ModuleError::Panicked {
-                phase: Some("finish"),
-                message: text,
-            })
-        }
+        self.call(self.finish, u64::MAX, Some("finish"))
     }
 
-    /// Call one of the module's tick-shaped functions with `self.ins`/`self.outs`; returns
-    /// its code and the text it wrote.
-    fn call(&mut self, f: StepFn, tick: u64) -> (i32, String) {
+    /// Call one of the module's functions (step, init, finish: the same C signature) with
+    /// `self.ins`/`self.outs` and the options: the text it wrote back (finish's summary;
+    /// empty otherwise), or its panic as [`ModuleError::Panicked`] in `phase`.
+    fn call(
+        &mut self,
+        f: StepFn,
+        tick: u64,
+        phase: Option<&'static str>,
+    ) -> Result<String, ModuleError> {
         let mut raw = RtTick {
             tick,
             inputs: self.ins.as_ptr(),
@@ -498,10 +483,12 @@ impl RustModule {
             n_options: self.options.len(),
         };
         let mut len = 0usize;
-        // SAFETY: `holder` came from the module's `new`; `raw` describes signals without
-        // data (null pointers, 0 bytes: the prelude hands out no slice outside `step`) and
-        // the options, whose names live in `option_names`; the buffer holds `err.len()`
-        // bytes.
+        // SAFETY: `holder` came from the module's `new`; `raw` points at RtSigs that either
+        // describe the inputs' and outputs' memory, valid (and the outputs exclusively ours)
+        // for the whole call, or carry no data (null, 0 bytes: the prelude hands out no
+        // slice outside `step`), and at the RtOptions, whose names live in `option_names`;
+        // the buffer holds `err.len()` bytes. Inputs are only read by the module (the
+        // prelude hands them out as shared slices).
         let rc = unsafe {
             f(
                 self.holder,
@@ -511,8 +498,16 @@ impl RustModule {
                 &mut len,
             )
         };
+        // nothing written back (every step that did not panic): no allocation
         let text = String::from_utf8_lossy(&self.err[..len.min(self.err.len())]).into_owned();
-        (rc, text)
+        if rc == 0 {
+            Ok(text)
+        } else {
+            Err(ModuleError::Panicked {
+                phase,
+                message: text,
+            })
+        }
     }
 
     /// Run the module's `step` for one tick: `inputs` are its inputs' rows (history
@@ -526,49 +521,18 @@ impl RustModule {
         inputs: &[InView<'_>],
         outputs: &mut [OutBuf<'_>],
     ) -> Result<(), ModuleError> {
-        let sig = |ptr: *mut u8, len: usize, rows: usize, s: &crate::model::Signal| RtSig {
-            ptr,
-            len_bytes: len,
-            rows,
-            row_len: s.row_len(),
-            dtype_code: s.dtype.code(),
-            name_ptr: s.name.as_ptr(),
-            name_len: s.name.len(),
-        };
         self.ins.clear();
         self.ins.extend(
             inputs
                 .iter()
-                .map(|i| sig(i.bytes.as_ptr().cast_mut(), i.bytes.len(), i.rows, i.signal)),
+                .map(|i| rt_sig(i.signal, i.bytes.as_ptr().cast_mut(), i.bytes.len(), i.rows)),
         );
         self.outs.clear();
         for o in outputs.iter_mut() {
             let (p, n) = (o.bytes.as_mut_ptr(), o.bytes.len());
-            self.outs.push(sig(p, n, o.rows, o.signal));
+            self.outs.push(rt_sig(o.signal, p, n, o.rows));
         }
-        let mut raw = RtTick {
-            tick,
-            inputs: self.ins.as_ptr(),
-            n_inputs: self.ins.len(),
-            outputs: self.outs.as_mut_ptr(),
-            n_outputs: self.outs.len(),
-            options: self.options.as_ptr(),
-            n_options: self.options.len(),
-        };
-        let mut err_len = 0usize;
-        // SAFETY: `holder` came from the module's `new`; `raw` points at RtSigs describing
-        // the inputs' and outputs' memory, valid (and the outputs exclusively ours) for the
-        // whole call, and at the RtOptions, whose names live in `option_names`; the error buffer holds `err.len()` bytes. Inputs are only read by the
-        // module (the prelude hands them out as shared slices).
-        let rc = unsafe {
-            (self.step)(
-                self.holder,
-                &mut raw,
-                self.err.as_mut_ptr(),
-                self.err.len(),
-                &mut err_len,
-            )
-        };
+        let result = self.call(self.step, tick, None);
         // a variable output carries the rows the module set (at most what fits); a fixed
         // one always carries all of its rows
         for (o, s) in outputs.iter_mut().zip(&self.outs) {
@@ -577,15 +541,21 @@ impl RustModule {
                 o.rows = s.rows.min(fit);
             }
         }
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(ModuleError::Panicked {
-                phase: None,
-                message: String::from_utf8_lossy(&self.err[..err_len.min(self.err.len())])
-                    .into_owned(),
-            })
-        }
+        result.map(drop)
+    }
+}
+
+/// One signal as the module sees it: `len` bytes at `ptr` (null and 0 outside `step`),
+/// `rows` rows.
+fn rt_sig(s: &Signal, ptr: *mut u8, len: usize, rows: usize) -> RtSig {
+    RtSig {
+        ptr,
+        len_bytes: len,
+        rows,
+        row_len: s.row_len(),
+        dtype_code: s.dtype.code(),
+        name_ptr: s.name.as_ptr(),
+        name_len: s.name.len(),
     }
 }
 
