@@ -785,3 +785,43 @@ def test_runtime_run_calls_the_library_in_process_and_returns_the_cli_report(
         rtloop.runtime.run(model, ticks=50, out=tmp_path / "failed")
     failed = rtloop.runtime.run(model, ticks=50, out=tmp_path / "failed2", check=False)
     assert "boom" in failed["problem"]
+
+
+def test_a_run_publishes_its_tick_timing_as_a_stream(tmp_path: Path) -> None:
+    """What the timer measures goes live into `<model>.tick-timing`: per tick, how late it
+    started and each process's execution time of the tick before (what `rtloop view` shows)."""
+    name = unique("timing")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}}}
+        signals:
+          x: {{shape: [2], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [x]}}
+        sinks:
+          keep: {{driver: stream_out, in: [x], options: {{stream: {name}-x}}}}
+        """,
+    )
+    code, report, err = rtloop_run(model, "--ticks", "300", "--keep")
+    timing = f"{name}.tick-timing"
+    try:
+        assert code == 0, err
+        s = rtloop.Stream.open(timing)
+        names = [p["name"] for p in report["processes"]]
+        assert s.ch_names == ["tick_start_late"] + [f"{n}_exec" for n in names]
+        assert s.ch_units == ["us"] * s.n_channels and s.dtype == np.float32
+        assert s.written == 300, "one row per tick"
+        rows = s.reader().window(0, s.written)
+        assert np.isfinite(rows).all() and (rows >= 0).all()
+        # every process ran: its execution time shows from the second tick on
+        assert (rows[2:, 1:] > 0).all(axis=0).all(), rows[:5]
+    finally:
+        for n in rtloop.Stream.list():
+            if n.startswith(name):
+                rtloop.Stream.remove(n)
+    # without --keep the run removes it with its signals' streams
+    code, _, err = rtloop_run(model, "--ticks", "20")
+    assert code == 0, err
+    assert not [n for n in rtloop.Stream.list() if n.startswith(name)]

@@ -413,6 +413,12 @@ impl Board {
         self.proc(p, 6).fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Process `p`'s execution time of its last finished tick, ns.
+    #[must_use]
+    pub fn exec_last(&self, p: usize) -> u64 {
+        self.proc(p, 3).load(Ordering::Relaxed)
+    }
+
     /// Live counters of process `p` since the last call: (max ns, sum ns, count).
     pub fn take_exec(&self, p: usize) -> (u64, u64, u64) {
         (

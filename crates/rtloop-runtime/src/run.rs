@@ -493,7 +493,46 @@ fn create_streams(model: &Model) -> Result<Vec<String>, RunError> {
         }
         names.push(name);
     }
+    // what the timer measures, published per tick for `rtloop view` and any reader
+    let name = timing_stream_name(&model.name);
+    let mut cfg = StreamConfig::new(
+        rtloop_stream::DType::F32,
+        1 + model.processes.len(),
+        1.0 / tick_s,
+        ((30.0 / tick_s) as u64).clamp(4096, 1 << 20),
+    );
+    cfg.ch_names = std::iter::once("tick_start_late".to_owned())
+        .chain(model.processes.iter().map(|p| format!("{}_exec", p.name)))
+        .collect();
+    cfg.ch_units = vec!["us".to_owned(); cfg.n_channels];
+    cfg.content_type = "timing".to_owned();
+    cfg.description = format!(
+        "model {}: per tick, how late the tick started and each process's execution time of the \
+         tick before (us)",
+        model.name
+    );
+    if Stream::open(&name).is_ok() {
+        let _ = Stream::remove(&name);
+    }
+    match Stream::create(&name, &cfg) {
+        Ok(_) => names.push(name),
+        Err(e) => {
+            for n in &names {
+                let _ = Stream::remove(n);
+            }
+            return Err(RunError::Setup(format!(
+                "cannot create the timing stream {name:?}: {e}"
+            )));
+        }
+    }
     Ok(names)
+}
+
+/// The stream a run publishes its per-tick timing in: `<model>.tick-timing` (a signal name
+/// has no `-`, so no signal's stream takes it).
+#[must_use]
+pub fn timing_stream_name(model: &str) -> String {
+    format!("{model}.tick-timing")
 }
 
 fn spawn(
@@ -834,6 +873,14 @@ fn timer_thread(
     let mut h = LatencyHistogram::new();
     let mut interval = LatencyHistogram::new();
     let live_ticks = live_every.map_or(u64::MAX, |d| (d.as_nanos() as u64 / p).max(1));
+    // per tick: lateness, then each process's execution time of the tick before (µs)
+    let timing = Stream::open(&timing_stream_name(&model.name)).ok();
+    let mut timing = timing.as_ref().and_then(|s| s.writer().ok());
+    if let Some(w) = &mut timing {
+        // a lossless reader that falls behind costs it timing rows, never the tick a wait
+        w.set_lossless_timeout(Duration::ZERO);
+    }
+    let mut row = vec![0f32; 1 + n];
     let t0 = timer::first_deadline(p, cfg.phase.as_nanos() as u64);
     for k in 0u64.. {
         if limit.is_some_and(|l| k >= l) {
@@ -860,6 +907,13 @@ fn timer_thread(
         }
         board.start_tick(k, deadline, now);
         let late = now - deadline;
+        if let Some(w) = &mut timing {
+            row[0] = late as f32 / 1e3;
+            for (i, x) in row[1..].iter_mut().enumerate() {
+                *x = board.exec_last(i) as f32 / 1e3;
+            }
+            let _ = w.write(&row);
+        }
         h.record(late);
         interval.record(late);
         if (k + 1) % live_ticks == 0 {
