@@ -71,6 +71,7 @@ def lab_loadtest(
     reference: bool,
     out: Optional[str],
     work: Callable[[NDArray[Any]], Any],
+    publish: Optional[str] = None,
 ) -> str: ...
 def runtime_module(args: List[str]) -> int: ...
 @final

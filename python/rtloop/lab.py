@@ -43,10 +43,15 @@ def loadtest(
     spin_us: Optional[int] = None,
     reference: bool = False,
     out: Optional[str] = None,
+    publish: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Run a load test with ``work(block)`` as the work step; returns the report as a dict
     (the same report ``rtloop lab loadtest --json`` prints: both come from rtloop's lab
     library). Settings are checked as the command checks them.
+
+    With ``publish="PREFIX"``, every loopback's HubClockDelta (µs) and every PercentUsed
+    reading go live into the streams ``PREFIX.latency`` and ``PREFIX.percent_used`` while the
+    run goes on (``rtloop view`` shows them); they are removed when it ends.
 
     Raises
     ------
@@ -66,7 +71,7 @@ def loadtest(
     text = _rtloop.lab_loadtest(
         profile, int(read_size), float(seconds), float(warmup), transport, int(every),
         fps, received_words, fifo_bytes, spin_us, bool(reference),
-        None if out is None else str(out), work,
+        None if out is None else str(out), work, publish,
     )
     result: Dict[str, Any] = json.loads(text)
     return result

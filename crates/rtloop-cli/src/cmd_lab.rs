@@ -63,6 +63,14 @@ pub struct LoadArgs {
     /// every channel of every frame).
     #[arg(long, default_value = "none", value_parser = ["none", "bandpass"])]
     pub work: String,
+    /// While a run goes on, publish every loopback's HubClockDelta (µs) and every PercentUsed
+    /// reading as the streams PREFIX.latency and PREFIX.percent_used, for `rtloop view` or
+    /// any reader (removed when the run ends). Default prefix: lab-<pid>.
+    #[arg(long, value_name = "PREFIX")]
+    pub publish: Option<String>,
+    /// Publish nothing.
+    #[arg(long, conflicts_with = "publish")]
+    pub no_publish: bool,
 }
 
 /// Options of `rtloop lab loadtest`.
@@ -155,6 +163,15 @@ impl LoadArgs {
         } else {
             WorkKind::None
         };
+        lab.publish = (!self.no_publish).then(|| {
+            self.publish
+                .clone()
+                .unwrap_or_else(|| format!("lab-{}", std::process::id()))
+        });
+        if let Some(p) = &lab.publish {
+            rtloop_stream::validate_name(&format!("{p}.percent_used"))
+                .with_context(|| format!("--publish {p:?}"))?;
+        }
         lab.validate()?;
         Ok(lab)
     }
@@ -214,6 +231,11 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
         cfg.read_size,
         cfg.lab.transport
     );
+    if let Some(p) = &cfg.lab.publish {
+        eprintln!(
+            "live: streams {p}.latency and {p}.percent_used while it runs (rtloop view shows them)"
+        );
+    }
     // live lines on stderr (also with --json, which keeps stdout for the report)
     let mut progress = |s: &host::Snapshot| {
         // the max covers the measured window, as the report's does

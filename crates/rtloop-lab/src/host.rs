@@ -117,6 +117,7 @@ pub fn run(
     cfg: &HostConfig,
     link: &mut dyn HostLink,
     mut work: Option<&mut dyn BlockWork>,
+    mut live: Option<&mut crate::live::LiveStreams>,
     check: &mut dyn FnMut() -> Result<(), String>,
     progress: &mut dyn FnMut(&Snapshot),
 ) -> Result<HostReport, HostError> {
@@ -132,6 +133,8 @@ pub fn run(
     let mut pct: Vec<(f64, f64)> = Vec::new();
     let (mut pct_now, mut pct_max) = (0.0f64, 0.0f64);
     let mut samples: Vec<u8> = Vec::new();
+    // what one block adds to the live streams, published once per block
+    let (mut live_lat, mut live_pct): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
     let start = Instant::now();
     let warm = Duration::from_secs_f64(cfg.warmup);
     let end = Duration::from_secs_f64(cfg.warmup + cfg.seconds);
@@ -182,13 +185,16 @@ pub fn run(
                     if delta != 0 && delta != last_delta {
                         last_delta = delta;
                         if measuring {
-                            hist.record(frame::ticks_to_ns(delta));
+                            let ns = frame::ticks_to_ns(delta);
+                            hist.record(ns);
+                            live_lat.push(ns as f64 / 1e3);
                         }
                     }
                 }
                 Frame::MemoryMonitor { used_words, .. } => {
                     monitor += 1;
                     pct_now = 100.0 * f64::from(used_words) / cfg.fifo_words.max(1) as f64;
+                    live_pct.push(pct_now);
                     if measuring {
                         pct.push((t, pct_now));
                     }
@@ -204,6 +210,12 @@ pub fn run(
         out.clear();
         queue_sum += queued;
         queue_max = queue_max.max(queued);
+        if let Some(l) = live.as_mut() {
+            l.latencies(&live_lat);
+            l.percent_used(&live_pct);
+        }
+        live_lat.clear();
+        live_pct.clear();
         if let Some(w) = work.as_mut() {
             let t0 = Instant::now();
             work_events += w.process(&samples);

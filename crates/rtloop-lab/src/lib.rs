@@ -21,6 +21,7 @@ pub mod device;
 pub mod frame;
 pub mod host;
 pub mod link;
+pub mod live;
 pub mod loadtest;
 pub mod reference;
 pub mod tune;

@@ -47,6 +47,10 @@ pub struct LabSettings {
     pub spin_us: u64,
     /// Processing per block (a caller's own work replaces it).
     pub work: WorkKind,
+    /// Publish the live figures as the streams `<prefix>.latency` and
+    /// `<prefix>.percent_used` while a run goes on ([`crate::live`]); None: publish nothing.
+    #[serde(default)]
+    pub publish: Option<String>,
 }
 
 impl LabSettings {
@@ -61,6 +65,7 @@ impl LabSettings {
             monitor_hz: 100,
             spin_us: 200,
             work: WorkKind::None,
+            publish: None,
         })
     }
 
@@ -185,6 +190,9 @@ pub enum LabError {
     /// The reference could not be measured.
     #[error(transparent)]
     Reference(#[from] ReferenceError),
+    /// The live streams could not be made.
+    #[error(transparent)]
+    Live(#[from] crate::live::LiveError),
     /// The device process failed.
     #[error("the device: {0}")]
     Device(String),
@@ -326,6 +334,10 @@ pub fn run_step(
         warmup,
         fifo_words: lab.fifo_bytes / 4,
     };
+    let mut live = match &lab.publish {
+        Some(prefix) => Some(crate::live::LiveStreams::create(prefix, lab.monitor_hz)?),
+        None => None,
+    };
     let mut own = lab.own_work(lt);
     let result = {
         let dev_ref = &mut dev;
@@ -337,7 +349,7 @@ pub fn run_step(
             Some(c) => Some(c),
             None => own.as_mut().map(|w| w as &mut dyn BlockWork),
         };
-        host::run(&hcfg, link.as_mut(), w, &mut check, progress)
+        host::run(&hcfg, link.as_mut(), w, live.as_mut(), &mut check, progress)
     };
     drop(link);
     let _ = sys::allow_all_cpus();

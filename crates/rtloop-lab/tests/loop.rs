@@ -58,7 +58,10 @@ fn run_loop(
     let w = w
         .as_mut()
         .map(|w| w as &mut dyn rtloop_lab::work::BlockWork);
-    let h = host::run(&cfg, l.as_mut(), w, &mut || Ok(()), &mut |_| snapshots += 1).unwrap();
+    let h = host::run(&cfg, l.as_mut(), w, None, &mut || Ok(()), &mut |_| {
+        snapshots += 1
+    })
+    .unwrap();
     drop(l);
     let d = dev.join().unwrap();
     assert!(snapshots >= 1, "live progress was reported");

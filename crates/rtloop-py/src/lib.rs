@@ -94,7 +94,7 @@ impl rtloop_lab::work::BlockWork for PyWork {
 /// step. Returns the report as JSON text (the same type the command line prints with
 /// `--json`). The run releases the GIL; the function is called with it held, once per block.
 #[pyfunction]
-#[pyo3(signature = (profile, read_size, seconds, warmup, transport, every, fps, received_words, fifo_bytes, spin_us, reference, out, work))]
+#[pyo3(signature = (profile, read_size, seconds, warmup, transport, every, fps, received_words, fifo_bytes, spin_us, reference, out, work, publish=None))]
 #[allow(clippy::too_many_arguments)] // the load test's settings, each a keyword in Python
 fn lab_loadtest(
     py: Python<'_>,
@@ -111,12 +111,16 @@ fn lab_loadtest(
     reference: bool,
     out: Option<std::path::PathBuf>,
     work: Py<PyAny>,
+    publish: Option<String>,
 ) -> PyResult<String> {
     use rtloop_lab::loadtest::{LabError, LabSettings, LoadtestConfig};
     let value_error = |e: LabError| match e {
-        LabError::Config(_) | LabError::Profile(_) | LabError::Transport { .. } => {
-            pyo3::exceptions::PyValueError::new_err(e.to_string())
-        }
+        LabError::Config(_)
+        | LabError::Profile(_)
+        | LabError::Transport { .. }
+        | LabError::Live(rtloop_lab::live::LiveError::Create(rtloop_stream::CreateError::Name(
+            _,
+        ))) => pyo3::exceptions::PyValueError::new_err(e.to_string()),
         other => pyo3::exceptions::PyRuntimeError::new_err(other.to_string()),
     };
     let mut lab = LabSettings::profile(profile).map_err(value_error)?;
@@ -126,6 +130,7 @@ fn lab_loadtest(
     lab.every = every;
     lab.fifo_bytes = fifo_bytes.unwrap_or(lab.fifo_bytes);
     lab.spin_us = spin_us.unwrap_or(lab.spin_us);
+    lab.publish = publish;
     let cfg = LoadtestConfig {
         lab,
         read_size,
