@@ -48,6 +48,20 @@ ensure_fonts() {
     fi
 }
 
+# Chromium (Debian's package) for `rtloop view`'s browser tests and bench/view.py; the page
+# itself needs only a browser, any one.
+ensure_chromium() {
+    if ! command -v chromium >/dev/null; then
+        if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+            say "installing chromium for the viewer's browser tests"
+            apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+        else
+            echo "the viewer's browser tests need Chromium (Debian: apt-get install chromium)" >&2
+            return 1
+        fi
+    fi
+}
+
 # Python: a venv with the build and test tools, and rtloop built into it (release).
 ensure_python() {
     bash "$ROOT/scripts/python-dev.sh"

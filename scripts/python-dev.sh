@@ -25,12 +25,14 @@ pip_quiet() {
     fi
 }
 
-say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, pynwb, pyxdf, mne, scipy, numba)"
+say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, pynwb, pyxdf, mne, scipy, numba, playwright)"
 pip_quiet --upgrade pip
 # the build and test tools; pip skips what is already installed
 pip_quiet "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
 # the readers that recording exports are tested with, and MNE for `to_mne`
 pip_quiet pyxdf "pynwb>=3" "mne>=1.6"
+# the viewer's browser tests drive Debian's Chromium with Playwright (no browser download)
+pip_quiet "playwright>=1.40"
 # the runtime's example modules: scipy's sosfilt for the spike detector's band-pass, numba
 # for `numba: true` modules
 pip_quiet scipy numba

@@ -6,6 +6,7 @@ source "$(dirname "$0")/lib.sh"
 ensure_cargo
 ensure_libclang
 ensure_fonts
+ensure_chromium
 
 declare -a TIMES=()
 stage() {

@@ -124,6 +124,20 @@ def shm_file() -> Iterator[Callable[[str, bytes], Path]]:
         p.unlink(missing_ok=True)
 
 
+def terminate(proc: "subprocess.Popen[str]") -> str:
+    """End a server process as Ctrl-C would (SIGTERM; SIGKILL after 10 s); return its stderr."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err or ""
+
+
 class FieldTripServer:
     """`rtloop serve` in its own process on a free TCP port and a UNIX socket."""
 
@@ -153,16 +167,7 @@ class FieldTripServer:
 
     def stop(self) -> str:
         """SIGTERM, wait, return what it logged."""
-        import signal
-
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = self.proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        return err or ""
+        return terminate(self.proc)
 
 
 @pytest.fixture

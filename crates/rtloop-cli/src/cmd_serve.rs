@@ -122,17 +122,7 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        // Ordering: a flag with nothing published through it: Relaxed.
-        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
-    }
-    let started = Instant::now();
-    let limit = a.duration.map(Duration::from_secs_f64);
-    while !stop.load(Ordering::Relaxed) && limit.is_none_or(|l| started.elapsed() < l) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_stop(a.duration);
     tracing::info!("stopping: {} clients connected", server.clients());
     server.shutdown();
     buffer.close();
@@ -141,4 +131,19 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
 
 pub(crate) fn parse_polling(s: &str) -> Result<Polling, String> {
     s.parse()
+}
+
+/// Block until Ctrl-C, SIGTERM or `seconds` (what a server command does once it listens).
+pub(crate) fn wait_for_stop(seconds: Option<f64>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        // Ordering: a flag with nothing published through it: Relaxed.
+        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
+    }
+    let started = Instant::now();
+    let limit = seconds.map(Duration::from_secs_f64);
+    while !stop.load(Ordering::Relaxed) && limit.is_none_or(|l| started.elapsed() < l) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -22,6 +22,7 @@ pub mod cmd_serve;
 pub mod cmd_stream;
 pub mod cmd_sysinfo;
 pub mod cmd_verify;
+pub mod cmd_view;
 #[cfg(feature = "iceoryx2-peer")]
 pub mod peer_iceoryx2;
 pub mod progress;
@@ -126,6 +127,15 @@ pub enum Command {
     /// Bridges: Lab Streaming Layer in (`lsl-in`) and out (`lsl-out`) of rtloop streams.
     #[command(subcommand)]
     Bridge(cmd_bridge::BridgeCommand),
+    /// A live web page of every stream on this machine: writer alive or dead, readers,
+    /// occupancy (PercentUsed) and lost samples; a scope of any stream (min/max per screen
+    /// column, decimated by the server next to the ring, with channel pages, names, scaling,
+    /// event markers and pause); and a histogram of any channel (the lab's and the runtime's
+    /// live latency streams on a log axis).
+    ///
+    /// Prints `rtloop view: open URL` and serves until Ctrl-C, SIGTERM or --duration. The page
+    /// reads streams without a reader slot, so it never holds a writer back.
+    View(cmd_view::ViewArgs),
     /// Versions, kernel, CPUs, shared memory and realtime permissions of this machine.
     SysInfo(cmd_sysinfo::SysInfoArgs),
     /// Internal: a child role started by another rtloop process (verify, bench, demo).
@@ -187,6 +197,7 @@ where
         }
         Command::Record(a) => cmd_record::run(&a, &g),
         Command::Replay(a) => cmd_record::replay(&a, &g),
+        Command::View(a) => cmd_view::run(&a, &g),
         Command::SysInfo(a) => cmd_sysinfo::run(&a, &g),
         Command::Child(a) => roles::run(&a, &g),
     };

@@ -1,0 +1,382 @@
+// rtloop view: the stream list, the scope (min/max columns decimated by the server next to
+// the ring) and the histogram. No library: the scope draws a few hundred thousand rectangles
+// a second, which one canvas path per channel does at display rate.
+"use strict";
+
+const params = new URLSearchParams(location.search);
+const token = params.get("token");
+const withToken = (url) => token ? url + (url.includes("?") ? "&" : "?") + "token=" + encodeURIComponent(token) : url;
+const $ = (id) => document.getElementById(id);
+
+// what the tests (and anyone curious in the console) can read
+const state = window.rtloopView = {
+  streams: [], selected: null, mode: "scope", paused: false,
+  frames: 0, latencies: [], events: [], reset: null, lastFrame: null, errors: [],
+};
+
+// ---------------------------------------------------------------- stream list
+function writerText(w) {
+  switch (w.state) {
+    case "alive": return ["alive", `pid ${w.pid}` + (w.since_commit_ms > 1000 ? `, idle ${(w.since_commit_ms / 1000).toFixed(0)} s` : "")];
+    case "dead": return ["dead", `DEAD (pid ${w.pid})`];
+    case "closed": return ["closed", "closed"];
+    default: return ["none", "none yet"];
+  }
+}
+
+function fmtRate(r) { return r <= 0 ? "irregular" : r >= 1000 ? `${r / 1000} kHz` : `${r} Hz`; }
+
+async function refreshStreams() {
+  let rows;
+  try {
+    const r = await fetch(withToken("/api/streams"));
+    if (!r.ok) throw new Error(await r.text());
+    rows = await r.json();
+    $("status").textContent = `${location.host} · updated ${new Date().toLocaleTimeString()}`;
+    $("status").className = "status";
+  } catch (e) {
+    $("status").textContent = `no answer from the viewer: ${e.message}`;
+    $("status").className = "status error";
+    return;
+  }
+  state.streams = rows;
+  const body = $("streams").tBodies[0];
+  body.replaceChildren(...rows.map((s) => {
+    const tr = document.createElement("tr");
+    tr.dataset.name = s.name;
+    const [cls, text] = writerText(s.writer);
+    tr.dataset.writer = s.writer.state;
+    if (s.name === state.selected) tr.classList.add("selected");
+    const cells = [
+      s.name, s.dtype, s.n_channels, fmtRate(s.rate), text, s.readers,
+      `${s.percent_used.toFixed(1)}<span class="bar"><span style="width:${Math.min(100, s.percent_used)}%"></span></span>`,
+      s.lost_samples, s.events_written,
+    ];
+    tr.innerHTML = cells.map((c) => `<td>${c}</td>`).join("");
+    tr.cells[0].textContent = s.name;
+    tr.cells[4].className = "writer-" + cls;
+    tr.title = s.description || s.content_type || "";
+    tr.onclick = () => select(s.name);
+    return tr;
+  }));
+  $("no-streams").hidden = rows.length > 0;
+  $("stream-count").textContent = `(${rows.length})`;
+  if (state.selected && !rows.some((s) => s.name === state.selected)) {
+    $("panel-title").textContent = `${state.selected}: removed`;
+  }
+}
+
+// ---------------------------------------------------------------- scope
+const canvas = $("scope");
+const ctx = canvas.getContext("2d");
+let socket = null;
+let ring = null;          // { cols, nch, minmax: Float32Array, bins: Float64Array, lastBin }
+let page = 0, gain = 1, autoScale = true, wantFrame = false;
+
+function columns() {
+  const w = Math.max(16, Math.floor(canvas.clientWidth * (window.devicePixelRatio || 1)));
+  if (canvas.width !== w) canvas.width = w;
+  return w;
+}
+
+function perPage(nch) { return Math.min(nch, Number($("per-page").value)); }
+
+function scopeConfig() {
+  const s = state.streams.find((x) => x.name === state.selected);
+  const nch = s ? s.n_channels : 1;
+  const n = perPage(nch);
+  page = Math.max(0, Math.min(page, Math.ceil(nch / n) - 1));
+  const first = page * n;
+  return { window_s: Number($("window").value), columns: columns(), first_channel: first,
+           n_channels: Math.min(n, nch - first) };
+}
+
+function openScope() {
+  if (socket) { socket.onclose = null; socket.close(); socket = null; }
+  ring = null;
+  state.events = []; $("events").replaceChildren();
+  if (!state.selected || state.mode !== "scope") return;
+  const url = withToken(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/scope?stream=${encodeURIComponent(state.selected)}`);
+  socket = new WebSocket(url);
+  socket.binaryType = "arraybuffer";
+  socket.onopen = () => sendConfig();
+  socket.onmessage = (m) => typeof m.data === "string" ? onText(JSON.parse(m.data)) : onFrame(m.data);
+  socket.onclose = () => { if (state.mode === "scope") setTimeout(openScope, 1000); };
+}
+
+function sendConfig() {
+  if (socket && socket.readyState === 1) socket.send(JSON.stringify({ type: "config", ...scopeConfig() }));
+}
+
+function askFrame() {
+  if (socket && socket.readyState === 1 && !state.paused) socket.send('{"type":"frame"}');
+  else wantFrame = true;
+}
+
+function onText(msg) {
+  if (msg.type === "reset") {
+    state.reset = msg;
+    const c = msg.config;
+    ring = { cols: c.columns, nch: c.n_channels, spc: msg.samples_per_column,
+             minmax: new Float32Array(c.columns * c.n_channels * 2), bins: new Float64Array(c.columns).fill(-1),
+             lastBin: -1, written: 0, rate: msg.rate, names: msg.names, units: msg.units };
+    state.ring = ring;
+    // a lane of at least 4 pixels: a 384-channel page scrolls instead of drawing 1-pixel lanes
+    const dpr = window.devicePixelRatio || 1;
+    canvas.height = Math.max(560, c.n_channels * 4 * dpr);
+    canvas.style.height = `${canvas.height / dpr}px`;
+    const total = msg.n_channels, n = perPage(total);
+    $("page-label").textContent = `${c.first_channel}–${c.first_channel + c.n_channels - 1} of ${total}`;
+    $("panel-title").textContent = `${msg.stream} · ${msg.dtype} · ${fmtRate(msg.rate)} · ${msg.samples_per_column} samples a column`;
+    $("page-prev").disabled = page === 0;
+    $("page-next").disabled = (page + 1) * n >= total;
+    askFrame();
+  } else if (msg.type === "events") {
+    for (const e of msg.events) {
+      state.events.push(e);
+      const d = document.createElement("div");
+      d.className = "event";
+      d.textContent = `sample ${e.sample} ${e.kind} ${e.value}`;
+      $("events").prepend(d);
+    }
+    if (state.events.length > 500) state.events.splice(0, state.events.length - 500);
+    while ($("events").childElementCount > 200) $("events").lastChild.remove();
+  } else if (msg.type === "error") {
+    state.errors.push(msg.message);
+    $("panel-title").textContent = `${state.selected}: ${msg.message}`;
+  }
+}
+
+function onFrame(buf) {
+  if (!ring) return;
+  const h = new Float64Array(buf, 0, 8);
+  const [written, firstBin, nBins, nch, commitMs] = h;
+  const data = new Float32Array(buf, 64);
+  for (let i = 0; i < nBins; i++) {
+    const b = firstBin + i, slot = b % ring.cols;
+    ring.bins[slot] = b;
+    ring.minmax.set(data.subarray(i * nch * 2, (i + 1) * nch * 2), slot * nch * 2);
+    if (b > ring.lastBin) ring.lastBin = b;
+  }
+  const fresh = written > ring.written;
+  ring.written = written;
+  state.lastFrame = { written, firstBin, nBins, nch, data: Array.from(data) };
+  requestAnimationFrame(() => {
+    draw();
+    state.frames++;
+    // commit of the newest sample to the screen: both clocks are this machine's
+    if (fresh && !Number.isNaN(commitMs)) {
+      state.latencies.push(performance.timeOrigin + performance.now() - commitMs);
+      if (state.latencies.length > 5000) state.latencies.splice(0, 1000);
+    }
+    askFrame();
+  });
+}
+
+function pageRange() {
+  // per channel centre and one shared half-range, over what is on screen
+  const { cols, nch, minmax, bins, lastBin } = ring;
+  const lo = new Float64Array(nch).fill(Infinity), hi = new Float64Array(nch).fill(-Infinity);
+  for (let s = 0; s < cols; s++) {
+    if (bins[s] < 0 || lastBin - bins[s] >= cols) continue;
+    for (let c = 0; c < nch; c++) {
+      const a = minmax[(s * nch + c) * 2], b = minmax[(s * nch + c) * 2 + 1];
+      if (a < lo[c]) lo[c] = a;
+      if (b > hi[c]) hi[c] = b;
+    }
+  }
+  let half = 0;
+  const mid = new Float64Array(nch);
+  for (let c = 0; c < nch; c++) {
+    if (lo[c] > hi[c]) continue;
+    mid[c] = (lo[c] + hi[c]) / 2;
+    half = Math.max(half, (hi[c] - lo[c]) / 2);
+  }
+  return { mid, half: half > 0 ? half : 1 };
+}
+
+let scaleMemo = null;
+let img = null, pix = null;
+// lane colours, as little-endian RGBA words
+const INK = [0xff30231d, 0xff7e4c2b];
+function draw() {
+  const W = canvas.width, H = canvas.height;
+  if (!ring || ring.lastBin < 0) { ctx.clearRect(0, 0, W, H); return; }
+  const { cols, nch, minmax, bins, lastBin, spc } = ring;
+  if (autoScale || !scaleMemo || scaleMemo.nch !== nch) scaleMemo = { ...pageRange(), nch };
+  const { mid, half } = scaleMemo;
+  const lane = H / nch, k = (lane / 2) * 0.9 * gain / half;
+  // the trace goes into a pixel buffer, one vertical run per column: the cost is the pixels
+  // drawn, so 384 channels at full width stay within a frame
+  if (!img || img.width !== W || img.height !== H) {
+    img = ctx.createImageData(W, H);
+    pix = new Uint32Array(img.data.buffer);
+  }
+  pix.fill(0xffffffff);
+  for (let c = 0; c < nch; c++) {
+    const y0 = lane * (c + 0.5), ink = INK[c % 2], m = mid[c];
+    let prevLo = -1, prevHi = -1, prevB = -2;
+    const n = Math.min(cols, W);
+    for (let x = 0; x < n; x++) {
+      const b = lastBin - (n - 1 - x);
+      if (b < 0) continue;
+      const s = b % cols;
+      if (bins[s] !== b) { prevB = -2; continue; }
+      const i = (s * nch + c) * 2;
+      let lo = Math.round(y0 - (minmax[i + 1] - m) * k), hi = Math.round(y0 - (minmax[i] - m) * k);
+      // join the previous column, so a steep edge is a line, not dots
+      const jlo = prevB === b - 1 && prevHi < lo ? prevHi : lo, jhi = prevB === b - 1 && prevLo > hi ? prevLo : hi;
+      prevLo = lo; prevHi = hi; prevB = b;
+      lo = Math.max(0, jlo); hi = Math.min(H - 1, jhi);
+      for (let y = lo, p = lo * W + x; y <= hi; y++, p += W) pix[p] = ink;
+    }
+  }
+  ctx.putImageData(img, 0, 0);
+  ctx.font = "11px system-ui, sans-serif";
+  if (lane >= 10) {
+    ctx.fillStyle = "#6b7280";
+    for (let c = 0; c < nch; c++) ctx.fillText(ring.names[c] + (ring.units[c] ? ` (${ring.units[c]})` : ""), 4, lane * c + 11);
+  }
+  // events at their samples
+  ctx.strokeStyle = "#c0262d"; ctx.fillStyle = "#c0262d";
+  for (const e of state.events) {
+    const b = Math.floor(e.sample / spc);
+    if (lastBin - b >= cols || b > lastBin) continue;
+    const x = cols - 1 - (lastBin - b) + 0.5;
+    ctx.beginPath(); ctx.moveTo(x, 0); ctx.lineTo(x, H); ctx.stroke();
+    ctx.fillText(`${e.kind} ${e.value}`.slice(0, 40), Math.min(x + 3, W - 120), H - 6);
+  }
+  // time axis: seconds before the newest sample
+  const secs = (cols * spc) / (ring.rate > 0 ? ring.rate : 1000);
+  ctx.fillStyle = "#6b7280";
+  ctx.fillText(`−${secs.toPrecision(3)} s`, 4, H - 20);
+  ctx.fillText("now", W - 28, H - 20);
+  const perf = state.latencies.slice(-300).sort((a, b) => a - b);
+  const p = (q) => perf.length ? perf[Math.min(perf.length - 1, Math.round(q * (perf.length - 1)))].toFixed(1) : "–";
+  $("perf").textContent = `${fps().toFixed(0)} frames/s · commit to screen p50 ${p(0.5)} ms, p99 ${p(0.99)} ms · ±${(half / gain).toPrecision(3)} ${ring.units[0] || ""} a lane`;
+}
+
+const frameTimes = [];
+function fps() {
+  const now = performance.now();
+  frameTimes.push(now);
+  while (frameTimes.length && now - frameTimes[0] > 1000) frameTimes.shift();
+  return frameTimes.length;
+}
+
+// ---------------------------------------------------------------- histogram
+let histTimer = null;
+async function refreshHistogram() {
+  if (state.mode !== "hist" || !state.selected || state.paused) return;
+  const ch = Number($("hist-channel").value || 0);
+  const r = await fetch(withToken(`/api/streams/${encodeURIComponent(state.selected)}/histogram?channel=${ch}&samples=100000`));
+  if (!r.ok) { $("panel-title").textContent = `${state.selected}: ${(await r.text()).trim()}`; return; }
+  const h = await r.json();
+  state.histogram = h;
+  drawHistogram(h);
+}
+
+function fmtValue(v) {
+  const a = Math.abs(v);
+  return a >= 1e4 || (a < 0.01 && a > 0) ? v.toExponential(1) : Number(v.toPrecision(3)).toString();
+}
+
+function drawHistogram(h) {
+  const dpr = window.devicePixelRatio || 1;
+  canvas.style.height = "480px";
+  const W = canvas.width = columns(), H = canvas.height = Math.round(480 * dpr);
+  ctx.clearRect(0, 0, W, H);
+  const L = 50, R = 10, T = 24, B = 36;
+  const x = (v) => {
+    const lo = h.edges[0], hi = h.edges[h.edges.length - 1];
+    const f = h.log ? (Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo) || 1) : (v - lo) / ((hi - lo) || 1);
+    return L + f * (W - L - R);
+  };
+  const top = Math.max(...h.counts, 1);
+  // a log count axis: a single millisecond sample in a tail still shows
+  const y = (c) => c <= 0 ? H - B : H - B - (Math.log10(c + 1) / Math.log10(top + 1)) * (H - B - T);
+  ctx.fillStyle = "#1f6feb";
+  h.counts.forEach((c, i) => {
+    if (c === 0) return;
+    const x0 = x(h.edges[i]), x1 = x(h.edges[i + 1]);
+    ctx.fillRect(x0, y(c), Math.max(1, x1 - x0 - 0.5), H - B - y(c));
+  });
+  ctx.strokeStyle = "#9aa1ad"; ctx.beginPath(); ctx.moveTo(L, H - B); ctx.lineTo(W - R, H - B); ctx.stroke();
+  ctx.fillStyle = "#1d2330"; ctx.font = "11px system-ui, sans-serif";
+  const ticks = h.log
+    ? Array.from({ length: 30 }, (_, i) => 10 ** (Math.floor(Math.log10(h.edges[0])) + i)).filter((t) => t >= h.edges[0] && t <= h.edges[h.edges.length - 1])
+    : Array.from({ length: 6 }, (_, i) => h.edges[0] + (i / 5) * (h.edges[h.edges.length - 1] - h.edges[0]));
+  for (const t of ticks) { ctx.fillText(fmtValue(t), x(t) - 10, H - B + 14); }
+  for (const [name, v, col] of [["p50", h.p50, "#1a7f37"], ["p99", h.p99, "#c0262d"]]) {
+    ctx.strokeStyle = col; ctx.fillStyle = col;
+    ctx.beginPath(); ctx.moveTo(x(v), T); ctx.lineTo(x(v), H - B); ctx.stroke();
+    ctx.fillText(`${name} ${fmtValue(v)}`, Math.min(x(v) + 3, W - 90), T + (name === "p50" ? 0 : 14));
+  }
+  const s = state.streams.find((q) => q.name === state.selected);
+  $("perf").textContent = `${h.n} samples · min ${fmtValue(h.min)} · p50 ${fmtValue(h.p50)} · p99 ${fmtValue(h.p99)} · p99.9 ${fmtValue(h.p999)} · max ${fmtValue(h.max)}${h.log ? " · log axis" : ""}`;
+  $("panel-title").textContent = `${state.selected}${s ? " · " + s.dtype : ""} · histogram of the newest samples`;
+}
+
+// ---------------------------------------------------------------- controls
+async function select(name) {
+  state.selected = name;
+  page = 0;
+  for (const tr of $("streams").tBodies[0].rows) tr.classList.toggle("selected", tr.dataset.name === name);
+  const r = await fetch(withToken(`/api/streams/${encodeURIComponent(name)}`));
+  if (r.ok) {
+    const d = await r.json();
+    $("hist-channel").replaceChildren(...d.channels.names.map((n, i) => new Option(`${i}: ${n}`, i)));
+  }
+  history.replaceState(null, "", "?" + new URLSearchParams({ ...(token ? { token } : {}), stream: name }));
+  setMode(state.mode);
+}
+
+function setMode(mode) {
+  state.mode = mode;
+  $("mode-scope").classList.toggle("on", mode === "scope");
+  $("mode-hist").classList.toggle("on", mode === "hist");
+  for (const e of document.querySelectorAll(".scope-only")) e.hidden = mode !== "scope";
+  for (const e of document.querySelectorAll(".hist-only")) e.hidden = mode !== "hist";
+  $("events").hidden = mode !== "scope";
+  clearInterval(histTimer);
+  if (mode === "hist") {
+    if (socket) { socket.onclose = null; socket.close(); socket = null; }
+    refreshHistogram();
+    histTimer = setInterval(refreshHistogram, 250);
+  } else {
+    openScope();
+  }
+}
+
+function setPaused(p) {
+  state.paused = p;
+  $("pause").classList.toggle("on", p);
+  $("pause").textContent = p ? "resume" : "pause";
+  // resuming starts from the newest window, as a scope does
+  if (!p && state.mode === "scope") { wantFrame = false; sendConfig(); }
+}
+
+$("mode-scope").onclick = () => setMode("scope");
+$("mode-hist").onclick = () => setMode("hist");
+$("window").onchange = () => sendConfig();
+$("per-page").onchange = () => { page = 0; sendConfig(); };
+$("page-prev").onclick = () => { page = Math.max(0, page - 1); sendConfig(); };
+$("page-next").onclick = () => { page += 1; sendConfig(); };
+$("scale-up").onclick = () => { gain *= 1.5; draw(); };
+$("scale-down").onclick = () => { gain /= 1.5; draw(); };
+$("scale-auto").onclick = () => { autoScale = !autoScale; $("scale-auto").classList.toggle("on", autoScale); gain = 1; draw(); };
+$("hist-channel").onchange = () => refreshHistogram();
+$("pause").onclick = () => setPaused(!state.paused);
+canvas.addEventListener("wheel", (e) => {
+  e.preventDefault();
+  if (e.shiftKey) {  // shift + wheel: the window (time zoom)
+    const sel = $("window"), i = sel.selectedIndex + (e.deltaY > 0 ? 1 : -1);
+    if (i >= 0 && i < sel.options.length) { sel.selectedIndex = i; sendConfig(); }
+  } else { gain *= e.deltaY > 0 ? 1 / 1.25 : 1.25; draw(); }
+}, { passive: false });
+document.addEventListener("keydown", (e) => { if (e.code === "Space" && e.target === document.body) { e.preventDefault(); setPaused(!state.paused); } });
+let resizeTimer = null;
+window.addEventListener("resize", () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(sendConfig, 200); });
+
+refreshStreams().then(() => { const s = params.get("stream"); if (s) select(s); });
+setInterval(refreshStreams, 500);
