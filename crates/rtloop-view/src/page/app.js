@@ -71,7 +71,7 @@ const canvas = $("scope");
 const ctx = canvas.getContext("2d");
 let socket = null;
 let ring = null;          // { cols, nch, minmax: Float32Array, bins: Float64Array, lastBin }
-let page = 0, gain = 1, autoScale = true, wantFrame = false;
+let page = 0, gain = 1, autoScale = true, eachScale = false, wantFrame = false;
 
 function columns() {
   const w = Math.max(16, Math.floor(canvas.clientWidth * (window.devicePixelRatio || 1)));
@@ -185,14 +185,17 @@ function pageRange() {
       if (b > hi[c]) hi[c] = b;
     }
   }
-  let half = 0;
-  const mid = new Float64Array(nch);
+  // one shared scale, as a scope's µV per division; or each channel fitted on its own
+  let shared = 0;
+  const mid = new Float64Array(nch), half = new Float64Array(nch);
   for (let c = 0; c < nch; c++) {
     if (lo[c] > hi[c]) continue;
     mid[c] = (lo[c] + hi[c]) / 2;
-    half = Math.max(half, (hi[c] - lo[c]) / 2);
+    half[c] = (hi[c] - lo[c]) / 2;
+    shared = Math.max(shared, half[c]);
   }
-  return { mid, half: half > 0 ? half : 1 };
+  for (let c = 0; c < nch; c++) half[c] = eachScale ? (half[c] > 0 ? half[c] : 1) : (shared > 0 ? shared : 1);
+  return { mid, half, lo, hi };
 }
 
 let scaleMemo = null;
@@ -205,7 +208,7 @@ function draw() {
   const { cols, nch, minmax, bins, lastBin, spc } = ring;
   if (autoScale || !scaleMemo || scaleMemo.nch !== nch) scaleMemo = { ...pageRange(), nch };
   const { mid, half } = scaleMemo;
-  const lane = H / nch, k = (lane / 2) * 0.9 * gain / half;
+  const lane = H / nch;
   // the trace goes into a pixel buffer, one vertical run per column: the cost is the pixels
   // drawn, so 384 channels at full width stay within a frame
   if (!img || img.width !== W || img.height !== H) {
@@ -214,7 +217,7 @@ function draw() {
   }
   pix.fill(0xffffffff);
   for (let c = 0; c < nch; c++) {
-    const y0 = lane * (c + 0.5), ink = INK[c % 2], m = mid[c];
+    const y0 = lane * (c + 0.5), ink = INK[c % 2], m = mid[c], k = (lane / 2) * 0.9 * gain / half[c];
     let prevLo = -1, prevHi = -1, prevB = -2;
     const n = Math.min(cols, W);
     for (let x = 0; x < n; x++) {
@@ -234,8 +237,15 @@ function draw() {
   ctx.putImageData(img, 0, 0);
   ctx.font = "11px system-ui, sans-serif";
   if (lane >= 10) {
-    ctx.fillStyle = "#6b7280";
-    for (let c = 0; c < nch; c++) ctx.fillText(ring.names[c] + (ring.units[c] ? ` (${ring.units[c]})` : ""), 4, lane * c + 11);
+    for (let c = 0; c < nch; c++) {
+      const u = ring.units[c] ? ` ${ring.units[c]}` : "";
+      const range = eachScale && Number.isFinite(scaleMemo.lo[c]) ? `  ${fmtValue(scaleMemo.lo[c])} to ${fmtValue(scaleMemo.hi[c])}${u}` : "";
+      const text = ring.names[c] + (ring.units[c] && !range ? ` (${ring.units[c]})` : "") + range;
+      ctx.fillStyle = "rgba(255,255,255,0.8)";
+      ctx.fillRect(2, lane * c + 1, ctx.measureText(text).width + 4, 13);
+      ctx.fillStyle = "#4b5563";
+      ctx.fillText(text, 4, lane * c + 11);
+    }
   }
   // events at their samples
   ctx.strokeStyle = "#c0262d"; ctx.fillStyle = "#c0262d";
@@ -253,7 +263,7 @@ function draw() {
   ctx.fillText("now", W - 28, H - 20);
   const perf = state.latencies.slice(-300).sort((a, b) => a - b);
   const p = (q) => perf.length ? perf[Math.min(perf.length - 1, Math.round(q * (perf.length - 1)))].toFixed(1) : "–";
-  $("perf").textContent = `${fps().toFixed(0)} frames/s · commit to screen p50 ${p(0.5)} ms, p99 ${p(0.99)} ms · ±${(half / gain).toPrecision(3)} ${ring.units[0] || ""} a lane`;
+  $("perf").textContent = `${fps().toFixed(0)} frames/s · commit to screen p50 ${p(0.5)} ms, p99 ${p(0.99)} ms · ${eachScale ? "each channel fitted" : `±${fmtValue(half[0] / gain)} ${ring.units[0] || ""} a lane`}`;
 }
 
 const frameTimes = [];
@@ -307,6 +317,8 @@ function drawHistogram(h) {
     ? Array.from({ length: 30 }, (_, i) => 10 ** (Math.floor(Math.log10(h.edges[0])) + i)).filter((t) => t >= h.edges[0] && t <= h.edges[h.edges.length - 1])
     : Array.from({ length: 6 }, (_, i) => h.edges[0] + (i / 5) * (h.edges[h.edges.length - 1] - h.edges[0]));
   for (const t of ticks) { ctx.fillText(fmtValue(t), x(t) - 10, H - B + 14); }
+  const unit = (state.units || [])[h.channel];
+  if (unit) ctx.fillText(unit, W - R - 20, H - B + 28);
   for (const [name, v, col] of [["p50", h.p50, "#1a7f37"], ["p99", h.p99, "#c0262d"]]) {
     ctx.strokeStyle = col; ctx.fillStyle = col;
     ctx.beginPath(); ctx.moveTo(x(v), T); ctx.lineTo(x(v), H - B); ctx.stroke();
@@ -326,7 +338,10 @@ async function select(name) {
   if (r.ok) {
     const d = await r.json();
     $("hist-channel").replaceChildren(...d.channels.names.map((n, i) => new Option(`${i}: ${n}`, i)));
+    state.units = d.channels.units;
   }
+  const row = state.streams.find((x) => x.name === name);
+  setEach(!!row && ["timing", "latency-lab"].includes(row.content_type));
   history.replaceState(null, "", "?" + new URLSearchParams({ ...(token ? { token } : {}), stream: name }));
   setMode(state.mode);
 }
@@ -348,6 +363,13 @@ function setMode(mode) {
   }
 }
 
+function setEach(on) {
+  eachScale = on;
+  $("scale-each").classList.toggle("on", on);
+  scaleMemo = null;
+  draw();
+}
+
 function setPaused(p) {
   state.paused = p;
   $("pause").classList.toggle("on", p);
@@ -365,6 +387,7 @@ $("page-next").onclick = () => { page += 1; sendConfig(); };
 $("scale-up").onclick = () => { gain *= 1.5; draw(); };
 $("scale-down").onclick = () => { gain /= 1.5; draw(); };
 $("scale-auto").onclick = () => { autoScale = !autoScale; $("scale-auto").classList.toggle("on", autoScale); gain = 1; draw(); };
+$("scale-each").onclick = () => setEach(!eachScale);
 $("hist-channel").onchange = () => refreshHistogram();
 $("pause").onclick = () => setPaused(!state.paused);
 canvas.addEventListener("wheel", (e) => {
