@@ -277,3 +277,32 @@ def test_the_lab_publishes_its_latency_and_percent_used_live_and_the_page_shows_
             lab.communicate()
     # the run removes its live streams when it ends
     assert not [n for n in rtloop.Stream.list() if n.startswith(prefix)]
+
+
+def test_channel_pages_show_their_own_channels_and_the_viewer_takes_no_reader_slot(
+    viewer: Viewer, page: Any, make_name: Callable[[], str]
+) -> None:
+    name = make_name()
+    names = [f"e{i:02d}" for i in range(10)]
+    s = rtloop.Stream.create(name, n_channels=10, dtype="int16", sfreq=1000.0, capacity=10_000, ch_names=names)
+    w = s.writer()
+    # channel c holds the constant c * 100: each page's minima and maxima say which channels it shows
+    w.push_chunk(np.tile(np.arange(10, dtype=np.int16) * 100, (500, 1)))
+    page.goto(f"{viewer.url}?stream={name}")
+    page.wait_for_function("() => window.rtloopView.ring && window.rtloopView.ring.lastBin >= 0", timeout=10_000)
+    page.select_option("#per-page", "4")
+    for first, shown in ((0, 4), (4, 4), (8, 2)):
+        page.wait_for_function(
+            "f => { const r = window.rtloopView.reset; return r && r.config.first_channel === f && window.rtloopView.ring.lastBin >= 0; }",
+            arg=first, timeout=10_000)
+        r = page.evaluate("() => { const r = window.rtloopView.ring; const s = r.lastBin % r.cols; "
+                          "return { names: r.names, mm: Array.from(r.minmax.subarray(s * r.nch * 2, (s + 1) * r.nch * 2)) }; }")
+        assert r["names"] == names[first:first + shown]
+        assert r["mm"] == [v for c in range(first, first + shown) for v in (c * 100, c * 100)]
+        assert page.inner_text("#page-label") == f"{first}–{first + shown - 1} of 10"
+        if first < 8:
+            page.click("#page-next")
+    assert page.is_disabled("#page-next")
+    # the page read the stream all along without registering a reader
+    assert row(page, name).locator("td").nth(5).inner_text() == "0"
+    w.close()
