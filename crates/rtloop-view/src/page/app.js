@@ -67,8 +67,8 @@ async function refreshStreams() {
 }
 
 // ---------------------------------------------------------------- scope
-const canvas = $("scope");
-const ctx = canvas.getContext("2d");
+const canvas = $("scope"), overlay = $("overlay");
+const ctx = canvas.getContext("2d", { willReadFrequently: false }), octx = overlay.getContext("2d");
 let socket = null;
 let ring = null;          // { cols, nch, minmax: Float32Array, bins: Float64Array, lastBin }
 let page = 0, gain = 1, autoScale = true, eachScale = false, wantFrame = false;
@@ -125,6 +125,7 @@ function onText(msg) {
     const dpr = window.devicePixelRatio || 1;
     canvas.height = Math.max(560, c.n_channels * 4 * dpr);
     canvas.style.height = `${canvas.height / dpr}px`;
+    scaleMemo = null; drawn.lastBin = -1;
     const total = msg.n_channels, n = perPage(total);
     $("page-label").textContent = `${c.first_channel}–${c.first_channel + c.n_channels - 1} of ${total}`;
     $("panel-title").textContent = `${msg.stream} · ${msg.dtype} · ${fmtRate(msg.rate)} · ${msg.samples_per_column} samples a column`;
@@ -199,71 +200,119 @@ function pageRange() {
 }
 
 let scaleMemo = null;
-let img = null, pix = null;
+// what the trace canvas holds: the newest bin drawn and the scale it was drawn with
+let drawn = { lastBin: -1, scale: null, W: 0, H: 0 };
 // lane colours, as little-endian RGBA words
 const INK = [0xff30231d, 0xff7e4c2b];
-function draw() {
-  const W = canvas.width, H = canvas.height;
-  if (!ring || ring.lastBin < 0) { ctx.clearRect(0, 0, W, H); return; }
-  const { cols, nch, minmax, bins, lastBin, spc } = ring;
-  if (autoScale || !scaleMemo || scaleMemo.nch !== nch) scaleMemo = { ...pageRange(), nch };
-  const { mid, half } = scaleMemo;
-  const lane = H / nch;
-  // the trace goes into a pixel buffer, one vertical run per column: the cost is the pixels
-  // drawn, so 384 channels at full width stay within a frame
-  if (!img || img.width !== W || img.height !== H) {
-    img = ctx.createImageData(W, H);
-    pix = new Uint32Array(img.data.buffer);
+
+/// The scale to draw with: refitted every few frames in auto mode, and only taken when it
+/// moved by more than 10 % (a steady picture, and a full redraw only then).
+function currentScale(frame) {
+  const nch = ring.nch;
+  // a new gain is a new scale (and one full redraw)
+  if (scaleMemo && scaleMemo.gain !== gain) scaleMemo = { ...scaleMemo, gain };
+  if (scaleMemo && scaleMemo.nch === nch && (!autoScale || frame % 10 !== 0)) return scaleMemo;
+  const fit = { ...pageRange(), nch, gain };
+  if (scaleMemo && scaleMemo.nch === nch) {
+    let moved = false;
+    for (let c = 0; c < nch && !moved; c++) {
+      const h = scaleMemo.half[c];
+      moved = Math.abs(fit.half[c] - h) > 0.1 * h || Math.abs(fit.mid[c] - scaleMemo.mid[c]) > 0.1 * h;
+    }
+    if (!moved) { scaleMemo.lo = fit.lo; scaleMemo.hi = fit.hi; return scaleMemo; }
   }
-  pix.fill(0xffffffff);
+  scaleMemo = fit;
+  return fit;
+}
+
+/// Draw columns [x0, x1) of an n-column trace into `pix` (a buffer x1 - x0 pixels wide):
+/// one vertical run per column and channel, joined to the column before, so the cost is the
+/// pixels drawn.
+function drawColumns(pix, x0, x1, n, H, sc) {
+  const { cols, nch, minmax, bins, lastBin } = ring;
+  const bw = x1 - x0, lane = H / nch;
   for (let c = 0; c < nch; c++) {
-    const y0 = lane * (c + 0.5), ink = INK[c % 2], m = mid[c], k = (lane / 2) * 0.9 * gain / half[c];
-    let prevLo = -1, prevHi = -1, prevB = -2;
-    const n = Math.min(cols, W);
-    for (let x = 0; x < n; x++) {
+    const y0 = lane * (c + 0.5), ink = INK[c % 2], m = sc.mid[c], k = (lane / 2) * 0.9 * gain / sc.half[c];
+    const run = (x) => {
       const b = lastBin - (n - 1 - x);
-      if (b < 0) continue;
+      if (b < 0 || x < 0) return null;
       const s = b % cols;
-      if (bins[s] !== b) { prevB = -2; continue; }
+      if (bins[s] !== b) return null;
       const i = (s * nch + c) * 2;
-      let lo = Math.round(y0 - (minmax[i + 1] - m) * k), hi = Math.round(y0 - (minmax[i] - m) * k);
+      return [Math.round(y0 - (minmax[i + 1] - m) * k), Math.round(y0 - (minmax[i] - m) * k)];
+    };
+    let prev = run(x0 - 1);
+    for (let x = x0; x < x1; x++) {
+      const r = run(x);
+      if (!r) { prev = null; continue; }
+      let [lo, hi] = r;
       // join the previous column, so a steep edge is a line, not dots
-      const jlo = prevB === b - 1 && prevHi < lo ? prevHi : lo, jhi = prevB === b - 1 && prevLo > hi ? prevLo : hi;
-      prevLo = lo; prevHi = hi; prevB = b;
-      lo = Math.max(0, jlo); hi = Math.min(H - 1, jhi);
-      for (let y = lo, p = lo * W + x; y <= hi; y++, p += W) pix[p] = ink;
+      if (prev && prev[1] < lo) lo = prev[1];
+      if (prev && prev[0] > hi) hi = prev[0];
+      prev = r;
+      lo = Math.max(0, lo); hi = Math.min(H - 1, hi);
+      for (let y = lo, p = lo * bw + (x - x0); y <= hi; y++, p += bw) pix[p] = ink;
     }
   }
-  ctx.putImageData(img, 0, 0);
-  ctx.font = "11px system-ui, sans-serif";
+}
+
+function draw() {
+  const W = canvas.width, H = canvas.height;
+  overlay.width = W; overlay.height = H;
+  if (!ring || ring.lastBin < 0) { ctx.clearRect(0, 0, W, H); drawn.lastBin = -1; return; }
+  const { cols, nch, lastBin, spc } = ring;
+  const sc = currentScale(state.frames);
+  const n = Math.min(cols, W);
+  const dx = lastBin - drawn.lastBin;
+  const full = drawn.lastBin < 0 || drawn.scale !== sc || drawn.W !== W || drawn.H !== H || dx < 0 || dx >= n - 2;
+  // scrolling: move what is drawn left by the new columns and draw only those (and the column
+  // that was still filling); a full redraw only when the scale, size or stream changed
+  const x0 = full ? 0 : n - 1 - dx;
+  if (!full && dx > 0) ctx.drawImage(canvas, -dx, 0);
+  const strip = ctx.createImageData(n - x0, H);
+  const pix = new Uint32Array(strip.data.buffer);
+  pix.fill(0xffffffff);
+  drawColumns(pix, x0, n, n, H, sc);
+  ctx.putImageData(strip, x0, 0);
+  if (full && W > n) ctx.clearRect(n, 0, W - n, H);
+  drawn = { lastBin, scale: sc, W, H };
+  drawOverlay(W, H, sc);
+}
+
+/// Labels, event markers and the time axis, on their own canvas above the trace.
+function drawOverlay(W, H, sc) {
+  const { cols, nch, lastBin, spc } = ring;
+  const lane = H / nch;
+  octx.clearRect(0, 0, W, H);
+  octx.font = "11px system-ui, sans-serif";
   if (lane >= 10) {
     for (let c = 0; c < nch; c++) {
       const u = ring.units[c] ? ` ${ring.units[c]}` : "";
-      const range = eachScale && Number.isFinite(scaleMemo.lo[c]) ? `  ${fmtValue(scaleMemo.lo[c])} to ${fmtValue(scaleMemo.hi[c])}${u}` : "";
+      const range = eachScale && Number.isFinite(sc.lo[c]) ? `  ${fmtValue(sc.lo[c])} to ${fmtValue(sc.hi[c])}${u}` : "";
       const text = ring.names[c] + (ring.units[c] && !range ? ` (${ring.units[c]})` : "") + range;
-      ctx.fillStyle = "rgba(255,255,255,0.8)";
-      ctx.fillRect(2, lane * c + 1, ctx.measureText(text).width + 4, 13);
-      ctx.fillStyle = "#4b5563";
-      ctx.fillText(text, 4, lane * c + 11);
+      octx.fillStyle = "rgba(255,255,255,0.8)";
+      octx.fillRect(2, lane * c + 1, octx.measureText(text).width + 4, 13);
+      octx.fillStyle = "#4b5563";
+      octx.fillText(text, 4, lane * c + 11);
     }
   }
   // events at their samples
-  ctx.strokeStyle = "#c0262d"; ctx.fillStyle = "#c0262d";
+  octx.strokeStyle = "#c0262d"; octx.fillStyle = "#c0262d";
   for (const e of state.events) {
     const b = Math.floor(e.sample / spc);
     if (lastBin - b >= cols || b > lastBin) continue;
     const x = cols - 1 - (lastBin - b) + 0.5;
-    ctx.beginPath(); ctx.moveTo(x, 0); ctx.lineTo(x, H); ctx.stroke();
-    ctx.fillText(`${e.kind} ${e.value}`.slice(0, 40), Math.min(x + 3, W - 120), H - 6);
+    octx.beginPath(); octx.moveTo(x, 0); octx.lineTo(x, H); octx.stroke();
+    octx.fillText(`${e.kind} ${e.value}`.slice(0, 40), Math.min(x + 3, W - 120), H - 6);
   }
   // time axis: seconds before the newest sample
   const secs = (cols * spc) / (ring.rate > 0 ? ring.rate : 1000);
-  ctx.fillStyle = "#6b7280";
-  ctx.fillText(`−${secs.toPrecision(3)} s`, 4, H - 20);
-  ctx.fillText("now", W - 28, H - 20);
+  octx.fillStyle = "#6b7280";
+  octx.fillText(`−${secs.toPrecision(3)} s`, 4, H - 20);
+  octx.fillText("now", W - 28, H - 20);
   const perf = state.latencies.slice(-300).sort((a, b) => a - b);
   const p = (q) => perf.length ? perf[Math.min(perf.length - 1, Math.round(q * (perf.length - 1)))].toFixed(1) : "–";
-  $("perf").textContent = `${fps().toFixed(0)} frames/s · commit to screen p50 ${p(0.5)} ms, p99 ${p(0.99)} ms · ${eachScale ? "each channel fitted" : `±${fmtValue(half[0] / gain)} ${ring.units[0] || ""} a lane`}`;
+  $("perf").textContent = `${fps().toFixed(0)} frames/s · commit to screen p50 ${p(0.5)} ms, p99 ${p(0.99)} ms · ${eachScale ? "each channel fitted" : `±${fmtValue(sc.half[0] / gain)} ${ring.units[0] || ""} a lane`}`;
 }
 
 const frameTimes = [];
@@ -296,6 +345,8 @@ function drawHistogram(h) {
   canvas.style.height = "480px";
   const W = canvas.width = columns(), H = canvas.height = Math.round(480 * dpr);
   ctx.clearRect(0, 0, W, H);
+  octx.clearRect(0, 0, overlay.width, overlay.height);
+  drawn.lastBin = -1;
   const L = 50, R = 10, T = 24, B = 36;
   const x = (v) => {
     const lo = h.edges[0], hi = h.edges[h.edges.length - 1];
@@ -386,7 +437,7 @@ $("page-prev").onclick = () => { page = Math.max(0, page - 1); sendConfig(); };
 $("page-next").onclick = () => { page += 1; sendConfig(); };
 $("scale-up").onclick = () => { gain *= 1.5; draw(); };
 $("scale-down").onclick = () => { gain /= 1.5; draw(); };
-$("scale-auto").onclick = () => { autoScale = !autoScale; $("scale-auto").classList.toggle("on", autoScale); gain = 1; draw(); };
+$("scale-auto").onclick = () => { autoScale = !autoScale; $("scale-auto").classList.toggle("on", autoScale); gain = 1; scaleMemo = null; draw(); };
 $("scale-each").onclick = () => setEach(!eachScale);
 $("hist-channel").onchange = () => refreshHistogram();
 $("pause").onclick = () => setPaused(!state.paused);
