@@ -70,16 +70,22 @@ def control():
 threading.Thread(target=control, daemon=True).start()
 print("ready", flush=True)
 k, t0 = 0, time.monotonic()
+last = [None]
 while True:
     i = (k // 30) % 1000
     a = time.perf_counter_ns()
     w.push_chunk(block[i * 30:(i + 1) * 30] if i < 999 else block[-30:])
     dt = time.perf_counter_ns() - a
+    now = time.monotonic()
     with lock:
-        st = stats.setdefault(phase[0], {"samples": 0, "write_ns": [], "t0": time.monotonic()})
-        st["samples"] += 30
+        # a phase's time is the sum of the gaps between its own writes: phases alternate
+        st = stats.setdefault(phase[0], {"samples": 0, "write_ns": [], "secs": 0.0, "last": None})
+        if st["last"] is not None and last[0] == phase[0]:
+            st["secs"] += now - st["last"]
+            st["samples"] += 30
+        st["last"] = now
         st["write_ns"].append(dt)
-        st["t1"] = time.monotonic()
+        last[0] = phase[0]
     k += 30
     time.sleep(max(0.0, t0 + k / 30000.0 - time.monotonic()))
 """
@@ -176,7 +182,7 @@ def main() -> int:
     def writer_figures(label: str) -> Dict[str, float]:
         st = ws[label]
         ns = st["write_ns"]
-        return {"samples_per_s": st["samples"] / max(1e-9, st["t1"] - st["t0"] ),
+        return {"samples_per_s": st["samples"] / max(1e-9, st["secs"]),
                 "write_p50_us": pct(ns, 0.5) / 1e3, "write_p99_us": pct(ns, 0.99) / 1e3}
 
     alone, shown = writer_figures("without"), writer_figures("with")
@@ -185,7 +191,10 @@ def main() -> int:
     lat_p50, lat_p99 = pct(latencies, 0.5), pct(latencies, 0.99)
     rate_ratio = shown["samples_per_s"] / alone["samples_per_s"]
     p50_ratio = shown["write_p50_us"] / alone["write_p50_us"]
+    paced = alone["samples_per_s"] / 30000.0
     rows = [
+        ("the writer kept its 30 kHz without the page (the load is real)", f"{alone['samples_per_s']:.0f} /s = {paced:.3f}x",
+         ">= 0.99x", paced >= 0.99),
         ("frames/s, 384 channels on one page (slowest phase)", f"{fps:.1f}", ">= 30", fps >= 30),
         ("viewer CPU, % of one core", f"{cpu:.1f}", "< 10", cpu < 10),
         ("commit to screen p50 / p99, ms", f"{lat_p50:.1f} / {lat_p99:.1f}", "p99 <= 100", lat_p99 <= 100),
