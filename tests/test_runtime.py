@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -825,3 +826,42 @@ def test_a_run_publishes_its_tick_timing_as_a_stream(tmp_path: Path) -> None:
     code, _, err = rtloop_run(model, "--ticks", "20")
     assert code == 0, err
     assert not [n for n in rtloop.Stream.list() if n.startswith(name)]
+
+
+def test_a_signals_occupancy_is_its_readers_real_lag(tmp_path: Path) -> None:
+    """A module reads its inputs by window; its reader's cursor follows what it consumed, so
+    PercentUsed (what `rtloop stream list` and `rtloop view` show) is its lag, not 100 %."""
+    name = unique("occ")
+    write(tmp_path, "m.py", "def step(x, y):\n    y[:] = x\n")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}}}
+        signals:
+          x: {{shape: [4], dtype: float32}}
+          y: {{shape: [4], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [x]}}
+        modules:
+          m: {{language: python, code: m.py, in: [x], out: [y]}}
+        """,
+    )
+    p = subprocess.Popen([sys.executable, "-m", "rtloop", "run", str(model), "--seconds", "20", "--quiet"],
+                         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if f"{name}.x" in rtloop.Stream.list():
+                st = rtloop.Stream.open(f"{name}.x").stats()
+                if st["written"] > 500 and st["readers"]:
+                    break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the model did not start")
+        st = rtloop.Stream.open(f"{name}.x").stats()
+        assert st["percent_used"] < 50, st
+        assert all(r["lag"] < st["capacity"] // 2 for r in st["readers"]), st
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)

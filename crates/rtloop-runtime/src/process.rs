@@ -490,7 +490,7 @@ impl Process {
             // for variable ones
             windows.clear();
             let mut lost = false;
-            for inp in &self.inputs {
+            for inp in &mut self.inputs {
                 let end = board.tick_end(inp.sig_index, k);
                 let first = if inp.signal.variable {
                     if k == 0 {
@@ -505,7 +505,12 @@ impl Process {
                     end - inp.signal.rows_per_tick() as u64
                 };
                 match inp.reader.window(first, end) {
-                    Ok(w) => windows.push(Some(w)),
+                    Ok(w) => {
+                        windows.push(Some(w));
+                        // the reader has what it needs up to `end`: its cursor says so, so
+                        // the stream's occupancy (PercentUsed) is its real lag, not the ring
+                        let _ = inp.reader.seek(end);
+                    }
                     Err(_) => {
                         lost = true;
                         windows.push(None);
