@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from typing import Any, List
 
 import numpy as np
 import pytest
 
+import rtloop
 import rtloop.lab
 
 
@@ -48,3 +55,30 @@ def test_bad_settings_are_refused() -> None:
         rtloop.lab.loadtest("2xnp2", seconds=0, work=lambda b: 0)
     with pytest.raises(TypeError, match="function of one block"):
         rtloop.lab.loadtest("2xnp2", work=42)  # type: ignore[arg-type]
+
+
+def test_ctrl_c_ends_a_load_test_with_its_report_and_removes_its_streams() -> None:
+    prefix = f"labint-{os.getpid()}"
+    before = set(rtloop.Stream.list())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rtloop", "--json", "lab", "loadtest", "--seconds", "60", "--warmup", "0.2",
+         "--no-reference", "--publish", prefix],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while f"{prefix}.latency" not in rtloop.Stream.list():
+            assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.1)
+        time.sleep(1.0)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, err
+    report = json.loads(out)
+    assert report["host"]["seconds"] < 30, "it ended at the signal, not at --seconds"
+    left = set(rtloop.Stream.list()) - before
+    assert not left, f"left behind: {sorted(left)}"

@@ -138,6 +138,9 @@ pub struct TuneArgs {
 
 /// Run a lab command.
 pub fn run(c: LabCommand, g: &Global) -> Result<()> {
+    // Ctrl-C or SIGTERM ends the run at its next block, so the device stops and the run's
+    // streams are removed; the report shows what was measured
+    let _ = ctrlc::set_handler(rtloop_lab::interrupt);
     match c {
         LabCommand::Loadtest(a) => loadtest(&a, g),
         LabCommand::Tune(a) => tune_cmd(&a, g),
@@ -379,6 +382,9 @@ fn tune_cmd(a: &TuneArgs, g: &Global) -> Result<()> {
     };
     let quiet = g.json;
     let run_step = |read_size: u64, fps: Option<u64>| -> Result<Step> {
+        if rtloop_lab::interrupted() {
+            bail!("interrupted: the sweep stopped (steps so far are above)");
+        }
         let mut lt2 = lt;
         if let Some(f) = fps {
             lt2.fps = f;

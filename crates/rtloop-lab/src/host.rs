@@ -150,7 +150,8 @@ pub fn run(
         if measuring && measuring_since.is_none() {
             measuring_since = Some(Instant::now());
         }
-        if elapsed >= end || cfg.loopbacks.is_some_and(|n| hist.len() >= n) {
+        if elapsed >= end || cfg.loopbacks.is_some_and(|n| hist.len() >= n) || crate::interrupted()
+        {
             break;
         }
         // one block, exactly ReadSize bytes

@@ -26,3 +26,18 @@ pub mod loadtest;
 pub mod reference;
 pub mod tune;
 pub mod work;
+
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// End every load test running in this process at its next block (Ctrl-C): the host stops
+/// the device, the run's streams are removed, and the report holds what was measured so far.
+pub fn interrupt() {
+    // Ordering: a flag with nothing published through it: Relaxed.
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`interrupt`] was called.
+#[must_use]
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
+}
