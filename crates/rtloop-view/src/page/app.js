@@ -356,7 +356,8 @@ function drawHistogram(h) {
   const top = Math.max(...h.counts, 1);
   // a log count axis: a single millisecond sample in a tail still shows
   const y = (c) => c <= 0 ? H - B : H - B - (Math.log10(c + 1) / Math.log10(top + 1)) * (H - B - T);
-  ctx.fillStyle = "#1f6feb";
+  // the colours of the PNG histograms the tools write (rtloop-metrics' charts)
+  ctx.fillStyle = "rgb(31,119,180)";
   h.counts.forEach((c, i) => {
     if (c === 0) return;
     const x0 = x(h.edges[i]), x1 = x(h.edges[i + 1]);
@@ -370,11 +371,12 @@ function drawHistogram(h) {
   for (const t of ticks) { ctx.fillText(fmtValue(t), x(t) - 10, H - B + 14); }
   const unit = (state.units || [])[h.channel];
   if (unit) ctx.fillText(unit, W - R - 20, H - B + 28);
-  for (const [name, v, col] of [["p50", h.p50, "#1a7f37"], ["p99", h.p99, "#c0262d"]]) {
+  const marks = [["p50", h.p50, "rgb(44,160,44)"], ["p99", h.p99, "rgb(255,127,14)"], ["p99.9", h.p999, "rgb(214,39,40)"]];
+  marks.forEach(([name, v, col], i) => {
     ctx.strokeStyle = col; ctx.fillStyle = col;
     ctx.beginPath(); ctx.moveTo(x(v), T); ctx.lineTo(x(v), H - B); ctx.stroke();
-    ctx.fillText(`${name} ${fmtValue(v)}`, Math.min(x(v) + 3, W - 90), T + (name === "p50" ? 0 : 14));
-  }
+    ctx.fillText(`${name} ${fmtValue(v)}`, Math.min(x(v) + 3, W - 90), T + 14 * i);
+  });
   const s = state.streams.find((q) => q.name === state.selected);
   $("perf").textContent = `${h.n} samples · min ${fmtValue(h.min)} · p50 ${fmtValue(h.p50)} · p99 ${fmtValue(h.p99)} · p99.9 ${fmtValue(h.p999)} · max ${fmtValue(h.max)}${h.log ? " · log axis" : ""}`;
   $("panel-title").textContent = `${state.selected}${s ? " · " + s.dtype : ""} · histogram of the newest samples`;
