@@ -2,15 +2,8 @@
 //! transports every machine has (the Python tests add LSL and ZeroMQ), the report and its
 //! files, and every bad setting refused before anything starts.
 
-use std::process::{Command, Output};
-
-fn rtloop(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtloop"))
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("rtloop runs")
-}
+mod common;
+use common::rtloop_with;
 
 /// `--wait auto`: a reader with a CPU of its own spins, more readers than that block.
 fn wait_for(readers: u64) -> &'static str {
@@ -26,7 +19,7 @@ fn wait_for(readers: u64) -> &'static str {
 fn peers_run_end_to_end_with_a_row_per_transport_and_configuration() {
     let out = std::env::temp_dir().join(format!("cli-peers-{}", std::process::id()));
     let dir = out.to_str().unwrap();
-    let o = rtloop(
+    let o = rtloop_with(
         &[
             "--json",
             "bench",
@@ -120,7 +113,7 @@ fn bad_settings_are_refused_before_anything_starts() {
     for (args, code, want) in cases {
         let mut a = vec!["bench", "peers"];
         a.extend_from_slice(args);
-        let o = rtloop(&a, &[]);
+        let o = rtloop_with(&a, &[]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(*code), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
@@ -138,7 +131,7 @@ fn a_named_transport_whose_library_is_missing_is_an_error_saying_how_to_get_it()
         eprintln!("this machine has a system libzmq: nothing is missing");
         return;
     }
-    let o = rtloop(
+    let o = rtloop_with(
         &[
             "bench",
             "peers",
@@ -162,7 +155,7 @@ fn a_named_transport_whose_library_is_missing_is_an_error_saying_how_to_get_it()
         "the paths tried are listed: {err}"
     );
     // unnamed (the default set), a missing library is reported and the rest is measured
-    let o = rtloop(
+    let o = rtloop_with(
         &[
             "--json",
             "bench",

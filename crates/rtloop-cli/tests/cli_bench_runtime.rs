@@ -2,14 +2,14 @@
 //! reference, and the closed-loop row (LiCoRICE's headline: input to output, measured from
 //! outside the model) answers every datagram and says "met" only at its target.
 
-use std::process::Command;
+mod common;
 
 use rtloop_testkit::TempDir;
 
 #[test]
 fn bench_runtime_measures_the_closed_loop_from_outside_beside_a_bare_round_trip() {
     let shm = TempDir::new("bench-runtime-shm");
-    let o = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+    let o = common::rtloop_cmd()
         .args(["--json", "bench", "runtime", "--quick", "--no-python"])
         .env("RTLOOP_SHM_DIR", shm.path())
         .output()
@@ -69,7 +69,8 @@ fn bench_runtime_measures_the_closed_loop_from_outside_beside_a_bare_round_trip(
         best("udp_reference"),
         best("udp_same_work"),
     );
-    assert!(plain > 0.0 && same > 0.0, "{plain} {same}");
+    // a loaded machine may drop at every offered rate, a reference included: the verdict then
+    // says "not met" (no ratio); the rates themselves are the benchmark's, not this test's
     for (what, reference) in [("plain loopback", plain), ("the same work", same)] {
         let row = v["rows"]
             .as_array()
@@ -77,7 +78,7 @@ fn bench_runtime_measures_the_closed_loop_from_outside_beside_a_bare_round_trip(
             .iter()
             .find(|r| r["target"] == format!(">= 0.9x {what}"))
             .unwrap_or_else(|| panic!("a zero-drop row against {what}"));
-        assert_eq!(row["met"], model / reference >= 0.9, "{row}");
+        assert_eq!(row["met"], reference > 0.0 && model / reference >= 0.9, "{row}");
     }
     // every row with a target has a verdict, every row a reference
     for r in v["rows"].as_array().unwrap() {

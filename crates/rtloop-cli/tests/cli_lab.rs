@@ -1,19 +1,13 @@
 //! `rtloop lab` as a user runs it: a short loadtest with the device in its own process, the
 //! tuner on a short sweep, and every bad setting refused before anything starts.
 
-use std::process::{Command, Output};
-
-fn rtloop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtloop"))
-        .args(args)
-        .output()
-        .expect("rtloop runs")
-}
+mod common;
+use common::rtloop;
 
 #[test]
 fn loadtest_runs_end_to_end() {
     let out = std::env::temp_dir().join(format!("cli-lab-{}", std::process::id()));
-    let o = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+    let o = common::rtloop_cmd()
         .args([
             "--json",
             "lab",

@@ -2,16 +2,13 @@
 //! `RTLOOP_PROGRESS_SECONDS`), keeps `--json` stdout clean, and writes no escape codes into
 //! redirected output. Here stdout and stderr are pipes, as in CI or `| tee`.
 
-use std::process::{Command, Output};
+mod common;
+use std::process::Output;
 
 use rtloop_testkit::{unique_name, StreamGuard, TempDir};
 
 fn rtloop(args: &[&str], every: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtloop"))
-        .args(args)
-        .env("RTLOOP_PROGRESS_SECONDS", every)
-        .output()
-        .expect("rtloop runs")
+    common::rtloop_with(args, &[("RTLOOP_PROGRESS_SECONDS", every)])
 }
 
 fn progress_lines(o: &Output, label: &str) -> Vec<String> {

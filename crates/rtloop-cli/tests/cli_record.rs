@@ -1,18 +1,12 @@
 //! `rtloop bench pipeline` end to end on a small profile, and the recorder commands' bad input.
 
-use std::process::{Command, Output};
-
-fn rtloop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtloop"))
-        .args(args)
-        .output()
-        .expect("rtloop runs")
-}
+mod common;
+use common::rtloop;
 
 #[test]
 fn pipeline_analyser_runs_end_to_end() {
     let out = std::env::temp_dir().join(format!("cli-pipe-{}", std::process::id()));
-    let o = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+    let o = common::rtloop_cmd()
         .args([
             "--json",
             "bench",

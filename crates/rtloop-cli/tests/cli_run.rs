@@ -2,6 +2,7 @@
 //! files, Rust modules compiled with rustc. (Python modules are tested in
 //! tests/test_runtime.py.) No timing thresholds: only counts, data and messages.
 
+mod common;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -34,7 +35,7 @@ fn write(d: &Path, name: &str, text: &str) -> PathBuf {
 /// Run rtloop in the directory of the model named in `args` (each test's own temporary
 /// directory), so a run's default output directory, `out/<model name>`, lands there too.
 fn run(args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rtloop"));
+    let mut c = common::rtloop_cmd();
     if let Some(m) = args.iter().find(|a| a.ends_with(".yaml")) {
         c.current_dir(Path::new(m).parent().unwrap());
     }
@@ -315,7 +316,7 @@ fn ctrl_c_stops_every_process_writes_the_report_and_removes_the_streams() {
              sinks:\n  out: {{driver: stream_out, in: [raw], options: {{stream: {name}-o}}}}\n"
         ),
     );
-    let child = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+    let child = common::rtloop_cmd()
         .current_dir(&d)
         .args(["--json", "run", model.to_str().unwrap(), "--quiet"])
         .stdout(Stdio::piped())
@@ -353,7 +354,7 @@ fn a_killed_process_is_named_with_its_signal_and_the_rest_shut_down() {
              sinks:\n  out: {{driver: stream_out, in: [raw], options: {{stream: {name}-o}}}}\n"
         ),
     );
-    let child = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+    let child = common::rtloop_cmd()
         .current_dir(&d)
         .args([
             "--json",
@@ -423,7 +424,7 @@ fn stream_in_reads_a_stream_fed_from_outside_the_model() {
              sinks:\n  out: {{driver: stream_out, in: [x], options: {{stream: {name}-o, keep: true}}}}\n"
         ),
     );
-    let child = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+    let child = common::rtloop_cmd()
         .current_dir(&d)
         .args([
             "--json",

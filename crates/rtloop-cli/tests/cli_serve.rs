@@ -2,6 +2,7 @@
 //! socket, a clean stop on SIGTERM (stream and socket file removed), bad options; and
 //! `rtloop bench fieldtrip` end to end on a short run.
 
+mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use rtloop_fieldtrip::Client;
 
 fn rtloop() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rtloop"))
+    common::rtloop_cmd()
 }
 
 struct Served {

@@ -1,22 +1,8 @@
 //! The real `rtloop` binary: stream commands, sys-info and the demo, including every bad
 //! input's exit code and message.
 
-use std::process::{Command, Output};
-
-fn rtloop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtloop"))
-        .args(args)
-        .output()
-        .expect("rtloop runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+mod common;
+use common::{rtloop, text};
 
 fn unique(tag: &str) -> String {
     format!("cli-{tag}-{}", std::process::id())

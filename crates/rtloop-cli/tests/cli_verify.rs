@@ -1,22 +1,8 @@
 //! `rtloop verify` through the real binary: generator and receiver processes, every packet
 //! checked; bad options refused with the allowed range.
 
-use std::process::{Command, Output};
-
-fn rtloop(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rtloop"))
-        .args(args)
-        .output()
-        .expect("rtloop runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+mod common;
+use common::{rtloop, text};
 
 #[test]
 fn verify_delivers_every_packet_intact_in_lossless_mode() {
@@ -107,7 +93,7 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
     let shm = rtloop_testkit::TempDir::new("bench-stream-shm");
     let out = rtloop_testkit::TempDir::new("bench-stream-out");
     let dir = out.path();
-    let o = Command::new(env!("CARGO_BIN_EXE_rtloop"))
+    let o = common::rtloop_cmd()
         .args([
             "--json",
             "bench",
