@@ -26,10 +26,13 @@ versions() {
 rust_lint() {
     cargo fmt --all --check
     cargo clippy --workspace --all-targets --locked -- -D warnings
+    # the realtime runtime without its heavy drivers and plotting still builds, lint-clean
+    cargo clippy -p rtloop-runtime --no-default-features --all-targets --locked -- -D warnings
 }
 
 rust_test() {
     cargo test --workspace --locked
+    cargo test -p rtloop-runtime --no-default-features --lib --locked
     # benches must still build and pass their correctness checks (criterion in test mode)
     cargo test --workspace --benches --locked
 }

@@ -96,3 +96,47 @@ fn process_orchestration_depends_on_no_rtloop_crate() {
         launch.1
     );
 }
+
+/// The realtime runtime built with no features links no plotting, SQLite, liblsl loader,
+/// recorder or web server: a model that uses none of them carries none of them.
+#[test]
+fn the_runtime_without_features_links_no_heavy_driver_or_plotting() {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "rtloop-runtime",
+            "--no-default-features",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let heavy: Vec<&str> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| {
+            [
+                "plotters",
+                "rusqlite",
+                "rtloop-lsl",
+                "rtloop-record",
+                "rtloop-view",
+                "axum",
+            ]
+            .contains(n)
+        })
+        .collect();
+    assert!(heavy.is_empty(), "the bare runtime links {heavy:?}");
+    assert!(tree.contains("rtloop-stream"), "{tree}");
+}

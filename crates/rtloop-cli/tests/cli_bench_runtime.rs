@@ -78,7 +78,11 @@ fn bench_runtime_measures_the_closed_loop_from_outside_beside_a_bare_round_trip(
             .iter()
             .find(|r| r["target"] == format!(">= 0.9x {what}"))
             .unwrap_or_else(|| panic!("a zero-drop row against {what}"));
-        assert_eq!(row["met"], reference > 0.0 && model / reference >= 0.9, "{row}");
+        assert_eq!(
+            row["met"],
+            reference > 0.0 && model / reference >= 0.9,
+            "{row}"
+        );
     }
     // every row with a target has a verdict, every row a reference
     for r in v["rows"].as_array().unwrap() {

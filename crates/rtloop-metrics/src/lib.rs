@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 pub use rtloop_sys::monotonic_ns;
 
+#[cfg(feature = "charts")]
 pub mod charts;
 
 /// A latency (or any duration) distribution in nanoseconds, 3 significant digits,

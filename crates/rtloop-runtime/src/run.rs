@@ -232,9 +232,16 @@ impl RunReport {
                 return None;
             }
             let path = dir.join(name);
-            rtloop_metrics::charts::latency_histogram_png(&path, title, h)
+            #[cfg(feature = "charts")]
+            return rtloop_metrics::charts::latency_histogram_png(&path, title, h)
                 .ok()
-                .map(|()| path)
+                .map(|()| path);
+            // built without charts: report.json alone
+            #[cfg(not(feature = "charts"))]
+            {
+                let _ = (path, title);
+                None
+            }
         };
         files.extend(plot(
             "tick_start.png",

@@ -80,8 +80,11 @@ pub trait Sink {
     }
 }
 
+#[cfg(feature = "logger")]
 pub mod logger;
+#[cfg(feature = "lsl")]
 pub mod lsl;
+#[cfg(feature = "recorder")]
 pub mod recorder;
 pub mod stream_io;
 pub mod synthetic;
@@ -101,24 +104,125 @@ pub struct DriverCtx {
     pub process: String,
 }
 
-/// Built-in drivers, with the section each belongs to.
-pub const DRIVERS: &[(&str, Kind)] = &[
-    ("synthetic", Kind::Source),
-    ("udp_in", Kind::Source),
-    ("stream_in", Kind::Source),
-    ("lsl_in", Kind::Source),
-    ("udp_out", Kind::Sink),
-    ("stream_out", Kind::Sink),
-    ("logger", Kind::Sink),
-    ("recorder", Kind::Sink),
-    ("lsl_out", Kind::Sink),
+/// Checks a driver's options against the signals it writes or reads; the message says what
+/// is wrong and what is allowed.
+type CheckFn = fn(&serde_json::Value, &[&Signal]) -> Result<(), String>;
+type SourceFn =
+    fn(&serde_json::Value, &[Signal], &DriverCtx) -> Result<Box<dyn Source>, DriverError>;
+type SinkFn = fn(&serde_json::Value, &[Signal], &DriverCtx) -> Result<Box<dyn Sink>, DriverError>;
+
+/// How a driver is opened, which says which section of a model it belongs to.
+#[derive(Clone, Copy)]
+pub enum Opener {
+    /// A source: writes its output signals at tick start.
+    Source(SourceFn),
+    /// A sink: takes its input signals out of the model.
+    Sink(SinkFn),
+}
+
+/// One built-in driver: its name in a model file, its option check and how it opens.
+#[derive(Clone, Copy)]
+pub struct Driver {
+    /// `driver:` in the model file.
+    pub name: &'static str,
+    /// Validates options before anything starts.
+    pub check: CheckFn,
+    /// Opens it in its process.
+    pub open: Opener,
+}
+
+impl Driver {
+    /// The model section it belongs to.
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        match self.open {
+            Opener::Source(_) => Kind::Source,
+            Opener::Sink(_) => Kind::Sink,
+        }
+    }
+}
+
+/// Every driver built into this rtloop: one line each, the only place a driver is named.
+/// The heavy ones (SQLite, liblsl, the recorder) are cargo features, so a runtime built
+/// without them links none of it.
+pub const DRIVERS: &[Driver] = &[
+    Driver {
+        name: "synthetic",
+        check: synthetic::check,
+        open: Opener::Source(synthetic::open),
+    },
+    Driver {
+        name: "udp_in",
+        check: udp::check_in,
+        open: Opener::Source(udp::open_in),
+    },
+    Driver {
+        name: "stream_in",
+        check: stream_io::check_in,
+        open: Opener::Source(stream_io::open_in),
+    },
+    #[cfg(feature = "lsl")]
+    Driver {
+        name: "lsl_in",
+        check: lsl::check_in,
+        open: Opener::Source(lsl::open_in),
+    },
+    Driver {
+        name: "udp_out",
+        check: udp::check_out,
+        open: Opener::Sink(udp::open_out),
+    },
+    Driver {
+        name: "stream_out",
+        check: stream_io::check_out,
+        open: Opener::Sink(stream_io::open_out),
+    },
+    #[cfg(feature = "logger")]
+    Driver {
+        name: "logger",
+        check: logger::check,
+        open: Opener::Sink(logger::open),
+    },
+    #[cfg(feature = "recorder")]
+    Driver {
+        name: "recorder",
+        check: recorder::check,
+        open: Opener::Sink(recorder::open),
+    },
+    #[cfg(feature = "lsl")]
+    Driver {
+        name: "lsl_out",
+        check: lsl::check_out,
+        open: Opener::Sink(lsl::open_out),
+    },
 ];
 
-fn driver_names(kind: Kind) -> String {
+/// Drivers this build was made without, and the cargo feature of rtloop-runtime that brings
+/// each in.
+pub const LEFT_OUT: &[(&str, &str)] = &[
+    #[cfg(not(feature = "lsl"))]
+    ("lsl_in", "lsl"),
+    #[cfg(not(feature = "lsl"))]
+    ("lsl_out", "lsl"),
+    #[cfg(not(feature = "logger"))]
+    ("logger", "logger"),
+    #[cfg(not(feature = "recorder"))]
+    ("recorder", "recorder"),
+];
+
+/// The built-in driver named `name`.
+#[must_use]
+pub fn find(name: &str) -> Option<&'static Driver> {
+    DRIVERS.iter().find(|d| d.name == name)
+}
+
+/// The names of the drivers of one section, for messages.
+#[must_use]
+pub fn driver_names(kind: Kind) -> String {
     DRIVERS
         .iter()
-        .filter(|(_, k)| *k == kind)
-        .map(|(n, _)| *n)
+        .filter(|d| d.kind() == kind)
+        .map(|d| d.name)
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -131,36 +235,29 @@ pub fn check(
     options: &serde_json::Value,
     signals: &[&Signal],
 ) -> Result<(), String> {
-    match DRIVERS.iter().find(|(n, _)| *n == driver) {
-        None => {
+    let Some(d) = find(driver) else {
+        if let Some((_, feature)) = LEFT_OUT.iter().find(|(n, _)| *n == driver) {
             return Err(format!(
-                "unknown driver {driver:?}; allowed for a {}: {}",
+                "driver {driver:?} is not built into this rtloop (rtloop-runtime's cargo feature {feature:?}); allowed for a {}: {}",
                 kind_word(kind),
                 driver_names(kind)
-            ))
+            ));
         }
-        Some((_, k)) if *k != kind => {
-            return Err(format!(
-                "driver {driver:?} is a {} driver, not a {} driver; allowed here: {}",
-                kind_word(*k),
-                kind_word(kind),
-                driver_names(kind)
-            ))
-        }
-        Some(_) => {}
+        return Err(format!(
+            "unknown driver {driver:?}; allowed for a {}: {}",
+            kind_word(kind),
+            driver_names(kind)
+        ));
+    };
+    if d.kind() != kind {
+        return Err(format!(
+            "driver {driver:?} is a {} driver, not a {} driver; allowed here: {}",
+            kind_word(d.kind()),
+            kind_word(kind),
+            driver_names(kind)
+        ));
     }
-    match driver {
-        "synthetic" => synthetic::check(options, signals),
-        "udp_in" => udp::check_in(options, signals),
-        "stream_in" => stream_io::check_in(options, signals),
-        "udp_out" => udp::check_out(options, signals),
-        "stream_out" => stream_io::check_out(options, signals),
-        "logger" => logger::check(options, signals),
-        "recorder" => recorder::check(options, signals),
-        "lsl_in" => lsl::check_in(options, signals),
-        "lsl_out" => lsl::check_out(options, signals),
-        _ => unreachable!("listed in DRIVERS"),
-    }
+    (d.check)(options, signals)
 }
 
 /// Open a source driver (its options were [`check`]ed) writing `outputs`.
@@ -170,13 +267,10 @@ pub fn open_source(
     outputs: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Source>, DriverError> {
-    match driver {
-        "synthetic" => synthetic::open(options, outputs, ctx),
-        "udp_in" => udp::open_in(options, outputs, ctx),
-        "stream_in" => stream_io::open_in(options, outputs, ctx),
-        "lsl_in" => lsl::open_in(options, outputs, ctx),
-        other => Err(DriverError(format!(
-            "{other:?} is not a source driver; allowed: {}",
+    match find(driver).map(|d| d.open) {
+        Some(Opener::Source(open)) => open(options, outputs, ctx),
+        _ => Err(DriverError(format!(
+            "{driver:?} is not a source driver; allowed: {}",
             driver_names(Kind::Source)
         ))),
     }
@@ -189,14 +283,10 @@ pub fn open_sink(
     inputs: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
-    match driver {
-        "udp_out" => udp::open_out(options, inputs, ctx),
-        "stream_out" => stream_io::open_out(options, inputs, ctx),
-        "logger" => logger::open(options, inputs, ctx),
-        "recorder" => recorder::open(options, inputs, ctx),
-        "lsl_out" => lsl::open_out(options, inputs, ctx),
-        other => Err(DriverError(format!(
-            "{other:?} is not a sink driver; allowed: {}",
+    match find(driver).map(|d| d.open) {
+        Some(Opener::Sink(open)) => open(options, inputs, ctx),
+        _ => Err(DriverError(format!(
+            "{driver:?} is not a sink driver; allowed: {}",
             driver_names(Kind::Sink)
         ))),
     }
@@ -232,6 +322,31 @@ pub fn parse_options<T: serde::de::DeserializeOwned>(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn every_driver_is_built_in_or_left_out_with_its_feature_and_named_once() {
+        let mut names: Vec<&str> = DRIVERS
+            .iter()
+            .map(|d| d.name)
+            .chain(LEFT_OUT.iter().map(|(n, _)| *n))
+            .collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "a driver named twice");
+        assert_eq!(n, 9);
+        for (name, feature) in LEFT_OUT {
+            let e = check(name, Kind::Sink, &serde_json::Value::Null, &[]).unwrap_err();
+            assert!(e.contains(&format!("feature {feature:?}")), "{e}");
+        }
+        let e = check("nope", Kind::Source, &serde_json::Value::Null, &[]).unwrap_err();
+        assert!(
+            e.starts_with("unknown driver \"nope\"; allowed for a source: synthetic, udp_in"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn an_option_of_the_wrong_type_is_named() {
         #[derive(Debug, serde::Deserialize)]

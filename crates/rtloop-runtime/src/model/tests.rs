@@ -19,8 +19,8 @@ fn any_options(
     options: &serde_json::Value,
     signals: &[&Signal],
 ) -> Result<(), String> {
-    match crate::drivers::DRIVERS.iter().find(|(n, _)| *n == driver) {
-        Some((_, k)) if *k == kind => Ok(()),
+    match crate::drivers::find(driver) {
+        Some(d) if d.kind() == kind => Ok(()),
         _ => crate::drivers::check(driver, kind, options, signals),
     }
 }

@@ -1157,12 +1157,7 @@ impl Cx<'_> {
                     self.string(v, &what, "driver")
                 }
                 None => {
-                    let names = crate::drivers::DRIVERS
-                        .iter()
-                        .filter(|(_, k)| *k == p.kind)
-                        .map(|(n, _)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", ");
+                    let names = crate::drivers::driver_names(p.kind);
                     self.missing(f, &what, "driver", &format!("; drivers: {names}"));
                     None
                 }
