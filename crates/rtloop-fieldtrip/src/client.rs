@@ -990,8 +990,7 @@ impl Client {
         out: &mut Vec<u8>,
     ) -> Result<DataDef, ClientError> {
         self.get_data_with(sel, |_, need| {
-            out.clear();
-            out.resize(need, 0);
+            out.resize(need, 0); // every byte is overwritten: only growth is zeroed
             out
         })
     }

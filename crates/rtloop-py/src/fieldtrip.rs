@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1};
@@ -32,10 +33,15 @@ type EventTuple<'py> = (
     i32,
 );
 
-/// One connection to a FieldTrip buffer.
-#[pyclass(module = "rtloop._rtloop", name = "FieldTripClient")]
+/// One connection to a FieldTrip buffer. Calls from several threads take turns (the lock is
+/// taken with the GIL released); `address` and `connected` answer at once, even during a wait.
+#[pyclass(module = "rtloop._rtloop", name = "FieldTripClient", frozen)]
 pub(crate) struct PyFieldTripClient {
-    client: Client,
+    client: Mutex<Client>,
+    addr: String,
+    /// Whether the connection was open after the last call.
+    // Ordering: a flag read for display, nothing published through it: Relaxed.
+    open: AtomicBool,
     /// The exception of a signal Python handled while a reply was awaited.
     signal: Arc<Mutex<Option<PyErr>>>,
 }
@@ -44,12 +50,17 @@ impl PyFieldTripClient {
     /// Run `f` on the client with the GIL released; a call the interrupt check ended raises
     /// the signal's exception.
     fn run<T: Send>(
-        &mut self,
+        &self,
         py: Python<'_>,
         f: impl FnOnce(&mut Client) -> Result<T, ClientError> + Send,
     ) -> PyResult<T> {
-        let client = &mut self.client;
-        match py.detach(|| f(client)) {
+        let result = py.detach(|| {
+            let mut client = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+            let r = f(&mut client);
+            self.open.store(client.is_open(), Ordering::Relaxed);
+            r
+        });
+        match result {
             Ok(v) => Ok(v),
             Err(e @ ClientError::Interrupted { .. }) => {
                 let raised = self
@@ -123,29 +134,37 @@ impl PyFieldTripClient {
         client
             .set_interrupt(SLICE, Box::new(check))
             .map_err(|e| PyOSError::new_err((e.raw_os_error(), e.to_string())))?;
-        Ok(PyFieldTripClient { client, signal })
+        Ok(PyFieldTripClient {
+            addr: client.addr().to_owned(),
+            client: Mutex::new(client),
+            open: AtomicBool::new(true),
+            signal,
+        })
     }
 
     /// `"host:port"`, `"[v6]:port"` or `"unix:/path"` of the server.
     #[getter]
     fn address(&self) -> &str {
-        self.client.addr()
+        &self.addr
     }
 
     /// Whether the connection is open (not closed, nor lost).
     #[getter]
     fn connected(&self) -> bool {
-        self.client.is_open()
+        self.open.load(Ordering::Relaxed)
     }
 
     /// Close the connection (idempotent).
-    fn close(&mut self) {
-        self.client.close();
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |c| {
+            c.close();
+            Ok(())
+        })
     }
 
     /// PUT_HDR with `labels` (empty: none) as the CHANNEL_NAMES chunk, then `chunks`.
     fn put_header(
-        &mut self,
+        &self,
         py: Python<'_>,
         n_channels: u32,
         fsample: f32,
@@ -164,7 +183,7 @@ impl PyFieldTripClient {
     /// GET_HDR: `(n_channels, n_samples, n_events, fsample, data_type, [(chunk type, bytes)])`.
     #[allow(clippy::type_complexity)] // the header's fields, as Python unpacks them
     fn get_header<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
     ) -> PyResult<(u32, u32, u32, f32, u32, Vec<(u32, Bound<'py, PyBytes>)>)> {
         let h = self.run(py, Client::get_header)?;
@@ -186,7 +205,7 @@ impl PyFieldTripClient {
     /// PUT_DAT of `data`, the bytes of a C-contiguous `(samples, n_channels)` array of
     /// `data_type` (sent from this memory); `response=False`: PUT_DAT_NORESPONSE.
     fn put_data(
-        &mut self,
+        &self,
         py: Python<'_>,
         data: PyReadonlyArray1<'_, u8>,
         n_channels: u32,
@@ -203,7 +222,7 @@ impl PyFieldTripClient {
     /// the newest) as a new `(samples, channels)` array the samples are read into.
     #[pyo3(signature = (start=None, end=None))]
     fn get_data<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         start: Option<u32>,
         end: Option<u32>,
@@ -219,7 +238,7 @@ impl PyFieldTripClient {
 
     /// PUT_EVT of event tuples in one request; `response=False`: PUT_EVT_NORESPONSE.
     fn put_events(
-        &mut self,
+        &self,
         py: Python<'_>,
         events: Vec<EventTuple<'_>>,
         response: bool,
@@ -255,7 +274,7 @@ impl PyFieldTripClient {
     /// the newest) as event tuples.
     #[pyo3(signature = (start=None, end=None))]
     fn get_events<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         start: Option<u32>,
         end: Option<u32>,
@@ -283,7 +302,7 @@ impl PyFieldTripClient {
     /// WAIT_DAT: `(samples, events)` once samples > `nsamples` or events > `nevents`, or
     /// after `timeout_ms`.
     fn wait(
-        &mut self,
+        &self,
         py: Python<'_>,
         nsamples: u32,
         nevents: u32,
@@ -293,17 +312,17 @@ impl PyFieldTripClient {
     }
 
     /// FLUSH_HDR.
-    fn flush_header(&mut self, py: Python<'_>) -> PyResult<()> {
+    fn flush_header(&self, py: Python<'_>) -> PyResult<()> {
         self.run(py, Client::flush_header)
     }
 
     /// FLUSH_DAT.
-    fn flush_data(&mut self, py: Python<'_>) -> PyResult<()> {
+    fn flush_data(&self, py: Python<'_>) -> PyResult<()> {
         self.run(py, Client::flush_data)
     }
 
     /// FLUSH_EVT.
-    fn flush_events(&mut self, py: Python<'_>) -> PyResult<()> {
+    fn flush_events(&self, py: Python<'_>) -> PyResult<()> {
         self.run(py, Client::flush_events)
     }
 }
