@@ -273,7 +273,7 @@ class Client:
         self.close()
         if path is None and host.startswith("unix:"):
             path = host[len("unix:") :]
-        self._native = _rtloop.FieldTripClient(host, port, path)
+        self._native = _rtloop.FieldTripClient(host, int(port), path)
         self._addr = self._native.address
 
     def close(self) -> None:
