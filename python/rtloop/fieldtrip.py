@@ -1,4 +1,4 @@
-"""A FieldTrip realtime buffer client (protocol version 1), in pure Python.
+"""A FieldTrip realtime buffer client (protocol version 1): rtloop's Rust client, from Python.
 
 Works with ``rtloop serve`` and with any FieldTrip buffer server (the reference C ``buffer``,
 the Java server, eegsynth's Python server). Data come back as numpy arrays shaped
@@ -18,11 +18,13 @@ protocol::
 The FieldTrip.py spellings (``getHeader``, ``putData``, ``getData([start, end])``, ...) are
 there too, so scripts written for FieldTrip.py run unchanged.
 
-What goes on the wire: each request is one ``sendmsg`` of the 8-byte prefix, the fixed part
-and the payload taken from the array's own memory (no concatenation); each reply is read with
-``recv_into`` straight into the array that is returned (one copy, from the kernel). Everything
-is little-endian, the byte order of every machine rtloop runs on. TCP_NODELAY is set, so small
-requests are not held back by Nagle's algorithm.
+The protocol (sockets, messages, replies, errors and why a request was refused) is the Rust
+client of ``crates/rtloop-fieldtrip`` (``rtloop._rtloop.FieldTripClient``); this module turns
+Python arguments and numpy arrays into what it takes. Requests go out in one ``writev`` with
+the samples taken from the array's own memory; GET_DAT's samples are read from the socket
+straight into the array that is returned. Every call that waits releases the GIL, and Ctrl-C
+ends a wait (closing the connection). Everything is little-endian, the byte order of every
+machine rtloop runs on. TCP_NODELAY is set, so small requests are not held back.
 
 A ``Client`` is one connection and is not thread-safe: give each thread its own.
 """
@@ -30,8 +32,6 @@ A ``Client`` is one connection and is not thread-safe: give each thread its own.
 from __future__ import annotations
 
 import math
-import socket
-import struct
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, Union
@@ -39,8 +39,12 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, U
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rtloop import _rtloop
+from rtloop._rtloop import FieldTripError
+
 __all__ = ["DATATYPES", "Client", "Event", "FieldTripError", "Header"]
 
+# FieldTrip.py's names of the protocol's numbers, for scripts that use them
 VERSION = 1
 PUT_HDR, PUT_DAT, PUT_EVT, PUT_OK, PUT_ERR = 0x0101, 0x0102, 0x0103, 0x0104, 0x0105
 GET_HDR, GET_DAT, GET_EVT, GET_OK, GET_ERR = 0x0201, 0x0202, 0x0203, 0x0204, 0x0205
@@ -67,15 +71,6 @@ DATATYPE_UINT8, DATATYPE_UINT16, DATATYPE_UINT32, DATATYPE_UINT64 = 1, 2, 3, 4
 DATATYPE_INT8, DATATYPE_INT16, DATATYPE_INT32, DATATYPE_INT64 = 5, 6, 7, 8
 DATATYPE_FLOAT32, DATATYPE_FLOAT64 = 9, 10
 
-_NAMES = {
-    PUT_HDR: "PUT_HDR", PUT_DAT: "PUT_DAT", PUT_EVT: "PUT_EVT", PUT_OK: "PUT_OK", PUT_ERR: "PUT_ERR",
-    GET_HDR: "GET_HDR", GET_DAT: "GET_DAT", GET_EVT: "GET_EVT", GET_OK: "GET_OK", GET_ERR: "GET_ERR",
-    FLUSH_HDR: "FLUSH_HDR", FLUSH_DAT: "FLUSH_DAT", FLUSH_EVT: "FLUSH_EVT", FLUSH_OK: "FLUSH_OK",
-    FLUSH_ERR: "FLUSH_ERR", WAIT_DAT: "WAIT_DAT", WAIT_OK: "WAIT_OK", WAIT_ERR: "WAIT_ERR",
-    PUT_HDR_NORESPONSE: "PUT_HDR_NORESPONSE", PUT_DAT_NORESPONSE: "PUT_DAT_NORESPONSE",
-    PUT_EVT_NORESPONSE: "PUT_EVT_NORESPONSE",
-}  # fmt: skip
-
 #: FieldTrip sample type codes and their numpy dtypes. Code 0 (char) is for event text only.
 DATATYPES: Dict[int, np.dtype[Any]] = {
     1: np.dtype("<u1"), 2: np.dtype("<u2"), 3: np.dtype("<u4"), 4: np.dtype("<u8"),
@@ -87,27 +82,8 @@ _ALLOWED = (
     "uint8, uint16, uint32, uint64, int8, int16, int32, int64, float32, float64 "
     "(or their FieldTrip codes 1..10)"
 )
-
-_PREFIX = struct.Struct("<HHI")
-_HEADERDEF = struct.Struct("<IIIfII")
-_DATADEF = struct.Struct("<IIII")
-_EVENTDEF = struct.Struct("<IIIIiiiI")
-_SELECTION = struct.Struct("<II")
-_WAITDEF = struct.Struct("<III")
-_CHUNKDEF = struct.Struct("<II")
 _U32 = 0xFFFFFFFF
 _I32 = (-(2**31), 2**31 - 1)
-
-# what goes out on the socket: bytes, or a view of an array's memory (no copy)
-_Buf = Union[bytes, bytearray, memoryview]
-
-
-class FieldTripError(RuntimeError):
-    """The server refused a request (it answered PUT_ERR, GET_ERR, FLUSH_ERR or WAIT_ERR).
-
-    The message names the request, the reply and, where the client can tell, why (for
-    example which samples the buffer holds). The connection stays usable.
-    """
 
 
 @dataclass
@@ -204,13 +180,12 @@ def _i32(x: Any, what: str) -> int:
     return v
 
 
-def _encode_value(v: Any, what: str) -> Tuple[int, int, bytes]:
-    """(type code, numel, bytes) of an event's type or value."""
+def _encode_value(v: Any, what: str) -> Tuple[int, bytes]:
+    """(type code, bytes) of an event's type or value."""
     if isinstance(v, str):
-        b = v.encode("utf-8")
-        return DATATYPE_CHAR, len(b), b
+        return DATATYPE_CHAR, v.encode("utf-8")
     if isinstance(v, (bytes, bytearray)):
-        return DATATYPE_CHAR, len(v), bytes(v)
+        return DATATYPE_CHAR, bytes(v)
     if isinstance(v, (bool, np.bool_)):
         v = np.uint8(v)
     a = np.asarray(v)
@@ -223,18 +198,10 @@ def _encode_value(v: Any, what: str) -> Tuple[int, int, bytes]:
             f"event {what} {v!r} is neither text (str/bytes) nor numbers of a FieldTrip type; "
             f"allowed: str, bytes, int, float, or a numpy array of {_ALLOWED}"
         ) from None
-    a = np.ascontiguousarray(a.reshape(-1), dtype=DATATYPES[code])
-    return code, int(a.size), a.tobytes()
+    return code, np.ascontiguousarray(a.reshape(-1), dtype=DATATYPES[code]).tobytes()
 
 
-def _wordsize(code: int) -> Optional[int]:
-    if code == DATATYPE_CHAR:
-        return 1
-    dt = DATATYPES.get(code)
-    return None if dt is None else dt.itemsize
-
-
-def _decode_value(code: int, numel: int, raw: bytes) -> Any:
+def _decode_value(code: int, raw: bytes) -> Any:
     if code == DATATYPE_CHAR:
         # text as str; char bytes that are not UTF-8 (Latin-1 from an old client, binary)
         # come back as bytes, exactly as they were sent
@@ -242,7 +209,7 @@ def _decode_value(code: int, numel: int, raw: bytes) -> Any:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             return raw
-    a = np.frombuffer(raw, dtype=DATATYPES[code], count=numel).copy()
+    a = np.frombuffer(raw, dtype=DATATYPES[code]).copy()
     return a.item() if a.size == 1 else a
 
 
@@ -273,26 +240,7 @@ def _as_event(e: Any, i: int) -> Event:
 
 def _parse_address(host: str, port: int) -> Tuple[str, int]:
     """"host", "host:port", "buffer://host:port", "tcp://host:port", "[::1]:port"."""
-    for prefix in ("buffer://", "tcp://"):
-        if host.startswith(prefix):
-            host = host[len(prefix) :]
-    host = host.rstrip("/")
-    if host.startswith("["):  # [v6]:port
-        end = host.find("]")
-        if end < 0:
-            raise ValueError(f"bad address {host!r}: missing ']'")
-        rest = host[end + 1 :]
-        h = host[1:end]
-        if rest.startswith(":"):
-            port = int(rest[1:])
-        return h, port
-    if host.count(":") == 1:
-        h, p = host.rsplit(":", 1)
-        try:
-            return h or "localhost", int(p)
-        except ValueError:
-            raise ValueError(f"bad address {host!r}: the port {p!r} is not a number") from None
-    return host or "localhost", port
+    return _rtloop.fieldtrip_address(host, port)
 
 
 class Client:
@@ -303,11 +251,8 @@ class Client:
     """
 
     def __init__(self) -> None:
-        self._sock: Optional[socket.socket] = None
+        self._native: Optional[_rtloop.FieldTripClient] = None
         self._addr = ""
-        # (n_channels, type code) of the header this client last put or got
-        self._known: Optional[Tuple[int, int]] = None
-        self._explaining = False  # asking the server why it refused (no nested explanations)
 
     # -- connection ---------------------------------------------------------------------------
     @classmethod
@@ -328,38 +273,21 @@ class Client:
         self.close()
         if path is None and host.startswith("unix:"):
             path = host[len("unix:") :]
-        if path is not None:
-            addr = f"unix:{path}"
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect(path)
-            except OSError as e:
-                s.close()
-                raise ConnectionError(f"cannot connect to the FieldTrip buffer at {addr}: {e}") from e
-        else:
-            h, p = _parse_address(host, port)
-            addr = f"[{h}]:{p}" if ":" in h else f"{h}:{p}"
-            try:
-                s = socket.create_connection((h, p))
-            except OSError as e:
-                raise ConnectionError(f"cannot connect to the FieldTrip buffer at {addr}: {e}") from e
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = s
-        self._addr = addr
-        self._known = None
+        self._native = _rtloop.FieldTripClient(host, int(port), path)
+        self._addr = self._native.address
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
-        s, self._sock = self._sock, None
-        if s is not None:
-            s.close()
+        n, self._native = self._native, None
+        if n is not None:
+            n.close()
 
     disconnect = close
 
     @property
     def connected(self) -> bool:
         """Whether the socket is open (the server may still have closed its end)."""
-        return self._sock is not None
+        return self._native is not None and self._native.connected
 
     @property
     def isConnected(self) -> bool:  # noqa: N802
@@ -385,147 +313,15 @@ class Client:
             pass
 
     def __repr__(self) -> str:
-        return f"rtloop.fieldtrip.Client({self._addr if self._sock else 'not connected'})"
+        return f"rtloop.fieldtrip.Client({self._addr if self.connected else 'not connected'})"
 
-    # -- plumbing -----------------------------------------------------------------------------
-    def _lost(self, command: int, e: Optional[BaseException] = None) -> ConnectionError:
-        """Close the socket (the stream is out of step now) and describe the loss."""
-        self.close()
-        why = f": {e}" if e is not None else ""
-        return ConnectionError(
-            f"the FieldTrip buffer at {self._addr} closed the connection during {_NAMES.get(command, hex(command))}{why}"
-        )
-
-    def _send(self, command: int, *parts: _Buf) -> None:
-        """One request: the prefix and ``parts`` in one sendmsg (looping on a partial send)."""
-        s = self._sock
-        if s is None:
+    def _c(self) -> _rtloop.FieldTripClient:
+        """The open connection, or ConnectionError (a lost one was closed)."""
+        n = self._native
+        if n is None or not n.connected:
             where = f" to {self._addr}" if self._addr else ""
             raise ConnectionError(f"not connected{where}: call connect() first")
-        views = [memoryview(p).cast("B") for p in parts]
-        size = sum(v.nbytes for v in views)
-        if size > _U32:
-            raise ValueError(f"{_NAMES.get(command)} of {size} bytes: a message holds at most {_U32} bytes")
-        out = [memoryview(_PREFIX.pack(VERSION, command, size))] + [v for v in views if v.nbytes]
-        try:
-            while out:
-                n = s.sendmsg(out)
-                while n and out:
-                    if n >= out[0].nbytes:
-                        n -= out[0].nbytes
-                        out.pop(0)
-                    else:
-                        out[0] = out[0][n:]
-                        n = 0
-        except OSError as e:
-            raise self._lost(command, e) from e
-
-    def _recv_into(self, view: memoryview, command: int) -> None:
-        assert self._sock is not None
-        got, n = 0, view.nbytes
-        try:
-            while got < n:
-                k = self._sock.recv_into(view[got:], n - got)
-                if k == 0:
-                    raise self._lost(command)
-                got += k
-        except OSError as e:
-            if isinstance(e, ConnectionError) and self._sock is None:
-                raise
-            raise self._lost(command, e) from e
-
-    def _recv_exact(self, n: int, command: int) -> bytearray:
-        buf = bytearray(n)
-        if n:
-            self._recv_into(memoryview(buf), command)
-        return buf
-
-    def _reply(self, command: int) -> Tuple[int, int]:
-        """Read a reply's prefix: (code, payload size)."""
-        version, code, size = _PREFIX.unpack(self._recv_exact(8, command))
-        if version != VERSION:
-            self.close()
-            raise ConnectionError(
-                f"the FieldTrip buffer at {self._addr} answered {_NAMES.get(command)} with protocol "
-                f"version {version} (expected {VERSION}); connection closed"
-            )
-        return code, size
-
-    def _refused(self, command: int, code: int, size: int, what: str, args: Tuple[Any, ...] = ()) -> FieldTripError:
-        """The error for a refusal; drains the reply and asks the server for context."""
-        if size:
-            self._recv_exact(size, command)
-        name = _NAMES.get(command, hex(command))
-        why = "see the server's log"
-        if not self._explaining and self._sock is not None:
-            self._explaining = True
-            try:
-                why = self._explain(command, args)
-            except (OSError, FieldTripError, ValueError, struct.error):
-                pass
-            finally:
-                self._explaining = False
-        return FieldTripError(
-            f"{name}{what} refused by the server at {self._addr} ({_NAMES.get(code, hex(code))}): {why}"
-        )
-
-    def _call(self, command: int, ok: int, *parts: _Buf, what: str = "", args: Tuple[Any, ...] = ()) -> bytearray:
-        self._send(command, *parts)
-        code, size = self._reply(command)
-        if code != ok:
-            raise self._refused(command, code, size, what, args)
-        return self._recv_exact(size, command)
-
-    def _counts(self) -> Optional[Tuple[int, int]]:
-        """(samples, events) now, or None if there is no header (for error messages)."""
-        try:
-            return self.wait(0, 0, 0)
-        except FieldTripError:
-            return None
-
-    def _explain(self, command: int, args: Tuple[Any, ...]) -> str:
-        """Why the server probably refused ``command``: asks it for its current state."""
-        if command == GET_HDR:
-            return "there is no header yet (nothing was PUT_HDR, or FLUSH_HDR deleted it)"
-        if command in (FLUSH_HDR, FLUSH_DAT, FLUSH_EVT, WAIT_DAT):
-            if self._counts() is None:
-                return "there is no header yet (PUT_HDR first)"
-            return "the server refused it (a stream written by a local process cannot be flushed); see its log"
-        counts = self._counts()
-        if counts is None:
-            return "there is no header yet (PUT_HDR first)"
-        ns, ne = counts
-        if command in (GET_DAT, GET_EVT):
-            unit, n = ("samples", ns) if command == GET_DAT else ("events", ne)
-            holds = f"it holds {unit} 0..{n - 1}" if n else f"it holds no {unit}"
-            if args:
-                b, e = args
-                if e != _U32 and b > e + 1:
-                    return f"the selection is backwards (begin {b} > end {e} + 1); {holds}"
-                if b >= n or (e != _U32 and e >= n):
-                    return f"the {unit} are not in the buffer yet; {holds}"
-            elif n == 0:
-                return f"there are no {unit} yet"
-            return (
-                f"the {unit} are not, or no longer, in the buffer; {holds}, of which it keeps only "
-                "the newest (how many is not sent over the wire)"
-            )
-        if command == PUT_DAT and args:
-            nch, code = args
-            h = self.get_header()
-            hcode = _CODE.get(h.data_type.str, -1)
-            if h.n_channels != nch or hcode != code:
-                return (
-                    f"the data are {nch} channels of {DATATYPES[code]}, the header says "
-                    f"{h.n_channels} channels of {h.data_type}"
-                )
-            return (
-                "the data match the header, so the server refused them for another reason: more samples "
-                "in one PUT_DAT than it keeps, or the stream has a local writer; see its log"
-            )
-        if command == PUT_EVT:
-            return "the events are malformed, too large, or the stream has a local writer; see the server's log"
-        return "see the server's log"
+        return n
 
     # -- header -------------------------------------------------------------------------------
     def put_header(
@@ -554,8 +350,6 @@ class Client:
             is replaced by ``labels`` if both are given).
         """
         nch = _u32(n_channels, "n_channels")
-        if nch < 1:
-            raise ValueError(f"n_channels must be at least 1, got {n_channels}")
         code = _dtype_code(data_type)
         try:
             fs = float(fsample)
@@ -563,54 +357,31 @@ class Client:
             raise TypeError(f"fsample must be a number (Hz), got {fsample!r}") from None
         if not math.isfinite(fs) or abs(fs) > 3.4e38:
             raise ValueError(f"fsample must be a finite float32 number of Hz, got {fsample!r}")
-        parts: List[bytes] = []
+        names: List[str] = []
         if labels is not None and len(labels) > 0:
             if isinstance(labels, str):
                 raise TypeError("labels must be a list of str, one per channel, not a single str")
-            if len(labels) != nch:
-                raise ValueError(f"{len(labels)} labels for {nch} channels; give one per channel")
-            enc = [str(x).encode("utf-8") for x in labels]
-            if any(b"\0" in x for x in enc):
-                raise ValueError("a label contains a NUL character; labels are NUL-terminated on the wire")
-            names = b"".join(x + b"\0" for x in enc)
-            parts += [_CHUNKDEF.pack(CHUNK_CHANNEL_NAMES, len(names)), names]
-        items = list(chunks.items()) if isinstance(chunks, dict) else list(chunks or [])
-        for item in items:
+            names = [str(x) for x in labels]
+        pairs: List[Tuple[int, bytes]] = []
+        for item in list(chunks.items()) if isinstance(chunks, dict) else list(chunks or []):
             try:
                 ctype, data = item
             except (TypeError, ValueError):
                 raise TypeError(f"chunks must be {{type: bytes}} or (type, bytes) pairs, got {item!r}") from None
             ct = _u32(ctype, "chunk type")
-            if labels and ct == CHUNK_CHANNEL_NAMES:
-                continue
             if isinstance(data, str):
                 raise TypeError(f"chunk {ct} must be bytes (encode text yourself), got str")
-            raw = bytes(data)
-            parts += [_CHUNKDEF.pack(ct, len(raw)), raw]
-        extra = b"".join(parts)
-        hdef = _HEADERDEF.pack(nch, 0, 0, fs, code, len(extra))
-        self._call(PUT_HDR, PUT_OK, hdef, extra)
-        self._known = (nch, code)
+            pairs.append((ct, bytes(data)))
+        self._c().put_header(nch, fs, code, names, pairs)
 
     def get_header(self) -> Header:
         """GET_HDR: shape, counts now, labels and chunks. FieldTripError if there is none."""
-        p = self._call(GET_HDR, GET_OK)
-        if len(p) < _HEADERDEF.size:
-            self.close()
-            raise ConnectionError(f"the FieldTrip buffer at {self._addr} sent a GET_HDR reply of {len(p)} bytes")
-        nch, ns, ne, fs, code, size = _HEADERDEF.unpack_from(p, 0)
-        chunks: Dict[int, bytes] = {}
-        at, end = _HEADERDEF.size, min(_HEADERDEF.size + size, len(p))
-        while at + _CHUNKDEF.size <= end:
-            ctype, clen = _CHUNKDEF.unpack_from(p, at)
-            at += _CHUNKDEF.size
-            chunks[ctype] = bytes(p[at : min(at + clen, end)])
-            at += clen
+        nch, ns, ne, fs, code, pairs = self._c().get_header()
+        chunks = dict(pairs)
         labels: List[str] = []
         if CHUNK_CHANNEL_NAMES in chunks:
             parts = chunks[CHUNK_CHANNEL_NAMES].split(b"\0")
             labels = [x.decode("utf-8", errors="replace") for x in parts[:nch]]
-        self._known = (nch, code)
         dt = DATATYPES.get(code, np.dtype("S1") if code == DATATYPE_CHAR else np.dtype("V1"))
         return Header(nch, ns, ne, float(fs), dt, labels, chunks)
 
@@ -629,24 +400,8 @@ class Client:
         if a.ndim != 2:
             raise ValueError(f"data must be 2-D (samples, channels) or 1-D (one sample), got shape {a.shape}")
         code = _dtype_code(a.dtype)
-        if self._known is not None:
-            nch, hcode = self._known
-            if a.shape[1] != nch:
-                raise ValueError(
-                    f"data have {a.shape[1]} channels, the header {nch}: give an array of shape (samples, {nch})"
-                )
-            if code != hcode and hcode in DATATYPES:
-                raise ValueError(
-                    f"data are {DATATYPES[code]}, the header {DATATYPES[hcode]}: convert them first "
-                    f"(data.astype(np.{DATATYPES[hcode].name}))"
-                )
         a = np.ascontiguousarray(a, dtype=DATATYPES[code])
-        raw = a.reshape(-1).view(np.uint8).data
-        ddef = _DATADEF.pack(a.shape[1], a.shape[0], code, raw.nbytes)
-        if response:
-            self._call(PUT_DAT, PUT_OK, ddef, raw, args=(a.shape[1], code))
-        else:
-            self._send(PUT_DAT_NORESPONSE, ddef, raw)
+        self._c().put_data(a.reshape(-1).view(np.uint8), a.shape[1], code, response)
 
     def get_data(self, start: Optional[int] = None, end: Optional[int] = None) -> NDArray[Any]:
         """GET_DAT: samples ``start..end`` (0-based, **inclusive**) as ``(samples, channels)``.
@@ -655,31 +410,9 @@ class Client:
         ``start = end + 1`` gives an empty ``(0, channels)`` array. Samples not written yet,
         or no longer kept, raise FieldTripError.
         """
-        if start is None and end is None:
-            sel: Tuple[_Buf, ...] = ()
-            args: Tuple[int, ...] = ()
-            what = ""
-        else:
-            b = 0 if start is None else _u32(start, "start")
-            e = _U32 if end is None else _u32(end, "end")
-            sel = (_SELECTION.pack(b, e),)
-            what, args = f" [{b}, {'newest' if end is None else e}]", (b, e)
-        self._send(GET_DAT, *sel)
-        code, size = self._reply(GET_DAT)
-        if code != GET_OK:
-            raise self._refused(GET_DAT, code, size, what, args)
-        if size < _DATADEF.size:
-            raise self._lost(GET_DAT, ValueError(f"a GET_OK of {size} bytes has no datadef"))
-        nch, ns, tcode, nbytes = _DATADEF.unpack(self._recv_exact(_DATADEF.size, GET_DAT))
-        dt = DATATYPES.get(tcode)
-        if dt is None or nch * ns * dt.itemsize > min(nbytes, size - _DATADEF.size):
-            raise self._lost(GET_DAT, ValueError(f"a malformed datadef {nch}x{ns} type {tcode}, {nbytes} bytes"))
-        out = np.empty((ns, nch), dtype=dt)
-        if out.nbytes:
-            self._recv_into(out.reshape(-1).view(np.uint8).data, GET_DAT)
-        if size - _DATADEF.size > out.nbytes:  # slack after the samples
-            self._recv_exact(size - _DATADEF.size - out.nbytes, GET_DAT)
-        return out
+        b = None if start is None else _u32(start, "start")
+        e = None if end is None else _u32(end, "end")
+        return self._c().get_data(b, e)
 
     # -- events -------------------------------------------------------------------------------
     def put_events(self, events: Any, *, response: bool = True) -> None:
@@ -698,71 +431,36 @@ class Client:
             items = list(events)
         except TypeError:
             items = [events]
-        parts: List[bytes] = []
+        wire = []
         for i, raw in enumerate(items):
             e = _as_event(raw, i)
-            tt, tn, tb = _encode_value(e.type, "type")
-            vt, vn, vb = _encode_value(e.value, "value")
+            tt, tb = _encode_value(e.type, "type")
+            vt, vb = _encode_value(e.value, "value")
             sample = _i32(e.sample, f"event {i} sample")
             offset = _i32(e.offset, f"event {i} offset")
             duration = _i32(e.duration, f"event {i} duration")
-            parts += [_EVENTDEF.pack(tt, tn, vt, vn, sample, offset, duration, len(tb) + len(vb)), tb, vb]
-        if not parts:
-            return
-        payload = b"".join(parts)
-        if response:
-            self._call(PUT_EVT, PUT_OK, payload)
-        else:
-            self._send(PUT_EVT_NORESPONSE, payload)
+            wire.append((tt, tb, vt, vb, sample, offset, duration))
+        self._c().put_events(wire, response)
 
     def get_events(self, start: Optional[int] = None, end: Optional[int] = None) -> List[Event]:
         """GET_EVT: events ``start..end`` (0-based, inclusive); no arguments: every event the
         buffer keeps (FieldTripError if there are none, as from the reference server).
         ``end=None`` with a start: up to the newest event (one WAIT_DAT first asks how many
         there are)."""
-        if start is None and end is None:
-            p = self._call(GET_EVT, GET_OK)
-        else:
-            b = 0 if start is None else _u32(start, "start")
-            # GET_EVT has no "to the newest" end (unlike GET_DAT): ask how many there are
-            e = _u32(end, "end") if end is not None else max(self.poll()[1], 1) - 1
-            what = f" [{b}, {e}]"
-            p = self._call(GET_EVT, GET_OK, _SELECTION.pack(b, e), what=what, args=(b, e))
-        out: List[Event] = []
-        at = 0
-        while at + _EVENTDEF.size <= len(p):
-            tt, tn, vt, vn, sample, offset, duration, size = _EVENTDEF.unpack_from(p, at)
-            at += _EVENTDEF.size
-            tw, vw = _wordsize(tt), _wordsize(vt)
-            if tw is None or vw is None or tn * tw + vn * vw > size or at + size > len(p):
-                raise ConnectionError(
-                    f"the FieldTrip buffer at {self._addr} sent a malformed event {len(out)} "
-                    f"(types {tt}/{vt}, {tn}/{vn} elements, {size} bytes)"
-                )
-            body = bytes(p[at : at + size])
-            at += size
-            out.append(
-                Event(
-                    _decode_value(tt, tn, body[: tn * tw]),
-                    _decode_value(vt, vn, body[tn * tw : tn * tw + vn * vw]),
-                    sample,
-                    offset,
-                    duration,
-                )
-            )
-        return out
+        b = None if start is None else _u32(start, "start")
+        e = None if end is None else _u32(end, "end")
+        return [
+            Event(_decode_value(tt, tb), _decode_value(vt, vb), sample, offset, duration)
+            for tt, tb, vt, vb, sample, offset, duration in self._c().get_events(b, e)
+        ]
 
     # -- waiting and flushing -----------------------------------------------------------------
     def wait(self, nsamples: int, nevents: int, timeout_ms: int) -> Tuple[int, int]:
         """WAIT_DAT: block until there are more than ``nsamples`` samples or more than
         ``nevents`` events (strictly greater), or ``timeout_ms`` passes (0: answer at once).
         Returns the current ``(samples, events)``."""
-        req = _WAITDEF.pack(_u32(nsamples, "nsamples"), _u32(nevents, "nevents"), _u32(timeout_ms, "timeout_ms"))
-        p = self._call(WAIT_DAT, WAIT_OK, req)
-        if len(p) < _SELECTION.size:
-            raise self._lost(WAIT_DAT, ValueError(f"a WAIT_OK of {len(p)} bytes"))
-        ns, ne = _SELECTION.unpack_from(p, 0)
-        return int(ns), int(ne)
+        ns, ne, ms = _u32(nsamples, "nsamples"), _u32(nevents, "nevents"), _u32(timeout_ms, "timeout_ms")
+        return self._c().wait(ns, ne, ms)
 
     def poll(self) -> Tuple[int, int]:
         """The current ``(samples, events)`` without waiting (WAIT_DAT with timeout 0)."""
@@ -770,16 +468,15 @@ class Client:
 
     def flush_header(self) -> None:
         """FLUSH_HDR: delete the header, the samples and the events."""
-        self._call(FLUSH_HDR, FLUSH_OK)
-        self._known = None
+        self._c().flush_header()
 
     def flush_data(self) -> None:
         """FLUSH_DAT: delete the samples (the count restarts at 0; header and events stay)."""
-        self._call(FLUSH_DAT, FLUSH_OK)
+        self._c().flush_data()
 
     def flush_events(self) -> None:
         """FLUSH_EVT: delete the events (the count restarts at 0)."""
-        self._call(FLUSH_EVT, FLUSH_OK)
+        self._c().flush_events()
 
     def flush(self, what: str = "data") -> None:
         """FLUSH_HDR, FLUSH_DAT or FLUSH_EVT: ``what`` is "header", "data" or "events"."""

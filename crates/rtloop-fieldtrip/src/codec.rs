@@ -367,7 +367,7 @@ pub struct Selection {
 }
 
 /// `waitdef_t`: wait until more than `nsamples` samples or more than `nevents` events exist.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct WaitDef {
     /// Sample threshold (strictly greater).
     pub nsamples: u32,
@@ -400,7 +400,7 @@ pub struct WireEvent<'a> {
     pub value_bytes: Cow<'a, [u8]>,
 }
 
-impl WireEvent<'_> {
+impl<'a> WireEvent<'a> {
     /// A text type and a text value (the usual trigger event).
     #[must_use]
     pub fn text(kind: &str, value: &str, sample: i32) -> WireEvent<'static> {
@@ -415,6 +415,34 @@ impl WireEvent<'_> {
             type_bytes: Cow::Owned(kind.as_bytes().to_vec()),
             value_bytes: Cow::Owned(value.as_bytes().to_vec()),
         }
+    }
+
+    /// An event whose type and value are `(type code, native-order bytes)`; the element
+    /// counts follow from the bytes. `None` if a code is not a FieldTrip type or its bytes are
+    /// not whole values of it.
+    #[must_use]
+    pub fn new(
+        (type_type, type_bytes): (u32, Cow<'a, [u8]>),
+        (value_type, value_bytes): (u32, Cow<'a, [u8]>),
+        sample: i32,
+        offset: i32,
+        duration: i32,
+    ) -> Option<WireEvent<'a>> {
+        let numel = |code: u32, bytes: &[u8]| {
+            let word = wordsize(code)?;
+            (bytes.len() % word == 0).then(|| u32::try_from(bytes.len() / word).ok())?
+        };
+        Some(WireEvent {
+            type_type,
+            type_numel: numel(type_type, &type_bytes)?,
+            value_type,
+            value_numel: numel(value_type, &value_bytes)?,
+            sample,
+            offset,
+            duration,
+            type_bytes,
+            value_bytes,
+        })
     }
 
     /// An owned copy.
@@ -467,6 +495,31 @@ pub enum Request<'a> {
     FlushEvt,
     /// WAIT_DAT.
     WaitDat(WaitDef),
+}
+
+impl Request<'_> {
+    /// The command code of this request (`respond = false`: the NORESPONSE variant of a PUT;
+    /// ignored for other requests).
+    #[must_use]
+    pub fn command(&self, respond: bool) -> u16 {
+        let (command, put) = match self {
+            Request::PutHdr { .. } => (cmd::PUT_HDR, true),
+            Request::PutDat { .. } => (cmd::PUT_DAT, true),
+            Request::PutEvt(_) => (cmd::PUT_EVT, true),
+            Request::GetHdr => (cmd::GET_HDR, false),
+            Request::GetDat(_) => (cmd::GET_DAT, false),
+            Request::GetEvt(_) => (cmd::GET_EVT, false),
+            Request::FlushHdr => (cmd::FLUSH_HDR, false),
+            Request::FlushDat => (cmd::FLUSH_DAT, false),
+            Request::FlushEvt => (cmd::FLUSH_EVT, false),
+            Request::WaitDat(_) => (cmd::WAIT_DAT, false),
+        };
+        if put && !respond {
+            command + 0x0400
+        } else {
+            command
+        }
+    }
 }
 
 /// Why a request was refused by the codec. The server answers the family's error reply.
@@ -645,20 +698,41 @@ pub fn parse_data_payload<'a>(
     payload: &'a [u8],
     command: &'static str,
 ) -> Result<(DataDef, Cow<'a, [u8]>), RequestError> {
-    let mut rd = Rd::new(payload, order);
-    let def = parse_datadef(&mut rd)
-        .ok_or_else(|| short(command, "datadef", DATADEF_BYTES, payload.len()))?;
+    let def = parse_datadef_head(order, payload, command)?;
+    let samples = &payload[DATADEF_BYTES..];
+    let need = check_datadef(&def, samples.len(), command)?;
+    let word = wordsize(def.data_type).unwrap_or(1);
+    Ok((def, to_native(order, &samples[..need], word)))
+}
+
+/// Parse only the datadef at the start of a PUT_DAT request or GET_DAT reply (a client
+/// reads the samples after it straight into its own memory; [`check_datadef`] them first).
+pub fn parse_datadef_head(
+    order: ByteOrder,
+    payload: &[u8],
+    command: &'static str,
+) -> Result<DataDef, RequestError> {
+    parse_datadef(&mut Rd::new(payload, order))
+        .ok_or_else(|| short(command, "datadef", DATADEF_BYTES, payload.len()))
+}
+
+/// Check a datadef followed by `left` payload bytes; returns the bytes of its samples
+/// (`nchans × nsamples × wordsize`, at most `bufsize`, which is at most `left`).
+pub fn check_datadef(
+    def: &DataDef,
+    left: usize,
+    command: &'static str,
+) -> Result<usize, RequestError> {
     let word = wordsize(def.data_type).ok_or(RequestError::BadType {
         command,
         code: def.data_type,
     })?;
-    if def.bufsize as usize > rd.left() {
+    if def.bufsize as usize > left {
         return Err(RequestError::Inconsistent {
             command,
             detail: format!(
-                "datadef says {} bytes of samples follow but only {} do",
-                def.bufsize,
-                rd.left()
+                "datadef says {} bytes of samples follow but only {left} do",
+                def.bufsize
             ),
         });
     }
@@ -673,8 +747,7 @@ pub fn parse_data_payload<'a>(
             ),
         });
     }
-    let data = rd.bytes(need as usize).expect("checked against bufsize");
-    Ok((def, to_native(order, data, word)))
+    Ok(need as usize)
 }
 
 /// Parse concatenated events (PUT_EVT request or GET_EVT reply), into native order.
@@ -915,24 +988,7 @@ pub fn put_selection(order: ByteOrder, s: &Selection, out: &mut Vec<u8>) {
 /// the NORESPONSE variant of a PUT (ignored for other requests).
 pub fn encode_request(order: ByteOrder, req: &Request<'_>, respond: bool, out: &mut Vec<u8>) {
     let start = out.len();
-    let (command, put) = match req {
-        Request::PutHdr { .. } => (cmd::PUT_HDR, true),
-        Request::PutDat { .. } => (cmd::PUT_DAT, true),
-        Request::PutEvt(_) => (cmd::PUT_EVT, true),
-        Request::GetHdr => (cmd::GET_HDR, false),
-        Request::GetDat(_) => (cmd::GET_DAT, false),
-        Request::GetEvt(_) => (cmd::GET_EVT, false),
-        Request::FlushHdr => (cmd::FLUSH_HDR, false),
-        Request::FlushDat => (cmd::FLUSH_DAT, false),
-        Request::FlushEvt => (cmd::FLUSH_EVT, false),
-        Request::WaitDat(_) => (cmd::WAIT_DAT, false),
-    };
-    let command = if put && !respond {
-        command + 0x0400
-    } else {
-        command
-    };
-    put_prefix(order, command, 0, out);
+    put_prefix(order, req.command(respond), 0, out);
     let body = out.len();
     match req {
         Request::PutHdr { def, chunks } => {

@@ -173,6 +173,10 @@ pub struct MessageReader {
     end: usize,
     limit: usize,
     current: usize,
+    /// Payload bytes of the current message not consumed yet (after [`MessageReader::next_head`]).
+    rest: usize,
+    /// Bytes of the whole current message, prefix included.
+    whole: usize,
     budget: Option<Arc<MemoryBudget>>,
     reserved: usize,
     deadline: Option<Duration>,
@@ -196,6 +200,8 @@ impl MessageReader {
             end: 0,
             limit,
             current: 0,
+            rest: 0,
+            whole: 0,
             budget: None,
             reserved: 0,
             deadline: None,
@@ -248,6 +254,103 @@ impl MessageReader {
     /// keeps waiting; in the middle of a message it gives up with [`FrameError::Stalled`]
     /// once the message deadline (or, without one, the first timeout) has passed.
     pub fn next<R: Read>(&mut self, r: &mut R) -> Result<Option<Prefix>, FrameError> {
+        let Some(prefix) = self.next_prefix(r)? else {
+            return Ok(None);
+        };
+        let need = PREFIX_BYTES + prefix.bufsize as usize;
+        if let Some(b) = &self.budget {
+            if need > INITIAL {
+                b.try_reserve(need).map_err(|held| FrameError::OverBudget {
+                    prefix,
+                    command: codec::cmd::name(prefix.command),
+                    code: prefix.command,
+                    bufsize: prefix.bufsize,
+                    held,
+                    budget: b.limit(),
+                })?;
+                self.reserved = need;
+            }
+        }
+        self.fill(r, need)?;
+        self.current = need;
+        self.set_phase(phase::HANDLING);
+        Ok(Some(prefix))
+    }
+
+    /// Read the next message's prefix and the first `head` bytes of its payload (all of it if
+    /// it is shorter): [`MessageReader::payload`] is that head. The rest stays unread for
+    /// [`MessageReader::rest_into`], which reads it straight into the caller's memory, and
+    /// whatever is left of it is skipped before the next message. For a client reading
+    /// large replies: the rest is held against no budget and no deadline.
+    pub fn next_head<R: Read>(
+        &mut self,
+        r: &mut R,
+        head: usize,
+    ) -> Result<Option<Prefix>, FrameError> {
+        let Some(prefix) = self.next_prefix(r)? else {
+            return Ok(None);
+        };
+        let bufsize = prefix.bufsize as usize;
+        let need = PREFIX_BYTES + head.min(bufsize);
+        self.fill(r, need)?;
+        self.current = need;
+        self.whole = PREFIX_BYTES + bufsize;
+        self.rest = self.whole - need;
+        self.set_phase(phase::HANDLING);
+        Ok(Some(prefix))
+    }
+
+    /// Payload bytes of the current message after its head, not read yet.
+    #[must_use]
+    pub fn rest(&self) -> usize {
+        self.rest
+    }
+
+    /// Read the next `dest.len()` bytes of the current message's rest into `dest`: what is
+    /// buffered already is copied, the remainder is read from `r` straight into `dest`.
+    ///
+    /// # Panics
+    /// If `dest` is longer than [`MessageReader::rest`].
+    pub fn rest_into<R: Read>(&mut self, r: &mut R, dest: &mut [u8]) -> Result<(), FrameError> {
+        assert!(dest.len() <= self.rest, "more than the rest of the message");
+        let at = self.start + self.current;
+        let k = (self.end - at).min(dest.len());
+        dest[..k].copy_from_slice(&self.buf[at..at + k]);
+        self.current += k;
+        self.rest -= k;
+        let mut got = k;
+        while got < dest.len() {
+            match r.read(&mut dest[got..]) {
+                Ok(0) => {
+                    return Err(FrameError::Truncated {
+                        got: self.whole - self.rest,
+                        need: self.whole,
+                    })
+                }
+                Ok(n) => {
+                    got += n;
+                    self.rest -= n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Read and drop what is left of the current message's rest.
+    pub fn skip_rest<R: Read>(&mut self, r: &mut R) -> Result<(), FrameError> {
+        let mut scratch = [0u8; 8192];
+        while self.rest > 0 {
+            let n = self.rest.min(scratch.len());
+            self.rest_into(r, &mut scratch[..n])?;
+        }
+        Ok(())
+    }
+
+    /// Skip what is left of the current message, then read the next prefix.
+    fn next_prefix<R: Read>(&mut self, r: &mut R) -> Result<Option<Prefix>, FrameError> {
+        self.skip_rest(r)?;
         self.start += self.current;
         self.current = 0;
         self.give_back();
@@ -277,23 +380,6 @@ impl MessageReader {
                 limit: self.limit,
             });
         }
-        let need = PREFIX_BYTES + bufsize;
-        if let Some(b) = &self.budget {
-            if need > INITIAL {
-                b.try_reserve(need).map_err(|held| FrameError::OverBudget {
-                    prefix,
-                    command: codec::cmd::name(prefix.command),
-                    code: prefix.command,
-                    bufsize: prefix.bufsize,
-                    held,
-                    budget: b.limit(),
-                })?;
-                self.reserved = need;
-            }
-        }
-        self.fill(r, need)?;
-        self.current = need;
-        self.set_phase(phase::HANDLING);
         Ok(Some(prefix))
     }
 
@@ -476,5 +562,55 @@ mod tests {
         assert!(r.payload().iter().all(|b| *b == 7));
         assert_eq!(r.next(&mut src).unwrap().unwrap().command, cmd::GET_HDR);
         assert!(r.capacity() <= KEEP);
+    }
+
+    /// A reader that hands out at most `step` bytes a call (a socket's partial reads).
+    struct Drip<'a>(&'a [u8], usize);
+
+    impl Read for Drip<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.1).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_head_then_the_rest_straight_into_the_callers_memory() {
+        let body: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let mut bytes = vec![1u8, 0, 4, 2];
+        bytes.extend_from_slice(&(16 + body.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&[7; 16]);
+        bytes.extend_from_slice(&body);
+        encode_request(ByteOrder::Little, &Request::GetHdr, true, &mut bytes);
+        for step in [3, 1000, usize::MAX] {
+            let mut src = Drip(&bytes, step);
+            let mut r = MessageReader::new(1 << 20);
+            let p = r.next_head(&mut src, 16).unwrap().unwrap();
+            assert_eq!(
+                (p.command, p.bufsize as usize),
+                (cmd::GET_OK, 16 + body.len())
+            );
+            assert_eq!(r.payload(), [7; 16]);
+            assert_eq!(r.rest(), body.len());
+            let mut out = vec![0u8; 150_000];
+            r.rest_into(&mut src, &mut out).unwrap();
+            assert_eq!(out, body[..150_000], "step {step}");
+            // the last 50000 bytes are skipped before the next message
+            assert_eq!(r.next(&mut src).unwrap().unwrap().command, cmd::GET_HDR);
+            assert!(r.next(&mut src).unwrap().is_none());
+        }
+        // a head longer than the payload is the whole payload; nothing is left
+        let mut src = &bytes[bytes.len() - 8..];
+        let mut r = MessageReader::new(100);
+        assert_eq!(r.next_head(&mut src, 16).unwrap().unwrap().bufsize, 0);
+        assert_eq!((r.payload().len(), r.rest()), (0, 0));
+        // the peer closing in the rest
+        let mut src = &bytes[..1000];
+        let mut r = MessageReader::new(1 << 20);
+        r.next_head(&mut src, 16).unwrap();
+        let e = r.rest_into(&mut src, &mut [0; 5000]).unwrap_err();
+        assert!(matches!(e, FrameError::Truncated { got: 1000, .. }), "{e}");
     }
 }

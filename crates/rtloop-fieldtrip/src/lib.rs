@@ -19,6 +19,6 @@ pub mod polling;
 pub mod server;
 
 pub use buffer::{Buffer, BufferConfig};
-pub use client::{Client, ClientError, Header};
+pub use client::{Address, ArgumentError, Client, ClientError, Header, Reason};
 pub use codec::{ByteOrder, DataDef, HeaderDef, Selection, WaitDef, WireEvent};
 pub use server::{Server, ServerConfig};

@@ -8,9 +8,11 @@
 
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyException, PyOSError, PyPermissionError, PyTimeoutError, PyTypeError, PyValueError,
+    PyConnectionError, PyException, PyOSError, PyPermissionError, PyRuntimeError, PyTimeoutError,
+    PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
+use rtloop_fieldtrip::client::{AddressError, ArgumentError, ClientError};
 use rtloop_stream::{
     ClaimError, CreateError, OpenError, ReadError, RemoveError, WaitError, WriteError,
 };
@@ -118,6 +120,14 @@ create_exception!(
     "An event slot in the stream does not decode (damaged or foreign data)."
 );
 
+// named where Python users import it from (`rtloop.fieldtrip`), as before it was native
+create_exception!(
+    rtloop.fieldtrip,
+    FieldTripError,
+    PyRuntimeError,
+    "The server refused a request (it answered PUT_ERR, GET_ERR, FLUSH_ERR or WAIT_ERR).\n\nThe message names the request, the reply and, where the client can tell, why (for example which samples the buffer holds). The connection stays usable."
+);
+
 /// Register the exception classes in the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -141,6 +151,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "IncompleteWriteError",
         py.get_type::<IncompleteWriteError>(),
     )?;
+    m.add("FieldTripError", py.get_type::<FieldTripError>())?;
     Ok(())
 }
 
@@ -311,6 +322,45 @@ impl ToPyErr for WaitError {
                 with_attrs(WriterClosedError::new_err(msg), &[("written", *written)])
             }
             WaitError::ForkedCopy { .. } => ForkedHandleError::new_err(msg),
+        }
+    }
+}
+
+impl ToPyErr for AddressError {
+    fn to_py_err(&self) -> PyErr {
+        PyValueError::new_err(self.to_string())
+    }
+}
+
+impl ToPyErr for ClientError {
+    fn to_py_err(&self) -> PyErr {
+        let msg = self.to_string();
+        match self {
+            ClientError::Address(_) => PyValueError::new_err(msg),
+            // the numpy call that converts them
+            ClientError::Argument(ArgumentError::Type { header, .. }) => {
+                let name = rtloop_stream::DType::from_code(*header).map_or("", |d| d.name());
+                PyValueError::new_err(format!("{msg} (data.astype(np.{name}))"))
+            }
+            ClientError::Argument(_) => PyValueError::new_err(msg),
+            ClientError::Refused { .. } => FieldTripError::new_err(msg),
+            // `from` the OS error, as socket.connect raises it (ConnectionRefusedError, ...)
+            ClientError::Connect { source, .. } => {
+                let err = PyConnectionError::new_err(msg);
+                if let Some(code) = source.raw_os_error() {
+                    // OSError(errno, strerror) is made as its subclass for the errno
+                    let text = source.to_string();
+                    let suffix = format!(" (os error {code})");
+                    let strerror = text.strip_suffix(&suffix).unwrap_or(&text);
+                    let cause = PyOSError::new_err((code, strerror.to_owned()));
+                    Python::attach(|py| err.set_cause(py, Some(cause)));
+                }
+                err
+            }
+            ClientError::Io { .. }
+            | ClientError::Protocol { .. }
+            | ClientError::Interrupted { .. }
+            | ClientError::Closed { .. } => PyConnectionError::new_err(msg),
         }
     }
 }

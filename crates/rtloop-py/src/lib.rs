@@ -9,6 +9,7 @@
 mod blocking;
 mod convert;
 mod errors;
+mod fieldtrip;
 mod reader;
 mod runtime;
 mod stream;
@@ -222,6 +223,8 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::RecordSession>()?;
     m.add_function(wrap_pyfunction!(runtime::xdf_from_recording, m)?)?;
     m.add_class::<runtime::TickMemory>()?;
+    m.add_class::<fieldtrip::PyFieldTripClient>()?;
+    m.add_function(wrap_pyfunction!(fieldtrip::fieldtrip_address, m)?)?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
     errors::register(m)?;

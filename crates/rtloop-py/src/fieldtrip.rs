@@ -1,0 +1,341 @@
+//! `_rtloop.FieldTripClient`: the Rust FieldTrip client (`rtloop_fieldtrip::Client`) behind
+//! `rtloop.fieldtrip.Client`, which turns Python arguments into the plain values taken here.
+//! Every call that waits on the socket releases the GIL; while a reply is awaited Python
+//! handles signals every [`SLICE`], and a signal's exception (Ctrl-C) ends the call and
+//! closes the connection.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rtloop_fieldtrip::client::{header_chunks, Address, ClientError};
+use rtloop_fieldtrip::{Client, DataDef, WireEvent};
+use rtloop_stream::DType;
+
+use crate::blocking::SLICE;
+use crate::convert::{new_array, with_dtype};
+use crate::errors::{py_err, ToPyErr};
+
+/// An event as Python sees it: (type code, type bytes, value code, value bytes, sample,
+/// offset, duration); the bytes in native order.
+type EventTuple<'py> = (
+    u32,
+    Bound<'py, PyBytes>,
+    u32,
+    Bound<'py, PyBytes>,
+    i32,
+    i32,
+    i32,
+);
+
+/// One connection to a FieldTrip buffer. Calls from several threads take turns (the lock is
+/// taken with the GIL released); `address` and `connected` answer at once, even during a wait.
+#[pyclass(module = "rtloop._rtloop", name = "FieldTripClient", frozen)]
+pub(crate) struct PyFieldTripClient {
+    client: Mutex<Client>,
+    addr: String,
+    /// Whether the connection was open after the last call.
+    // Ordering: a flag read for display, nothing published through it: Relaxed.
+    open: AtomicBool,
+    /// The exception of a signal Python handled while a reply was awaited.
+    signal: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl PyFieldTripClient {
+    /// Run `f` on the client with the GIL released; a call the interrupt check ended raises
+    /// the signal's exception.
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Client) -> Result<T, ClientError> + Send,
+    ) -> PyResult<T> {
+        let result = py.detach(|| {
+            let mut client = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+            let r = f(&mut client);
+            self.open.store(client.is_open(), Ordering::Relaxed);
+            r
+        });
+        match result {
+            Ok(v) => Ok(v),
+            Err(e @ ClientError::Interrupted { .. }) => {
+                let raised = self
+                    .signal
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                Err(raised.unwrap_or_else(|| e.to_py_err()))
+            }
+            Err(e) => Err(e.to_py_err()),
+        }
+    }
+}
+
+/// A new `(nsamples, nchans)` array of the datadef's type, kept in `slot`, and its memory as
+/// the `need` bytes the client reads the samples into.
+fn new_target<'b>(slot: &'b mut Option<Py<PyAny>>, def: &DataDef, need: usize) -> &'b mut [u8] {
+    Python::attach(|py| -> &'b mut [u8] {
+        let dtype = DType::from_code(def.data_type).expect("the client checked the data type");
+        let arr = new_array(py, dtype, def.nsamples as usize, def.nchans as usize);
+        let ptr = with_dtype!(dtype, T => arr
+            .cast::<PyArray2<T>>()
+            .expect("made as T")
+            .data()
+            .cast::<u8>());
+        *slot = Some(arr.unbind());
+        if need == 0 {
+            return &mut [];
+        }
+        // SAFETY: `ptr` is the data of a C-contiguous array made just above, of nsamples ×
+        // nchans values of the datadef's type, which is `need` bytes (the client computed
+        // `need` from the same datadef); any bytes are valid values of these types. The
+        // array is referenced only by `slot`, which keeps it alive for 'b, and no Python
+        // code sees it before the call returns it, so nothing else touches this memory
+        // while the client writes into it; numpy does not move an array's data.
+        unsafe { std::slice::from_raw_parts_mut(ptr, need) }
+    })
+}
+
+/// `(begin, end)` of GET_DAT / GET_EVT: `None` with neither given.
+fn selection(start: Option<u32>, end: Option<u32>) -> Option<(u32, u32)> {
+    match (start, end) {
+        (None, None) => None,
+        (b, e) => Some((b.unwrap_or(0), e.unwrap_or(u32::MAX))),
+    }
+}
+
+#[pymethods]
+impl PyFieldTripClient {
+    /// Connect to `host` (`"host"`, `"host:port"`, `"buffer://host:port"`, `"[::1]:port"`,
+    /// `"unix:/path"`; `port` where it names none), or to the UNIX socket `path`.
+    #[new]
+    #[pyo3(signature = (host, port, path=None))]
+    fn new(py: Python<'_>, host: &str, port: u16, path: Option<PathBuf>) -> PyResult<Self> {
+        let addr = match path {
+            Some(p) => Address::Unix(p),
+            None => Address::parse(host, port).map_err(py_err)?,
+        };
+        let mut client = py.detach(|| Client::connect_to(&addr)).map_err(py_err)?;
+        let signal = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&signal);
+        let check = move || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => true,
+                Err(e) => {
+                    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                    false
+                }
+            })
+        };
+        client
+            .set_interrupt(SLICE, Box::new(check))
+            .map_err(|e| PyOSError::new_err((e.raw_os_error(), e.to_string())))?;
+        Ok(PyFieldTripClient {
+            addr: client.addr().to_owned(),
+            client: Mutex::new(client),
+            open: AtomicBool::new(true),
+            signal,
+        })
+    }
+
+    /// `"host:port"`, `"[v6]:port"` or `"unix:/path"` of the server.
+    #[getter]
+    fn address(&self) -> &str {
+        &self.addr
+    }
+
+    /// Whether the connection is open (not closed, nor lost).
+    #[getter]
+    fn connected(&self) -> bool {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Close the connection (idempotent).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |c| {
+            c.close();
+            Ok(())
+        })
+    }
+
+    /// PUT_HDR with `labels` (empty: none) as the CHANNEL_NAMES chunk, then `chunks`.
+    fn put_header(
+        &self,
+        py: Python<'_>,
+        n_channels: u32,
+        fsample: f32,
+        data_type: u32,
+        labels: Vec<String>,
+        chunks: Vec<(u32, Bound<'_, PyBytes>)>,
+    ) -> PyResult<()> {
+        let pairs: Vec<(u32, &[u8])> = chunks.iter().map(|(t, b)| (*t, b.as_bytes())).collect();
+        let chunks = header_chunks(n_channels, &labels, &pairs)
+            .map_err(|e| ClientError::from(e).to_py_err())?;
+        self.run(py, |c| {
+            c.put_header(n_channels, fsample, data_type, &chunks)
+        })
+    }
+
+    /// GET_HDR: `(n_channels, n_samples, n_events, fsample, data_type, [(chunk type, bytes)])`.
+    #[allow(clippy::type_complexity)] // the header's fields, as Python unpacks them
+    fn get_header<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(u32, u32, u32, f32, u32, Vec<(u32, Bound<'py, PyBytes>)>)> {
+        let h = self.run(py, Client::get_header)?;
+        let chunks = rtloop_fieldtrip::codec::chunk_list(&h.chunks)
+            .into_iter()
+            .map(|(t, b)| (t, PyBytes::new(py, b)))
+            .collect();
+        let d = h.def;
+        Ok((
+            d.nchans,
+            d.nsamples,
+            d.nevents,
+            d.fsample,
+            d.data_type,
+            chunks,
+        ))
+    }
+
+    /// PUT_DAT of `data`, the bytes of a C-contiguous `(samples, n_channels)` array of
+    /// `data_type` (sent from this memory); `response=False`: PUT_DAT_NORESPONSE.
+    fn put_data(
+        &self,
+        py: Python<'_>,
+        data: PyReadonlyArray1<'_, u8>,
+        n_channels: u32,
+        data_type: u32,
+        response: bool,
+    ) -> PyResult<()> {
+        let bytes = data.as_slice()?;
+        self.run(py, |c| {
+            c.put_data_bytes(n_channels, data_type, bytes, response)
+        })
+    }
+
+    /// GET_DAT of samples `start..end` (inclusive; neither: everything kept; no `end`: to
+    /// the newest) as a new `(samples, channels)` array the samples are read into.
+    #[pyo3(signature = (start=None, end=None))]
+    fn get_data<'py>(
+        &self,
+        py: Python<'py>,
+        start: Option<u32>,
+        end: Option<u32>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let sel = selection(start, end);
+        let mut array = None;
+        let slot = &mut array;
+        self.run(py, move |c| {
+            c.get_data_with(sel, move |def, need| new_target(slot, def, need))
+        })?;
+        Ok(array.expect("made once the datadef came").into_bound(py))
+    }
+
+    /// PUT_EVT of event tuples in one request; `response=False`: PUT_EVT_NORESPONSE.
+    fn put_events(
+        &self,
+        py: Python<'_>,
+        events: Vec<EventTuple<'_>>,
+        response: bool,
+    ) -> PyResult<()> {
+        let wire = events
+            .iter()
+            .enumerate()
+            .map(|(i, (tt, tb, vt, vb, sample, offset, duration))| {
+                WireEvent::new(
+                    (*tt, Cow::Borrowed(tb.as_bytes())),
+                    (*vt, Cow::Borrowed(vb.as_bytes())),
+                    *sample,
+                    *offset,
+                    *duration,
+                )
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "event {i}: its type or value is not whole values of a FieldTrip type"
+                    ))
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        self.run(py, |c| {
+            if response {
+                c.put_events(&wire)
+            } else {
+                c.put_events_no_response(&wire)
+            }
+        })
+    }
+
+    /// GET_EVT of events `start..end` (inclusive; neither: every event kept; no `end`: to
+    /// the newest) as event tuples.
+    #[pyo3(signature = (start=None, end=None))]
+    fn get_events<'py>(
+        &self,
+        py: Python<'py>,
+        start: Option<u32>,
+        end: Option<u32>,
+    ) -> PyResult<Vec<EventTuple<'py>>> {
+        let evs = self.run(py, |c| match (start, end) {
+            (Some(b), None) => c.get_events_from(b),
+            _ => c.get_events(selection(start, end)),
+        })?;
+        Ok(evs
+            .iter()
+            .map(|e| {
+                (
+                    e.type_type,
+                    PyBytes::new(py, &e.type_bytes),
+                    e.value_type,
+                    PyBytes::new(py, &e.value_bytes),
+                    e.sample,
+                    e.offset,
+                    e.duration,
+                )
+            })
+            .collect())
+    }
+
+    /// WAIT_DAT: `(samples, events)` once samples > `nsamples` or events > `nevents`, or
+    /// after `timeout_ms`.
+    fn wait(
+        &self,
+        py: Python<'_>,
+        nsamples: u32,
+        nevents: u32,
+        timeout_ms: u32,
+    ) -> PyResult<(u32, u32)> {
+        self.run(py, |c| c.wait(nsamples, nevents, timeout_ms))
+    }
+
+    /// FLUSH_HDR.
+    fn flush_header(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, Client::flush_header)
+    }
+
+    /// FLUSH_DAT.
+    fn flush_data(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, Client::flush_data)
+    }
+
+    /// FLUSH_EVT.
+    fn flush_events(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, Client::flush_events)
+    }
+}
+
+/// `(host, port)` of a TCP address (`"host"`, `"host:port"`, `"buffer://host:port"`,
+/// `"tcp://host:port"`, `"[::1]:port"`; `port` where it names none).
+#[pyfunction]
+pub(crate) fn fieldtrip_address(host: &str, port: u16) -> PyResult<(String, u16)> {
+    match Address::parse(host, port).map_err(py_err)? {
+        Address::Tcp { host, port } => Ok((host, port)),
+        Address::Unix(p) => Err(PyValueError::new_err(format!(
+            "{host:?} is the UNIX socket {}, not a host and port",
+            p.display()
+        ))),
+    }
+}
