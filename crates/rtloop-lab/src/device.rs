@@ -110,7 +110,7 @@ pub enum DeviceError {
     Link(#[from] io::Error),
     /// The host sent something that is not a message.
     #[error("host-to-device message: {0}")]
-    Protocol(String),
+    Protocol(#[from] frame::h2d::ParseError),
 }
 
 /// Run the device until the host says stop, the FIFO overflows or the time limit passes.

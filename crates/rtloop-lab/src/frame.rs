@@ -445,8 +445,19 @@ pub mod h2d {
         Stop,
     }
 
+    /// A host-to-device message the device cannot take.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    pub enum ParseError {
+        /// A loopback too short to hold its 64-bit hub clock.
+        #[error("loopback of {0} words, needs at least 2")]
+        ShortLoopback(usize),
+        /// A tag that is no message.
+        #[error("unknown host-to-device message {0}")]
+        Unknown(u32),
+    }
+
     /// Parse whole messages off the front of `words`; returns how many words were used.
-    pub fn parse(words: &[u32], mut f: impl FnMut(Msg)) -> Result<usize, String> {
+    pub fn parse(words: &[u32], mut f: impl FnMut(Msg)) -> Result<usize, ParseError> {
         let mut i = 0;
         while i + 2 <= words.len() {
             let (tag, arg) = (words[i], words[i + 1]);
@@ -462,7 +473,7 @@ pub mod h2d {
                 LOOPBACK => {
                     let n = arg as usize;
                     if n < 2 {
-                        return Err(format!("loopback of {n} words, needs at least 2"));
+                        return Err(ParseError::ShortLoopback(n));
                     }
                     if i + 2 + n > words.len() {
                         break;
@@ -471,7 +482,7 @@ pub mod h2d {
                     f(Msg::Loopback(v));
                     i += 2 + n;
                 }
-                other => return Err(format!("unknown host-to-device message {other}")),
+                other => return Err(ParseError::Unknown(other)),
             }
         }
         Ok(i)
@@ -511,21 +522,22 @@ pub const PROFILES: [Profile; 2] = [
     },
 ];
 
+/// A profile name that is not a preset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown profile {name:?}; allowed: {}", PROFILES.iter().map(|p| p.name).collect::<Vec<_>>().join(", "))]
+pub struct UnknownProfile {
+    /// What was asked for.
+    pub name: String,
+}
+
 /// A preset by name, or an error naming the allowed ones.
-pub fn profile(name: &str) -> Result<Profile, String> {
+pub fn profile(name: &str) -> Result<Profile, UnknownProfile> {
     PROFILES
         .iter()
         .copied()
         .find(|p| p.name == name)
-        .ok_or_else(|| {
-            format!(
-                "unknown profile {name:?}; allowed: {}",
-                PROFILES
-                    .iter()
-                    .map(|p| p.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+        .ok_or_else(|| UnknownProfile {
+            name: name.to_owned(),
         })
 }
 
@@ -595,8 +607,8 @@ mod tests {
 
     #[test]
     fn unknown_profile_lists_the_allowed() {
-        let e = profile("np9").unwrap_err();
-        assert!(e.contains("2xnp2") && e.contains("intan64"), "{e}");
+        let e = profile("np9").unwrap_err().to_string();
+        assert_eq!(e, "unknown profile \"np9\"; allowed: 2xnp2, intan64");
     }
 
     fn stream_of_frames(lt: &LoadTester, n: usize) -> Vec<u8> {
@@ -672,6 +684,6 @@ mod tests {
         // a partial loopback waits for the rest
         let mut got = Vec::new();
         assert_eq!(h2d::parse(&w[..5], |m| got.push(m)), Ok(2));
-        assert!(h2d::parse(&[9, 0], |_| {}).is_err());
+        assert_eq!(h2d::parse(&[9, 0], |_| {}), Err(h2d::ParseError::Unknown(9)));
     }
 }

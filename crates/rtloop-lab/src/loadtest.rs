@@ -56,7 +56,7 @@ pub struct LabSettings {
 impl LabSettings {
     /// The settings of a preset load (`2xnp2`, `intan64`) with the command line's defaults.
     pub fn profile(name: &str) -> Result<LabSettings, LabError> {
-        let p = frame::profile(name).map_err(LabError::Profile)?;
+        let p = frame::profile(name)?;
         Ok(LabSettings {
             load: p.load,
             transport: "stream".into(),
@@ -166,8 +166,8 @@ pub enum LabError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// An unknown profile.
-    #[error("{0}")]
-    Profile(String),
+    #[error(transparent)]
+    Profile(#[from] frame::UnknownProfile),
     /// An unknown transport.
     #[error("unknown transport {given:?}; allowed: {allowed}")]
     Transport {
