@@ -30,36 +30,7 @@ pub mod format {
     pub const INT64: i32 = 7;
 }
 
-macro_rules! api {
-    ($($name:ident : fn($($arg:ty),*) $(-> $ret:ty)?;)*) => {
-        /// The loaded functions.
-        #[allow(non_snake_case, missing_docs)]
-        pub struct Api {
-            $(pub $name: unsafe extern "C" fn($($arg),*) $(-> $ret)?,)*
-            _lib: libloading::Library,
-        }
-        impl Api {
-            /// Look every function up in `lib`.
-            ///
-            /// # Safety
-            /// `lib` must be liblsl (the signatures above are lsl_c.h's).
-            pub unsafe fn load(lib: libloading::Library) -> Result<Api, String> {
-                // SAFETY: the caller guarantees the library is liblsl, whose symbols have
-                // these C signatures; the pointers stay valid while `_lib` is loaded.
-                unsafe {
-                    Ok(Api {
-                        $($name: *lib
-                            .get::<unsafe extern "C" fn($($arg),*) $(-> $ret)?>(concat!(stringify!($name), "\0").as_bytes())
-                            .map_err(|e| format!("liblsl lacks {}: {e}", stringify!($name)))?,)*
-                        _lib: lib,
-                    })
-                }
-            }
-        }
-    };
-}
-
-api! {
+rtloop_native::native_api! { "liblsl", pub struct Api {
     lsl_library_version: fn() -> i32;
     lsl_local_clock: fn() -> c_double;
     lsl_set_config_content: fn(*const c_char);
@@ -104,4 +75,4 @@ api! {
     lsl_pull_chunk_l: fn(Inlet, *mut i64, *mut c_double, c_ulong, c_ulong, c_double, *mut i32) -> c_ulong;
     lsl_pull_sample_str: fn(Inlet, *mut *mut c_char, i32, c_double, *mut i32) -> c_double;
     lsl_destroy_string: fn(*mut c_char);
-}
+} }

@@ -1,7 +1,7 @@
 //! # rtloop-lsl
 //!
 //! Lab Streaming Layer in and out of rtloop streams. liblsl is loaded at run time
-//! (`libloading`) from, in order: `$RTLOOP_LIBLSL`, the pylsl wheel of the Python that
+//! (`rtloop-native`) from, in order: `$RTLOOP_LIBLSL`, the pylsl wheel of the Python that
 //! runs rtloop (`$RTLOOP_PYTHON`, else `python3`; pylsl bundles liblsl 1.18), or the system's
 //! `liblsl.so`. So nothing is compiled from C++ and both README commands keep working: the
 //! Python package's install brings pylsl, and rtloop without LSL still builds and runs.
@@ -20,8 +20,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum LslError {
     /// liblsl was not found or could not be loaded.
-    #[error("liblsl not found: install pylsl (`pip install pylsl`, which bundles liblsl 1.18) or set RTLOOP_LIBLSL to a liblsl.so; tried: {0}")]
-    NotFound(String),
+    #[error(transparent)]
+    NotFound(#[from] rtloop_native::NotFound),
     /// No outlet matched.
     #[error("no LSL outlet with {prop} {value:?} within {timeout} s; outlets found: {found}")]
     NoOutlet {
@@ -49,50 +49,23 @@ pub struct Lsl {
     pub path: PathBuf,
 }
 
-fn python_liblsl() -> Option<PathBuf> {
-    let py = std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = std::process::Command::new(py)
-        .args([
-            "-c",
-            "import os, pylsl.lib; print(os.path.join(os.path.dirname(pylsl.lib.__file__), 'liblsl.so'))",
-        ])
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && p.exists()).then_some(p)
-}
+/// Where liblsl is found: `$RTLOOP_LIBLSL`, the pylsl wheel, the system's liblsl.
+pub const LIBLSL: rtloop_native::Library = rtloop_native::Library {
+    name: "liblsl",
+    env: "RTLOOP_LIBLSL",
+    wheel: "pylsl",
+    locate: "import os, pylsl.lib; print(os.path.join(os.path.dirname(pylsl.lib.__file__), 'liblsl.so'))",
+    system: &["liblsl.so", "liblsl.so.2"],
+    install: "pylsl (`pip install pylsl`, which bundles liblsl 1.18)",
+};
 
 impl Lsl {
     /// Find and load liblsl.
     pub fn load() -> Result<Lsl, LslError> {
-        let mut tried = Vec::new();
-        let mut candidates: Vec<PathBuf> = Vec::new();
-        if let Some(p) = std::env::var_os("RTLOOP_LIBLSL") {
-            candidates.push(p.into());
-        }
-        if let Some(p) = python_liblsl() {
-            candidates.push(p);
-        } else {
-            tried.push("pylsl (not importable by $RTLOOP_PYTHON / python3)".to_string());
-        }
-        candidates.push("liblsl.so".into());
-        candidates.push("liblsl.so.2".into());
-        for c in candidates {
-            // SAFETY: loading a shared library runs its initialisers; liblsl's only set up
-            // its own state.
-            match unsafe { libloading::Library::new(&c) } {
-                Ok(lib) => {
-                    // SAFETY: a library named liblsl; a library that lacks lsl_c.h's symbols
-                    // is refused by `load`.
-                    match unsafe { ffi::Api::load(lib) } {
-                        Ok(api) => return Ok(Lsl { api, path: c }),
-                        Err(e) => tried.push(format!("{} ({e})", c.display())),
-                    }
-                }
-                Err(e) => tried.push(format!("{} ({e})", c.display())),
-            }
-        }
-        Err(LslError::NotFound(tried.join("; ")))
+        // SAFETY: liblsl's initialisers only set up its own state, and `ffi::Api` is
+        // declared from lsl_c.h.
+        let (api, path) = unsafe { LIBLSL.load(ffi::Api::load) }?;
+        Ok(Lsl { api, path })
     }
 
     /// liblsl's version (e.g. 118).

@@ -1,4 +1,4 @@
-//! ZeroMQ publish/subscribe through libzmq, loaded at run time (`libloading`) from, in
+//! ZeroMQ publish/subscribe through libzmq, loaded at run time (`rtloop-native`) from, in
 //! order: `$RTLOOP_LIBZMQ`, the pyzmq wheel of the Python that runs rtloop (`$RTLOOP_PYTHON`,
 //! else `python3`; pyzmq bundles libzmq 4.3 in `pyzmq.libs/`), or the system's libzmq. The
 //! writer is an XPUB socket with `ZMQ_XPUB_NODROP` (a full subscriber blocks the send instead
@@ -10,7 +10,6 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use libloading::Library;
 
 use super::{Receiver, Sender};
 use crate::{terr, PeerError, Transport, Trial};
@@ -29,56 +28,32 @@ const EINTR: c_int = 4;
 
 type Sock = *mut c_void;
 
-/// libzmq's C functions this transport calls (zmq.h, libzmq 4.x).
-#[allow(clippy::struct_field_names)]
-struct Api {
-    zmq_version: unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int),
-    zmq_ctx_new: unsafe extern "C" fn() -> *mut c_void,
-    zmq_ctx_term: unsafe extern "C" fn(*mut c_void) -> c_int,
-    zmq_socket: unsafe extern "C" fn(*mut c_void, c_int) -> Sock,
-    zmq_close: unsafe extern "C" fn(Sock) -> c_int,
-    zmq_setsockopt: unsafe extern "C" fn(Sock, c_int, *const c_void, usize) -> c_int,
-    zmq_getsockopt: unsafe extern "C" fn(Sock, c_int, *mut c_void, *mut usize) -> c_int,
-    zmq_bind: unsafe extern "C" fn(Sock, *const c_char) -> c_int,
-    zmq_connect: unsafe extern "C" fn(Sock, *const c_char) -> c_int,
-    zmq_send: unsafe extern "C" fn(Sock, *const c_void, usize, c_int) -> c_int,
-    zmq_recv: unsafe extern "C" fn(Sock, *mut c_void, usize, c_int) -> c_int,
-    zmq_errno: unsafe extern "C" fn() -> c_int,
-    zmq_strerror: unsafe extern "C" fn(c_int) -> *const c_char,
-    /// Keeps the functions above mapped.
-    _lib: Library,
-}
+// libzmq's C functions this transport calls (zmq.h, libzmq 4.x)
+rtloop_native::native_api! { "libzmq", struct Api {
+    zmq_version: fn(*mut c_int, *mut c_int, *mut c_int);
+    zmq_ctx_new: fn() -> *mut c_void;
+    zmq_ctx_term: fn(*mut c_void) -> c_int;
+    zmq_socket: fn(*mut c_void, c_int) -> Sock;
+    zmq_close: fn(Sock) -> c_int;
+    zmq_setsockopt: fn(Sock, c_int, *const c_void, usize) -> c_int;
+    zmq_getsockopt: fn(Sock, c_int, *mut c_void, *mut usize) -> c_int;
+    zmq_bind: fn(Sock, *const c_char) -> c_int;
+    zmq_connect: fn(Sock, *const c_char) -> c_int;
+    zmq_send: fn(Sock, *const c_void, usize, c_int) -> c_int;
+    zmq_recv: fn(Sock, *mut c_void, usize, c_int) -> c_int;
+    zmq_errno: fn() -> c_int;
+    zmq_strerror: fn(c_int) -> *const c_char;
+} }
 
-impl Api {
-    /// # Safety
-    /// `lib` must be libzmq 4.x, whose symbols have the signatures above.
-    unsafe fn load(lib: Library) -> Result<Api, String> {
-        macro_rules! sym {
-            ($name:ident) => {
-                // SAFETY: the caller guarantees `lib` is libzmq and the field's type is the
-                // symbol's C signature; the pointer stays valid while `_lib` is loaded.
-                *unsafe { lib.get(concat!(stringify!($name), "\0").as_bytes()) }
-                    .map_err(|e| format!("no {}: {e}", stringify!($name)))?
-            };
-        }
-        Ok(Api {
-            zmq_version: sym!(zmq_version),
-            zmq_ctx_new: sym!(zmq_ctx_new),
-            zmq_ctx_term: sym!(zmq_ctx_term),
-            zmq_socket: sym!(zmq_socket),
-            zmq_close: sym!(zmq_close),
-            zmq_setsockopt: sym!(zmq_setsockopt),
-            zmq_getsockopt: sym!(zmq_getsockopt),
-            zmq_bind: sym!(zmq_bind),
-            zmq_connect: sym!(zmq_connect),
-            zmq_send: sym!(zmq_send),
-            zmq_recv: sym!(zmq_recv),
-            zmq_errno: sym!(zmq_errno),
-            zmq_strerror: sym!(zmq_strerror),
-            _lib: lib,
-        })
-    }
-}
+/// Where libzmq is found: `$RTLOOP_LIBZMQ`, the pyzmq wheel, the system's libzmq.
+const LIBZMQ: rtloop_native::Library = rtloop_native::Library {
+    name: "libzmq",
+    env: "RTLOOP_LIBZMQ",
+    wheel: "pyzmq",
+    locate: "import glob, os, zmq; d = os.path.join(os.path.dirname(os.path.dirname(zmq.__file__)), 'pyzmq.libs'); print((sorted(glob.glob(os.path.join(d, 'libzmq*.so*'))) or [''])[0])",
+    system: &["libzmq.so.5", "libzmq.so"],
+    install: "pyzmq (`pip install pyzmq`, which bundles libzmq)",
+};
 
 /// libzmq, loaded.
 pub struct Zmq {
@@ -87,53 +62,18 @@ pub struct Zmq {
     pub path: PathBuf,
 }
 
-/// `pyzmq.libs/libzmq-*.so*` of the Python that runs rtloop.
-fn python_libzmq() -> Option<PathBuf> {
-    let py = std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = std::process::Command::new(py)
-        .args([
-            "-c",
-            "import glob, os, zmq; d = os.path.join(os.path.dirname(os.path.dirname(zmq.__file__)), 'pyzmq.libs'); print((sorted(glob.glob(os.path.join(d, 'libzmq*.so*'))) or [''])[0])",
-        ])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && p.is_file()).then_some(p)
-}
-
 impl Zmq {
     /// Find and load libzmq; the error lists what was tried and how to get it.
     pub fn load() -> Result<Zmq, PeerError> {
-        let mut candidates: Vec<PathBuf> = Vec::new();
-        let mut tried = Vec::new();
-        if let Some(p) = std::env::var_os("RTLOOP_LIBZMQ") {
-            candidates.push(p.into());
+        // SAFETY: libzmq's initialisers only set up its own state, and `Api` is declared
+        // from zmq.h.
+        match unsafe { LIBZMQ.load(Api::load) } {
+            Ok((api, path)) => Ok(Zmq { api, path }),
+            Err(e) => Err(PeerError::Unavailable {
+                transport: "zmq",
+                reason: e.to_string(),
+            }),
         }
-        match python_libzmq() {
-            Some(p) => candidates.push(p),
-            None => tried.push("pyzmq (not importable by $RTLOOP_PYTHON / python3)".to_string()),
-        }
-        candidates.extend(["libzmq.so.5".into(), "libzmq.so".into()]);
-        for c in candidates {
-            // SAFETY: loading a shared library runs its initialisers; libzmq's only set up
-            // its own state.
-            match unsafe { Library::new(&c) } {
-                // SAFETY: a library named libzmq; one lacking zmq.h's symbols is refused.
-                Ok(lib) => match unsafe { Api::load(lib) } {
-                    Ok(api) => return Ok(Zmq { api, path: c }),
-                    Err(e) => tried.push(format!("{} ({e})", c.display())),
-                },
-                Err(e) => tried.push(format!("{} ({e})", c.display())),
-            }
-        }
-        Err(PeerError::Unavailable {
-            transport: "zmq",
-            reason: format!(
-                "libzmq not found: install pyzmq (`pip install pyzmq`, which bundles libzmq) or set RTLOOP_LIBZMQ to a libzmq.so; tried: {}",
-                tried.join("; ")
-            ),
-        })
     }
 
     /// libzmq's version, e.g. "4.3.5".
