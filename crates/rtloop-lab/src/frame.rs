@@ -684,6 +684,9 @@ mod tests {
         // a partial loopback waits for the rest
         let mut got = Vec::new();
         assert_eq!(h2d::parse(&w[..5], |m| got.push(m)), Ok(2));
-        assert_eq!(h2d::parse(&[9, 0], |_| {}), Err(h2d::ParseError::Unknown(9)));
+        assert_eq!(
+            h2d::parse(&[9, 0], |_| {}),
+            Err(h2d::ParseError::Unknown(9))
+        );
     }
 }

@@ -207,6 +207,9 @@ mod tests {
             panic!("loaded")
         };
         let e = e.to_string();
-        assert!(e.contains("libc.so.6 (libc lacks rtloop_no_such_function: "), "{e}");
+        assert!(
+            e.contains("libc.so.6 (libc lacks rtloop_no_such_function: "),
+            "{e}"
+        );
     }
 }

@@ -19,10 +19,7 @@
 //! their own 128-byte lines, Release stores and Acquire loads, nothing else (no ownership
 //! claims, no stamps, no overwrite markers, no statistics, no liveness).
 
-use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -128,12 +125,9 @@ const BARE_HEADER: usize = 256;
 
 /// The bare ring's shared file, mapped.
 struct BareRing {
-    base: NonNull<u8>,
-    len: usize,
+    file: sys::SharedFile,
     slot: usize,
     capacity: u64,
-    path: PathBuf,
-    owner: bool,
 }
 
 impl BareRing {
@@ -144,57 +138,25 @@ impl BareRing {
     fn create(name: &str, slot: usize, capacity: u64) -> Result<BareRing, PeerError> {
         let path = Self::path(name);
         let len = BARE_HEADER + slot * capacity as usize;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
+        // every page faulted in up front, as the stream's are
+        let file = sys::SharedFile::create(&path, len, true)
             .map_err(|e| err(format!("create {}: {e}", path.display())))?;
-        f.set_len(len as u64).map_err(err)?;
-        Self::map(&f, path, len, slot, capacity, true)
+        Ok(BareRing {
+            file,
+            slot,
+            capacity,
+        })
     }
 
     fn open(name: &str, slot: usize, capacity: u64) -> Result<BareRing, PeerError> {
         let path = Self::path(name);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| err(format!("open {}: {e}", path.display())))?;
         let len = BARE_HEADER + slot * capacity as usize;
-        Self::map(&f, path, len, slot, capacity, false)
-    }
-
-    fn map(
-        f: &File,
-        path: PathBuf,
-        len: usize,
-        slot: usize,
-        capacity: u64,
-        owner: bool,
-    ) -> Result<BareRing, PeerError> {
-        use rustix::mm::{mmap, MapFlags, ProtFlags};
-        // SAFETY: a fresh shared mapping of a file of `len` bytes that this process keeps
-        // open through the mapping's life; nothing else in this process maps that range.
-        let p = unsafe {
-            mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED | MapFlags::POPULATE,
-                f,
-                0,
-            )
-        }
-        .map_err(|e| err(format!("map {}: {e}", path.display())))?;
+        let file = sys::SharedFile::open(&path, len, true)
+            .map_err(|e| err(format!("open {}: {e}", path.display())))?;
         Ok(BareRing {
-            base: NonNull::new(p.cast()).ok_or_else(|| err("mmap returned null"))?,
-            len,
+            file,
             slot,
             capacity,
-            path,
-            owner,
         })
     }
 
@@ -202,26 +164,16 @@ impl BareRing {
     fn counter(&self, k: usize) -> &AtomicU64 {
         // SAFETY: offsets 0 and 128 are 8-aligned, inside the mapping, and only ever
         // accessed atomically by both processes; the mapping outlives `&self`.
-        unsafe { &*self.base.as_ptr().add(k * 128).cast::<AtomicU64>() }
+        unsafe { &*self.file.base().as_ptr().add(k * 128).cast::<AtomicU64>() }
     }
 
     fn slot_ptr(&self, i: u64) -> *mut u8 {
         // SAFETY: `i % capacity` is a slot index, so the offset is inside the mapping.
         unsafe {
-            self.base
+            self.file
+                .base()
                 .as_ptr()
                 .add(BARE_HEADER + (i % self.capacity) as usize * self.slot)
-        }
-    }
-}
-
-impl Drop for BareRing {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once; no references into it outlive
-        // `self` (counters and slots borrow `self`).
-        let _ = unsafe { rustix::mm::munmap(self.base.as_ptr().cast(), self.len) };
-        if self.owner {
-            let _ = std::fs::remove_file(&self.path);
         }
     }
 }

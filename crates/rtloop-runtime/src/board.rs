@@ -7,16 +7,12 @@
 //! and sleep on a futex word; a publisher issues FUTEX_WAKE only when a waiter announced
 //! itself (Dekker handshake through SeqCst operations), so the fast path has no syscall.
 
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rtloop_stream::Doorbell;
 use rtloop_sys as sys;
-use rustix::mm::{MapFlags, ProtFlags};
 
 const MAGIC: u64 = 0x7274_6c6f_6f70_4244; // "rtloopBD"
 const VERSION: u64 = 1;
@@ -89,16 +85,10 @@ fn board_bytes(n_signals: usize) -> usize {
 
 /// The shared board of one running model.
 pub struct Board {
-    base: NonNull<u8>,
-    len: usize,
-    path: PathBuf,
-    owner: bool,
+    /// The board's file in shared memory (Send and Sync: it is only accessed through
+    /// atomics); the supervisor's copy removes it.
+    file: sys::SharedFile,
 }
-
-// SAFETY: the mapping is only accessed through atomics.
-unsafe impl Send for Board {}
-// SAFETY: as above.
-unsafe impl Sync for Board {}
 
 /// Why a board could not be created or opened.
 #[derive(Debug, thiserror::Error)]
@@ -162,15 +152,9 @@ impl Board {
             let _ = std::fs::remove_file(&path);
         }
         let len = board_bytes(n_signals);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io)?;
-        f.set_len(len as u64).map_err(io)?;
-        let b = Self::map(&f, len, path.clone(), true).map_err(io)?;
+        let b = Board {
+            file: sys::SharedFile::create(&path, len, false).map_err(io)?,
+        };
         let me = sys::pid();
         // Relaxed: nobody has opened the board yet; the magic is stored last with Release.
         b.word(L_HEADER + 8).store(VERSION, Ordering::Relaxed);
@@ -198,16 +182,15 @@ impl Board {
             path: path.clone(),
             source,
         };
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(io)?;
-        let len = f.metadata().map_err(io)?.len() as usize;
-        if len < L_ENDS {
-            return Err(BoardError::NotABoard(path));
-        }
-        let b = Self::map(&f, len, path.clone(), false).map_err(io)?;
+        let file = match sys::SharedFile::open(&path, L_ENDS, false) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(BoardError::NotABoard(path))
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let len = file.len();
+        let b = Board { file };
         // SYNC: Acquire pairs with the creator's Release store of the magic.
         if b.word(L_HEADER).load(Ordering::Acquire) != MAGIC
             || b.word(L_HEADER + 8).load(Ordering::Relaxed) != VERSION
@@ -218,42 +201,19 @@ impl Board {
         Ok(b)
     }
 
-    fn map(f: &std::fs::File, len: usize, path: PathBuf, owner: bool) -> std::io::Result<Board> {
-        // SAFETY: a fresh shared mapping of `len` bytes of a file at least that long, at an
-        // address the kernel picks; it aliases no Rust object.
-        let p = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-                f.as_fd(),
-                0,
-            )?
-        };
-        let base = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
-        Ok(Board {
-            base,
-            len,
-            path,
-            owner,
-        })
-    }
-
     fn word(&self, off: usize) -> &AtomicU64 {
-        assert!(off + 8 <= self.len && off % 8 == 0);
+        assert!(off + 8 <= self.file.len() && off % 8 == 0);
         // SAFETY: in bounds (checked), 8-aligned (page-aligned base), zero-initialised file
         // memory (a valid AtomicU64) that is only ever accessed atomically.
-        unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU64>() }
+        unsafe { &*self.file.base().as_ptr().add(off).cast::<AtomicU64>() }
     }
 
     fn doorbell(&self, off: usize) -> &Doorbell {
-        assert!(off + 8 <= self.len && off % 8 == 0);
+        assert!(off + 8 <= self.file.len() && off % 8 == 0);
         // SAFETY: in bounds (checked), 8-aligned, zero-initialised file memory: a Doorbell is
         // two u32 atomics (repr(C), 8 bytes) whose zero is their initial value, and these 8
         // bytes are only ever accessed through it.
-        unsafe { &*self.base.as_ptr().add(off).cast::<Doorbell>() }
+        unsafe { &*self.file.base().as_ptr().add(off).cast::<Doorbell>() }
     }
 
     /// Processes in the model.
@@ -508,18 +468,6 @@ impl Board {
             Some(Instant::now() + timeout),
             cond,
         )
-    }
-}
-
-impl Drop for Board {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping; references borrowed from it cannot outlive self.
-        unsafe {
-            let _ = rustix::mm::munmap(self.base.as_ptr().cast(), self.len);
-        }
-        if self.owner {
-            let _ = std::fs::remove_file(&self.path);
-        }
     }
 }
 

@@ -3,12 +3,7 @@
 //! Deliberately no ring, no protocol: two `AtomicU64` on their own 128-byte lines in a
 //! small shared mapping.
 
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::ptr::NonNull;
-
-use rustix::mm::{MapFlags, ProtFlags};
 
 use crate::sync::AtomicU64;
 use crate::sys;
@@ -20,15 +15,8 @@ const BYTES: usize = 4096;
 
 /// A few cache lines of shared memory, each holding one `AtomicU64`.
 pub struct SharedLines {
-    base: NonNull<u8>,
-    path: PathBuf,
-    owner: bool,
+    file: sys::SharedFile,
 }
-
-// SAFETY: the mapping is only accessed through atomics.
-unsafe impl Send for SharedLines {}
-// SAFETY: as above.
-unsafe impl Sync for SharedLines {}
 
 impl SharedLines {
     fn path(name: &str) -> PathBuf {
@@ -38,50 +26,15 @@ impl SharedLines {
     /// Create the lines under `name` (removed again when this value drops).
     pub fn create(name: &str) -> std::io::Result<SharedLines> {
         crate::layout::validate_name(name).map_err(std::io::Error::other)?;
-        let path = Self::path(name);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        f.set_len(BYTES as u64)?;
-        Self::map(&f, path, true)
+        let file = sys::SharedFile::create(&Self::path(name), BYTES, false)?;
+        Ok(SharedLines { file })
     }
 
     /// Open lines another process created.
     pub fn open(name: &str) -> std::io::Result<SharedLines> {
         crate::layout::validate_name(name).map_err(std::io::Error::other)?;
-        let path = Self::path(name);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)?;
-        if f.metadata()?.len() < BYTES as u64 {
-            return Err(std::io::Error::other(format!(
-                "{} is not a shared-lines file",
-                path.display()
-            )));
-        }
-        Self::map(&f, path, false)
-    }
-
-    fn map(f: &std::fs::File, path: PathBuf, owner: bool) -> std::io::Result<SharedLines> {
-        // SAFETY: a fresh shared mapping of BYTES bytes of a file that is at least that long,
-        // at an address the kernel picks; it aliases no Rust object.
-        let p = unsafe {
-            rustix::mm::mmap(
-                std::ptr::null_mut(),
-                BYTES,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-                f.as_fd(),
-                0,
-            )?
-        };
-        let base = NonNull::new(p.cast::<u8>())
-            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
-        Ok(SharedLines { base, path, owner })
+        let file = sys::SharedFile::open(&Self::path(name), BYTES, false)?;
+        Ok(SharedLines { file })
     }
 
     /// Line `i` (`< LINES`).
@@ -90,20 +43,7 @@ impl SharedLines {
         assert!(i < LINES, "line {i} of {LINES}");
         // SAFETY: offset i*128 < 4096 lies in the mapping, is 8-aligned (page-aligned base),
         // starts zeroed (a valid AtomicU64) and is only ever accessed atomically.
-        unsafe { &*self.base.as_ptr().add(i * LINE).cast::<AtomicU64>() }
-    }
-}
-
-impl Drop for SharedLines {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping; the `&AtomicU64`s borrowed from it cannot
-        // outlive `self`.
-        unsafe {
-            let _ = rustix::mm::munmap(self.base.as_ptr().cast(), BYTES);
-        }
-        if self.owner {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        unsafe { &*self.file.base().as_ptr().add(i * LINE).cast::<AtomicU64>() }
     }
 }
 

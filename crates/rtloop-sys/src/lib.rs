@@ -6,6 +6,9 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod shared_file;
+pub use shared_file::SharedFile;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

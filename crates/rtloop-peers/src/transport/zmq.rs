@@ -10,7 +10,6 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-
 use super::{Receiver, Sender};
 use crate::{terr, PeerError, Transport, Trial};
 
