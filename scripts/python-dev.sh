@@ -25,12 +25,15 @@ pip_quiet() {
     fi
 }
 
-say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, pynwb, pyxdf, mne, scipy, numba)"
+say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, pynwb, pyxdf, mne, neo, spikeinterface, scipy, numba)"
 pip_quiet --upgrade pip
 # the build and test tools; pip skips what is already installed
 pip_quiet "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
 # the readers that recording exports are tested with, and MNE for `to_mne`
 pip_quiet pyxdf "pynwb>=3" "mne>=1.6"
+# the readers replay is held against (neo's SpikeGLX and Open Ephys raw readers) and the
+# ground-truth generator its test files are made from (SpikeInterface)
+pip_quiet "neo>=0.14" "spikeinterface>=0.101"
 # the runtime's example modules: scipy's sosfilt for the spike detector's band-pass, numba
 # for `numba: true` modules
 pip_quiet scipy numba

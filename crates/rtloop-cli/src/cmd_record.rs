@@ -221,14 +221,31 @@ fn control_socket(
 
 /// Options of `rtloop replay`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Formats (found from the name and contents of PATH):\n  \
+    rtloop recording   a directory `rtloop record` wrote (header.json)\n  \
+    XDF                FILE.xdf: a numeric stream, its marker streams as events\n  \
+    SpikeGLX           FILE.bin beside its FILE.meta, or a run directory (--series imec0.ap)\n  \
+    Open Ephys binary  structure.oebin, or a directory above it (--series STREAM-FOLDER); TTL and text events\n  \
+    NWB                FILE.nwb (read with pynwb): an ElectricalSeries or TimeSeries (--series NAME); \
+trials, epochs, annotations and events tables as events\n\n\
+Samples are written as stored (int16 stays int16); channel names and units go into the stream, \
+and each channel's gain (physical = raw x gain + offset) into its description as JSON \
+(rtloop.replay.scale in Python). A file holding several series lists them when --series is missing. \
+See docs/replay.md.")]
 pub struct ReplayArgs {
-    /// A recording directory (OUT/STREAM as `rtloop record` wrote it), or an XDF file.
+    /// What to replay: a recording directory, an XDF, NWB or SpikeGLX file, or an Open
+    /// Ephys or SpikeGLX directory.
+    #[arg(value_name = "PATH")]
     pub dir: PathBuf,
-    /// For an XDF file: the stream to play (default: the first numeric one); its marker
-    /// streams become events.
-    #[arg(long)]
+    /// The series to play when PATH holds several (an NWB series, an Open Ephys stream
+    /// folder, a SpikeGLX .bin's name such as imec0.ap, an XDF stream).
+    #[arg(long, value_name = "NAME")]
+    pub series: Option<String>,
+    /// For an XDF file: the stream to play (the same as --series).
+    #[arg(long, hide = true)]
     pub xdf_stream: Option<String>,
-    /// The stream to create and write (default: the recorded stream's name).
+    /// The stream to create and write (default: the recorded stream's name, or the series
+    /// name with characters a stream name may not hold replaced by `_`).
     #[arg(long)]
     pub stream: Option<String>,
     /// Play at this multiple of the original pace (2 = twice as fast).
@@ -237,33 +254,22 @@ pub struct ReplayArgs {
     /// As fast as possible (ignores --speed).
     #[arg(long)]
     pub fast: bool,
+    /// Samples the stream keeps (default: 10 s of the rate, at least 65536); readers can
+    /// read that much history.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub capacity: Option<u64>,
 }
 
-/// Replay a recording into a stream.
+/// Replay a recorded file into a stream.
 pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
-    // an XDF file is converted to a recording directory first
-    let tmp;
-    let dir = if a.dir.is_file() {
-        tmp = std::env::temp_dir().join(format!("rtloop-xdf-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        rtloop_record::xdf::to_recording(&a.dir, a.xdf_stream.as_deref(), &tmp)?;
-        tmp.clone()
-    } else {
-        a.dir.clone()
-    };
-    let result = replay_dir(a, &dir, g);
-    if dir != a.dir {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    result
-}
-
-fn replay_dir(a: &ReplayArgs, dir: &std::path::Path, g: &Global) -> Result<()> {
-    let rec = rtloop_record::Recording::open(dir)?;
+    use rtloop_record::ReplaySource as _;
+    let series = a.series.as_deref().or(a.xdf_stream.as_deref());
+    let src = rtloop_record::formats::open(&a.dir, series)?;
+    let info = src.info();
     let name = a
         .stream
         .clone()
-        .unwrap_or_else(|| rec.header.stream.clone());
+        .unwrap_or_else(|| info.default_stream_name());
     rtloop_stream::validate_name(&name).with_context(|| format!("--stream {name:?}"))?;
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -273,9 +279,13 @@ fn replay_dir(a: &ReplayArgs, dir: &std::path::Path, g: &Global) -> Result<()> {
     }
     if !g.json {
         eprintln!(
-            "replaying {} ({} samples) into stream {name:?} {}",
+            "replaying {} {} {:?} ({} samples of {} channels at {} Hz) into stream {name:?} {}",
+            info.format,
             a.dir.display(),
-            rec.samples,
+            info.series,
+            src.rows(),
+            info.stream.n_channels,
+            info.stream.nominal_rate,
             if a.fast {
                 "as fast as possible".to_string()
             } else {
@@ -283,13 +293,22 @@ fn replay_dir(a: &ReplayArgs, dir: &std::path::Path, g: &Global) -> Result<()> {
             }
         );
     }
-    let r = rtloop_record::replay(dir, &name, (!a.fast).then_some(a.speed), &stop)?;
+    let opts = rtloop_record::PlayOptions {
+        speed: (!a.fast).then_some(a.speed),
+        capacity: a.capacity,
+    };
+    let r = rtloop_record::play(&src, &name, &opts, &stop)?;
     if g.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         println!(
-            "{} samples and {} events in {:.3} s (recorded span {:.3} s) into stream {:?}",
-            r.samples, r.events, r.seconds, r.recorded_seconds, r.stream
+            "{} samples and {} events in {:.3} s ({:.1} MB/s; recorded span {:.3} s) into stream {:?}",
+            r.samples,
+            r.events,
+            r.seconds,
+            r.bytes as f64 / r.seconds.max(1e-9) / 1e6,
+            r.recorded_seconds,
+            r.stream
         );
     }
     Ok(())

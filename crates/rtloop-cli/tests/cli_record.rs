@@ -87,6 +87,6 @@ fn bad_input_is_named() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("not an rtloop recording header"), "{e}");
     let o = rtloop(&["replay", "/nonexistent-recording"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("header.json"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent-recording: No such file"));
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -410,6 +410,28 @@ pub fn parse_header(head: &[u8], file_len: u64, page: u64) -> Result<ParsedHeade
     })
 }
 
+/// A valid stream name made from any text (an LSL name, a recorded series): characters a
+/// stream name may not hold become `_`, an empty name or one starting with `.` gets
+/// `prefix` before it, and it is cut to [`NAME_MAX`] bytes.
+#[must_use]
+pub fn sanitize_name(text: &str, prefix: &str) -> String {
+    let mut s: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        s = format!("{prefix}{s}");
+    }
+    s.truncate(NAME_MAX);
+    s
+}
+
 /// Check a stream name: 1..=[`NAME_MAX`] of `A-Za-z0-9_-.`, not starting with `.`.
 pub fn validate_name(name: &str) -> Result<(), crate::NameError> {
     let err = |reason| {
