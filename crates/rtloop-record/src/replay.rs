@@ -199,8 +199,11 @@ pub(crate) fn pick_series(
     }
 }
 
-/// Map `path` read-only.
-pub(crate) fn map_file(path: &Path) -> Result<Mmap, SourceError> {
+/// Map `path` read-only, advised for sequential reading: how replay reads every file.
+///
+/// # Errors
+/// The file cannot be opened or mapped.
+pub fn map_file(path: &Path) -> Result<Mmap, SourceError> {
     let f = File::open(path).map_err(io_error(path))?;
     // SAFETY: the mapping is read-only and private to this process; what it could observe
     // is the file changing under it (another program truncating or rewriting a recording
@@ -499,7 +502,7 @@ pub struct PlayOptions {
 }
 
 /// Rows written at once as fast as possible: about 1 MiB.
-const FAST_BLOCK_BYTES: usize = 1 << 20;
+pub const FAST_BLOCK_BYTES: usize = 1 << 20;
 
 /// Play `src` into a new stream `name` (replacing one of that name nobody writes any
 /// more): blocks of about a millisecond, each no earlier than its time at the original pace
