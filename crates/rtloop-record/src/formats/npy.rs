@@ -84,7 +84,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
     let descr = field(dict, "descr")
         .and_then(|r| {
             let q = r.chars().next()?;
-            let r = &r[1..];
+            let r = &r[q.len_utf8()..];
             Some(r[..r.find(q)?].to_owned())
         })
         .ok_or("the .npy header has no 'descr'")?;
@@ -92,7 +92,10 @@ pub fn parse_header(bytes: &[u8]) -> Result<NpyHeader, String> {
         return Err("a Fortran-ordered .npy array (allowed: C order)".into());
     }
     let shape_text = field(dict, "shape")
-        .and_then(|r| Some(&r[r.find('(')? + 1..r.find(')')?]))
+        .and_then(|r| {
+            let r = &r[r.find('(')? + 1..];
+            Some(&r[..r.find(')')?])
+        })
         .ok_or("the .npy header has no 'shape'")?;
     let shape = shape_text
         .split(',')
@@ -142,7 +145,13 @@ pub fn parse(bytes: &[u8]) -> Result<Npy, String> {
         }
     };
     let _ = order;
-    let item = if kind == b'U' { width * 4 } else { width };
+    let item = if kind == b'U' {
+        width
+            .checked_mul(4)
+            .ok_or("the .npy item size is too large")?
+    } else {
+        width
+    };
     let need = (n as usize)
         .checked_mul(item)
         .ok_or("the .npy shape is too large")?;

@@ -206,9 +206,9 @@ fn first_npy(dir: &Path, names: &[&str]) -> Result<Option<(PathBuf, Npy)>, Sourc
 pub fn ttl_events(samples: &[i64], states: &[i64], first: i64) -> Vec<SourceEvent> {
     let mut out = Vec::new();
     for (i, (&s, &st)) in samples.iter().zip(states).enumerate() {
-        if st <= 0 || s < first {
+        let Some(row) = s.checked_sub(first).filter(|&r| r >= 0 && st > 0) else {
             continue;
-        }
+        };
         let fall = samples[i + 1..]
             .iter()
             .zip(&states[i + 1..])
@@ -216,10 +216,10 @@ pub fn ttl_events(samples: &[i64], states: &[i64], first: i64) -> Vec<SourceEven
             .filter(|&(_, &x)| x == -st)
             .map(|(&f, _)| f);
         out.push(SourceEvent {
-            row: (s - first) as u64,
+            row: row as u64,
             kind: EventValue::Text("TTL".into()),
             value: EventValue::i64(st),
-            duration: fall.map_or(0, |f| (f - s).max(0) as u64),
+            duration: fall.map_or(0, |f| f.saturating_sub(s).max(0) as u64),
             offset: 0,
         });
     }
@@ -340,9 +340,9 @@ pub fn open(path: &Path, series: Option<&str>) -> Result<FlatSource, SourceError
                 ));
             }
             for (s, t) in samples.iter().zip(text) {
-                if *s >= first {
+                if let Some(row) = s.checked_sub(first).filter(|&r| r >= 0) {
                     events.push(SourceEvent {
-                        row: (s - first) as u64,
+                        row: row as u64,
                         kind: EventValue::Text("text".into()),
                         value: EventValue::Text(t),
                         duration: 0,

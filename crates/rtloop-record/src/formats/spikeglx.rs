@@ -164,11 +164,13 @@ pub fn layout(m: &Meta, stem: &str) -> Result<Layout, String> {
                         .trim_start_matches(|c: char| c.is_ascii_alphabetic())
                         .parse()
                         .unwrap_or(i);
-                    let e = imro
-                        .get(ch + 1)
+                    let e = ch
+                        .checked_add(1)
+                        .and_then(|k| imro.get(k))
                         .ok_or_else(|| format!("imroTbl has no entry for channel {ch} ({name})"))?;
-                    let f: Vec<&str> = e.split_whitespace().collect();
-                    let v = f[if lf { 4 } else { 3 }];
+                    let v = e.split_whitespace().nth(if lf { 4 } else { 3 }).ok_or_else(|| {
+                        format!("imroTbl entry ({e}) of channel {ch} has no gains (a Neuropixels 1.0 entry has 6 fields)")
+                    })?;
                     v.parse::<f64>().map_err(|_| {
                         format!("imroTbl gain {v:?} of channel {ch} is not a number")
                     })?
