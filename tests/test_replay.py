@@ -251,7 +251,7 @@ def test_openephys_replays_bit_identical_with_neos_names_gains_and_events(tmp_pa
 
     # TTL: one event per rising edge, at its sample, duration to the falling edge (as neo
     # pairs them); the message centre's text at its sample
-    ttl_events = [(e.sample, int(np.ravel(e.value)[0]), e.duration) for e in events if e.type == "TTL"]
+    ttl_events = [(e.sample, e.value, e.duration) for e in events if e.type == "TTL"]
     assert ttl_events == [(500, 1, 300), (700, 2, 500), (3000, 1, 300)]
     ne = [i for i, n in enumerate(io.header["event_channels"]["name"]) if "TTL" in n][0]
     _, durations, labels = io.get_event_timestamps(event_channel_index=ne)
