@@ -306,6 +306,9 @@ def write_nwb(path: Path, traces: NDArray[np.int16], compress: bool) -> Dict[str
     data = H5DataIO(traces, compression="gzip", chunks=(1000, n)) if compress else traces
     nwb.add_acquisition(ElectricalSeries(name="ElectricalSeriesRaw", data=data, electrodes=region, starting_time=0.0, rate=RATE, conversion=0.195e-6, channel_conversion=cc, offset=0.0))
     nwb.add_acquisition(pynwb.TimeSeries(name="breathing", data=np.arange(100, dtype=np.float32), unit="a.u.", rate=100.0))
+    # irregular samples: timestamps instead of a rate
+    t = np.cumsum(np.linspace(0.005, 0.015, 50))
+    nwb.add_acquisition(pynwb.TimeSeries(name="pressure", data=np.sin(t), unit="Pa", timestamps=t))
     nwb.add_trial_column(name="condition", description="stimulus")
     nwb.add_trial(start_time=0.01, stop_time=0.02, condition="left")
     nwb.add_trial(start_time=0.1, stop_time=0.15, condition="right")
@@ -325,7 +328,7 @@ def test_nwb_replays_bit_identical_with_pynwbs_names_and_gains(tmp_path: Path, s
 
     out = replay(str(tmp_path / "s.nwb"), "--fast", "--stream", stream_name)
     assert out.returncode != 0
-    assert "holds 2 series; pick one with --series: ElectricalSeriesRaw, breathing" in out.stderr
+    assert "holds 3 series; pick one with --series: ElectricalSeriesRaw, breathing, pressure" in out.stderr
     s, data, events, report = replayed(tmp_path / "s.nwb", stream_name, "--series", "ElectricalSeriesRaw")
     assert report["format"] == "nwb" and report["samples"] == len(traces)
     with pynwb.NWBHDF5IO(str(tmp_path / "s.nwb"), "r") as io:
@@ -339,7 +342,7 @@ def test_nwb_replays_bit_identical_with_pynwbs_names_and_gains(tmp_path: Path, s
         np.testing.assert_array_equal(gain, es.conversion * es.channel_conversion[:].astype(float) * 1e6)
         np.testing.assert_array_equal(offset, 0.0)
         assert set(s.ch_units) == {"uV"} and es.unit == "volts"
-    # trials (type "trials", value the condition, duration in samples) and the annotation
+    # trials (type "trials", value the condition, duration in samples) and the notes table
     assert [(e.type, e.value, e.sample, e.duration) for e in events] == [
         ("trials", "left", 300, 300),
         ("notes", "lights off", 1500, 0),
@@ -351,7 +354,23 @@ def test_nwb_bad_input_says_what_is_wrong(tmp_path: Path, stream_name: str) -> N
     traces = np.zeros((10, 2), dtype=np.int16)
     write_nwb(tmp_path / "s.nwb", traces, False)
     out = replay(str(tmp_path / "s.nwb"), "--series", "nope", "--fast", "--stream", stream_name)
-    assert out.returncode != 0 and "has no series \"nope\"; it has: ElectricalSeriesRaw, breathing" in out.stderr
+    assert out.returncode != 0 and "has no series \"nope\"; it has: ElectricalSeriesRaw, breathing, pressure" in out.stderr
     (tmp_path / "bad.nwb").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
     out = replay(str(tmp_path / "bad.nwb"), "--fast", "--stream", stream_name)
     assert out.returncode != 0 and "could not read it as NWB" in out.stderr
+
+
+def test_nwb_series_with_timestamps_plays_at_its_stamps(tmp_path: Path, stream_name: str) -> None:
+    pynwb = need("pynwb", "pynwb")
+    write_nwb(tmp_path / "s.nwb", np.zeros((10, 2), dtype=np.int16), False)
+    # paced by its timestamps (20x), one channel, float64 as stored
+    out = replay(str(tmp_path / "s.nwb"), "--series", "pressure", "--speed", "20", "--stream", stream_name)
+    assert out.returncode == 0, out.stderr
+    assert abs(json.loads(out.stdout)["recorded_seconds"] - 0.495) < 1e-6
+    s = rtloop.Stream.open(stream_name)
+    data, _ = s.reader().read(0, s.written)
+    with pynwb.NWBHDF5IO(str(tmp_path / "s.nwb"), "r") as io:
+        ts = io.read().acquisition["pressure"]
+        np.testing.assert_array_equal(data[:, 0], ts.data[:])
+        assert s.dtype == np.float64 and s.n_channels == 1 and s.ch_units == ["Pa"]
+        assert abs(s.sfreq - (len(ts.timestamps) - 1) / (ts.timestamps[-1] - ts.timestamps[0])) < 1e-9

@@ -358,8 +358,8 @@ fn replay_once(bin: &Path, capacity: u64) -> Result<f64> {
     let src = rtloop_record::formats::open(bin, None)?;
     let name = format!("pipe-replay-{}", sys::pid());
     let opts = rtloop_record::PlayOptions {
-        speed: None,
         capacity: Some(capacity),
+        ..rtloop_record::PlayOptions::default()
     };
     let r = rtloop_record::play(
         &src,

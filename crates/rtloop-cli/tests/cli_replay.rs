@@ -165,3 +165,59 @@ fn unknown_paths_and_formats_are_named() {
     let o = rtloop(&["replay", f.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("a file of no format rtloop knows"));
 }
+
+#[test]
+fn every_probe_of_a_spikeglx_run_plays_into_its_own_stream() {
+    let dir = TempDir::new("replay-all");
+    let (rows, ch) = (600, 2);
+    let mut want = Vec::new();
+    for probe in 0..2 {
+        let d = dir.path().join(format!("run_g0_imec{probe}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let x: Vec<i16> = samples(rows, ch)
+            .iter()
+            .map(|v| v.wrapping_add(probe))
+            .collect();
+        let bin = d.join(format!("run_g0_t0.imec{probe}.ap.bin"));
+        std::fs::write(&bin, bytes(&x)).unwrap();
+        std::fs::write(
+            bin.with_extension("meta"),
+            "imAiRangeMax=0.62\nimMaxInt=8192\nimSampRate=30000\nnSavedChans=2\ntypeThis=imec\n\
+             ~snsChanMap=(1,0,1)(AP0;0:0)(SY0;384:384)\n",
+        )
+        .unwrap();
+        want.push((format!("run_g0_t0.imec{probe}.ap"), bytes(&x)));
+    }
+    let guards: Vec<StreamGuard> = want.iter().map(|(n, _)| StreamGuard::new(n)).collect();
+    let o = rtloop(&[
+        "--json",
+        "replay",
+        dir.path().to_str().unwrap(),
+        "--all",
+        "--speed",
+        "8",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let reports: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(reports.as_array().unwrap().len(), 2);
+    for (name, x) in &want {
+        let s = Stream::open(name).unwrap();
+        let r = s.reader(ReaderMode::Latest).unwrap();
+        let mut data = vec![0u8; x.len()];
+        r.window(0, rows as u64)
+            .unwrap()
+            .copy_to(&mut data)
+            .unwrap();
+        assert_eq!(&data, x, "{name}");
+    }
+    // one --stream for several series is refused before anything plays
+    let o = rtloop(&[
+        "replay",
+        dir.path().to_str().unwrap(),
+        "--all",
+        "--stream",
+        "x",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--stream names one stream"));
+    drop(guards);
+}

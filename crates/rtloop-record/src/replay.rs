@@ -499,6 +499,9 @@ pub struct PlayOptions {
     pub speed: Option<f64>,
     /// Samples the stream keeps (default: 10 s, at least 65,536).
     pub capacity: Option<u64>,
+    /// The moment the first sample is due (default: when the stream is made). Replays of
+    /// several series of one recording given the same moment play in step.
+    pub start: Option<Instant>,
 }
 
 /// Rows written at once as fast as possible: about 1 MiB.
@@ -538,7 +541,8 @@ pub fn play(
     .min((cap / 4).max(1));
     let events = src.events();
     let (mut row, mut next_event, mut bytes) = (0u64, 0usize, 0u64);
-    let started = Instant::now();
+    let began = Instant::now();
+    let started = opts.start.unwrap_or(began);
     while row < src.rows() {
         // Ordering: a flag with nothing published through it: Relaxed.
         if stop.load(Ordering::Relaxed) {
@@ -578,7 +582,8 @@ pub fn play(
         series: info.series.clone(),
         samples: row,
         events: next_event as u64,
-        seconds: started.elapsed().as_secs_f64(),
+        // from the first sample's moment (or from now, if that was earlier)
+        seconds: started.max(began).elapsed().as_secs_f64(),
         recorded_seconds: src.span_seconds(),
         bytes,
     })
@@ -666,7 +671,7 @@ pub fn replay(
         name,
         &PlayOptions {
             speed,
-            capacity: None,
+            ..PlayOptions::default()
         },
         stop,
     )

@@ -78,6 +78,19 @@ pub fn detect(path: &Path) -> Result<Format, SourceError> {
     })
 }
 
+/// The series `path` holds: all of them when it holds several (an XDF file: its first
+/// numeric stream).
+///
+/// # Errors
+/// As [`open`], but for several series.
+pub fn series(path: &Path) -> Result<Vec<String>, SourceError> {
+    match open(path, None) {
+        Ok(src) => Ok(vec![src.info_series().to_owned()]),
+        Err(SourceError::Ambiguous { series, .. }) => Ok(series),
+        Err(e) => Err(e),
+    }
+}
+
 /// Open `path` in whatever format it is; `series` picks the series (an NWB
 /// TimeSeries, an Open Ephys stream, a SpikeGLX `.bin`, an XDF stream) when it holds
 /// several.

@@ -123,9 +123,15 @@ fn open_in(path: &Path, series: Option<&str>, tmp: &Path) -> Result<FlatSource, 
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("no output");
+            let hint = if why.contains("ModuleNotFoundError") {
+                " (NWB is read with pynwb and numpy: run rtloop from its Python package, whose \
+                 console script sets RTLOOP_PYTHON, or set RTLOOP_PYTHON to a Python that has them)"
+            } else {
+                ""
+            };
             return Err(invalid(
                 path,
-                format!("pynwb (in {py}) could not read it as NWB: {why}"),
+                format!("pynwb (in {py}) could not read it as NWB: {why}{hint}"),
             ));
         }
     };
