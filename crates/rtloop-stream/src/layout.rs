@@ -595,4 +595,16 @@ mod tests {
             assert!(e.to_string().contains("allowed: 1 to 64"), "{e}");
         }
     }
+
+    #[test]
+    fn any_text_sanitizes_to_a_valid_name() {
+        assert_eq!(sanitize_name("Rhythm Data/TTL", "p"), "Rhythm_Data_TTL");
+        assert_eq!(sanitize_name("imec0.ap", "p"), "imec0.ap");
+        assert_eq!(sanitize_name("", "lsl"), "lsl");
+        assert_eq!(sanitize_name(".x", "lsl"), "lsl.x");
+        for text in ["", ".", "é/ü", &"x".repeat(200), "Record Node 101/exp"] {
+            let n = sanitize_name(text, "replay");
+            validate_name(&n).unwrap_or_else(|e| panic!("{text:?} -> {n:?}: {e}"));
+        }
+    }
 }

@@ -93,8 +93,11 @@ fn num<T: std::str::FromStr>(m: &Meta, k: &str) -> Result<T, String> {
 /// What is missing or malformed, as text.
 pub fn layout(m: &Meta, stem: &str) -> Result<Layout, String> {
     let n: usize = num(m, "nSavedChans")?;
-    if n == 0 {
-        return Err("nSavedChans=0: no channels".into());
+    if n == 0 || n as u64 > rtloop_stream::MAX_CHANNELS {
+        return Err(format!(
+            "nSavedChans={n} (allowed: 1 to {})",
+            rtloop_stream::MAX_CHANNELS
+        ));
     }
     let rate: f64 = ["imSampRate", "niSampRate", "obSampRate"]
         .iter()
@@ -425,6 +428,10 @@ mod tests {
         assert!(layout(&m, "x.imec0.ap")
             .unwrap_err()
             .contains("snsChanMap names 1"));
+        let m = parse_meta("nSavedChans=99999999999\nimSampRate=30000\n").unwrap();
+        assert!(layout(&m, "x")
+            .unwrap_err()
+            .contains("allowed: 1 to 1048576"));
         let m = parse_meta("nSavedChans=1\nimSampRate=-3\n").unwrap();
         assert!(layout(&m, "x").unwrap_err().contains("positive"));
         let m = parse_meta("nSavedChans=1\nimSampRate=30000\ntypeThis=imec\nimAiRangeMax=0.6\n~imroTbl=(0,384)\n~snsChanMap=(1)(AP5;5:5)\n").unwrap();
