@@ -25,7 +25,7 @@ pip_quiet() {
     fi
 }
 
-say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, pynwb, pyxdf, mne, scipy, numba, playwright)"
+say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, pynwb, pyxdf, mne, neo, spikeinterface, scipy, numba, playwright)"
 pip_quiet --upgrade pip
 # the build and test tools; pip skips what is already installed
 pip_quiet "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
@@ -33,6 +33,9 @@ pip_quiet "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
 pip_quiet pyxdf "pynwb>=3" "mne>=1.6"
 # the viewer's browser tests drive Debian's Chromium with Playwright (no browser download)
 pip_quiet "playwright>=1.40"
+# the readers replay is held against (neo's SpikeGLX and Open Ephys raw readers) and the
+# ground-truth generator its test files are made from (SpikeInterface)
+pip_quiet "neo>=0.14" "spikeinterface>=0.101"
 # the runtime's example modules: scipy's sosfilt for the spike detector's band-pass, numba
 # for `numba: true` modules
 pip_quiet scipy numba

@@ -221,14 +221,36 @@ fn control_socket(
 
 /// Options of `rtloop replay`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Formats (found from the name and contents of PATH):\n  \
+    rtloop recording   a directory `rtloop record` wrote (header.json)\n  \
+    XDF                FILE.xdf: a numeric stream, its marker streams as events\n  \
+    SpikeGLX           FILE.bin beside its FILE.meta, or a run directory (--series imec0.ap)\n  \
+    Open Ephys binary  structure.oebin, or a directory above it (--series STREAM-FOLDER); TTL and text events\n  \
+    NWB                FILE.nwb (read with pynwb): an ElectricalSeries or TimeSeries (--series NAME); \
+trials, epochs, annotations and events tables as events\n\n\
+Samples are written as stored (int16 stays int16); channel names and units go into the stream, \
+and each channel's gain (physical = raw x gain + offset) into its description as JSON \
+(rtloop.replay.scale in Python). A file holding several series lists them when --series is missing; \
+--all (or --series given more than once) plays each into its own stream, in step. See docs/replay.md.")]
 pub struct ReplayArgs {
-    /// A recording directory (OUT/STREAM as `rtloop record` wrote it), or an XDF file.
+    /// What to replay: a recording directory, an XDF, NWB or SpikeGLX file, or an Open
+    /// Ephys or SpikeGLX directory.
+    #[arg(value_name = "PATH")]
     pub dir: PathBuf,
-    /// For an XDF file: the stream to play (default: the first numeric one); its marker
-    /// streams become events.
-    #[arg(long)]
+    /// The series to play when PATH holds several (an NWB series, an Open Ephys stream
+    /// folder, a SpikeGLX .bin's name such as imec0.ap, an XDF stream); given more than once,
+    /// each plays into its own stream, all in step.
+    #[arg(long, value_name = "NAME")]
+    pub series: Vec<String>,
+    /// Play every series PATH holds (every probe of a SpikeGLX run, every Open Ephys stream,
+    /// every NWB series), each into a stream named after it, all in step.
+    #[arg(long, conflicts_with = "series")]
+    pub all: bool,
+    /// For an XDF file: the stream to play (the same as --series).
+    #[arg(long, hide = true)]
     pub xdf_stream: Option<String>,
-    /// The stream to create and write (default: the recorded stream's name).
+    /// The stream to create and write (default: the recorded stream's name, or the series
+    /// name with characters a stream name may not hold replaced by `_`).
     #[arg(long)]
     pub stream: Option<String>,
     /// Play at this multiple of the original pace (2 = twice as fast).
@@ -237,34 +259,44 @@ pub struct ReplayArgs {
     /// As fast as possible (ignores --speed).
     #[arg(long)]
     pub fast: bool,
+    /// Samples the stream keeps (default: 10 s of the rate, at least 65536); readers can
+    /// read that much history.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub capacity: Option<u64>,
 }
 
-/// Replay a recording into a stream.
+/// Replay a recorded file into a stream (or several series into a stream each, in step).
 pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
-    // an XDF file is converted to a recording directory first
-    let tmp;
-    let dir = if a.dir.is_file() {
-        tmp = std::env::temp_dir().join(format!("rtloop-xdf-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        rtloop_record::xdf::to_recording(&a.dir, a.xdf_stream.as_deref(), &tmp)?;
-        tmp.clone()
+    use rtloop_record::ReplaySource as _;
+    let wanted: Vec<Option<String>> = if a.all {
+        rtloop_record::formats::series(&a.dir)?
+            .into_iter()
+            .map(Some)
+            .collect()
+    } else if !a.series.is_empty() {
+        a.series.iter().cloned().map(Some).collect()
     } else {
-        a.dir.clone()
+        vec![a.xdf_stream.clone()]
     };
-    let result = replay_dir(a, &dir, g);
-    if dir != a.dir {
-        let _ = std::fs::remove_dir_all(&dir);
+    if wanted.len() > 1 && a.stream.is_some() {
+        bail!(
+            "--stream names one stream; with several series each stream is named after its series"
+        );
     }
-    result
-}
-
-fn replay_dir(a: &ReplayArgs, dir: &std::path::Path, g: &Global) -> Result<()> {
-    let rec = rtloop_record::Recording::open(dir)?;
-    let name = a
-        .stream
-        .clone()
-        .unwrap_or_else(|| rec.header.stream.clone());
-    rtloop_stream::validate_name(&name).with_context(|| format!("--stream {name:?}"))?;
+    // every source opened (and every name checked) before anything plays
+    let mut plays = Vec::new();
+    for w in &wanted {
+        let src = rtloop_record::formats::open(&a.dir, w.as_deref())?;
+        let name = a
+            .stream
+            .clone()
+            .unwrap_or_else(|| src.info().default_stream_name());
+        rtloop_stream::validate_name(&name).with_context(|| format!("--stream {name:?}"))?;
+        if plays.iter().any(|(n, _)| *n == name) {
+            bail!("two series would play into stream {name:?}; pick them apart with --series");
+        }
+        plays.push((name, src));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -272,25 +304,72 @@ fn replay_dir(a: &ReplayArgs, dir: &std::path::Path, g: &Global) -> Result<()> {
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
     if !g.json {
-        eprintln!(
-            "replaying {} ({} samples) into stream {name:?} {}",
-            a.dir.display(),
-            rec.samples,
-            if a.fast {
-                "as fast as possible".to_string()
-            } else {
-                format!("at {}x", a.speed)
-            }
-        );
+        for (name, src) in &plays {
+            let info = src.info();
+            eprintln!(
+                "replaying {} {} {:?} ({} samples of {} channels at {} Hz) into stream {name:?} {}",
+                info.format,
+                a.dir.display(),
+                info.series,
+                src.rows(),
+                info.stream.n_channels,
+                info.stream.nominal_rate,
+                if a.fast {
+                    "as fast as possible".to_string()
+                } else {
+                    format!("at {}x", a.speed)
+                }
+            );
+        }
     }
-    let r = rtloop_record::replay(dir, &name, (!a.fast).then_some(a.speed), &stop)?;
+    // paced: one moment for every series' first sample, a little after the streams are made
+    let speed = (!a.fast).then_some(a.speed);
+    let opts = rtloop_record::PlayOptions {
+        speed,
+        capacity: a.capacity,
+        start: speed.map(|_| std::time::Instant::now() + Duration::from_millis(50)),
+    };
+    let results: Vec<_> = std::thread::scope(|sc| {
+        let handles: Vec<_> = plays
+            .iter()
+            .map(|(name, src)| {
+                let (opts, stop) = (&opts, &stop);
+                sc.spawn(move || rtloop_record::play(src, name, opts, stop))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a replay thread panicked"))
+            .collect()
+    });
+    let mut reports = Vec::new();
+    for r in results {
+        match r {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                return Err(e.into());
+            }
+        }
+    }
     if g.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        if let [r] = reports.as_slice() {
+            println!("{}", serde_json::to_string_pretty(r)?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(&reports)?);
+        }
     } else {
-        println!(
-            "{} samples and {} events in {:.3} s (recorded span {:.3} s) into stream {:?}",
-            r.samples, r.events, r.seconds, r.recorded_seconds, r.stream
-        );
+        for r in &reports {
+            println!(
+                "{} samples and {} events in {:.3} s ({:.1} MB/s; recorded span {:.3} s) into stream {:?}",
+                r.samples,
+                r.events,
+                r.seconds,
+                r.bytes as f64 / r.seconds.max(1e-9) / 1e6,
+                r.recorded_seconds,
+                r.stream
+            );
+        }
     }
     Ok(())
 }

@@ -104,8 +104,9 @@ pub enum Command {
     /// (numpy.memmap-able), timestamps.bin, events.jsonl and a header.json kept up to date, so
     /// a recording cut by kill -9 is readable up to its last flush.
     Record(cmd_record::RecordArgs),
-    /// Play a recording into a stream at the original pace, a multiple of it, or as fast as
-    /// possible.
+    /// Play a recorded file into a live stream at the original pace, a multiple of it, or as
+    /// fast as possible, events at their samples: rtloop recordings, XDF, SpikeGLX, Open Ephys
+    /// binary and NWB.
     Replay(cmd_record::ReplayArgs),
     /// Serve a stream to FieldTrip buffer clients over TCP and a UNIX socket.
     ///

@@ -39,6 +39,8 @@ fn pipeline_analyser_runs_end_to_end() {
         "stream read, 2 reader(s)",
         "processing step",
         "recorder to disk",
+        "replay from disk (SpikeGLX file)",
+        "replay's reads without the stream (reference)",
         "network out, unix",
         "network out, tcp",
         "network out, FieldTrip server",
@@ -55,6 +57,21 @@ fn pipeline_analyser_runs_end_to_end() {
         if ratio >= 0.9 { "met" } else { "not met" },
         "{v}"
     );
+    // replay from a file on disk: against the rate the profile needs and against the same
+    // reads without the stream, each verdict "met" only when its figure meets its target
+    let (replay, needed) = (
+        v["replay_mb_per_s"].as_f64().unwrap(),
+        v["required_mb_per_s"].as_f64().unwrap(),
+    );
+    let replay_ratio = v["replay_over_reference"].as_f64().unwrap();
+    assert!(
+        replay > 0.0 && v["replay_reference_mb_per_s"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    assert_eq!(v["replay_goal"], 0.9);
+    let verdict = |ok: bool| if ok { "met" } else { "not met" };
+    assert_eq!(v["replay_verdict"], verdict(replay_ratio >= 0.9), "{v}");
+    assert_eq!(v["replay_needed_verdict"], verdict(replay >= needed), "{v}");
     assert!(v["together_mb_per_s"].as_f64().unwrap() > 0.0);
     assert!(!v["limiting_stage"].as_str().unwrap().is_empty());
     assert!(v["verdict"].as_str().unwrap().contains("MB/s"));
@@ -81,6 +98,6 @@ fn bad_input_is_named() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("not an rtloop recording header"), "{e}");
     let o = rtloop(&["replay", "/nonexistent-recording"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("header.json"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent-recording: No such file"));
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -97,21 +97,7 @@ fn other(e: impl std::fmt::Display) -> LslError {
 /// A stream name from an LSL name (characters a stream name may not hold become `_`).
 #[must_use]
 pub fn sanitize(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "_-.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() || s.starts_with('.') {
-        format!("lsl{s}")
-    } else {
-        s
-    }
+    rtloop_stream::sanitize_name(name, "lsl")
 }
 
 /// An LSL outlet on the network becomes an rtloop stream, until `stop` (or the duration).

@@ -410,6 +410,28 @@ pub fn parse_header(head: &[u8], file_len: u64, page: u64) -> Result<ParsedHeade
     })
 }
 
+/// A valid stream name made from any text (an LSL name, a recorded series): characters a
+/// stream name may not hold become `_`, an empty name or one starting with `.` gets
+/// `prefix` before it, and it is cut to [`NAME_MAX`] bytes.
+#[must_use]
+pub fn sanitize_name(text: &str, prefix: &str) -> String {
+    let mut s: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        s = format!("{prefix}{s}");
+    }
+    s.truncate(NAME_MAX);
+    s
+}
+
 /// Check a stream name: 1..=[`NAME_MAX`] of `A-Za-z0-9_-.`, not starting with `.`.
 pub fn validate_name(name: &str) -> Result<(), crate::NameError> {
     let err = |reason| {
@@ -571,6 +593,18 @@ mod tests {
             let e = validate_name(bad).unwrap_err();
             assert!(e.to_string().contains(why), "{bad:?}: {e}");
             assert!(e.to_string().contains("allowed: 1 to 64"), "{e}");
+        }
+    }
+
+    #[test]
+    fn any_text_sanitizes_to_a_valid_name() {
+        assert_eq!(sanitize_name("Rhythm Data/TTL", "p"), "Rhythm_Data_TTL");
+        assert_eq!(sanitize_name("imec0.ap", "p"), "imec0.ap");
+        assert_eq!(sanitize_name("", "lsl"), "lsl");
+        assert_eq!(sanitize_name(".x", "lsl"), "lsl.x");
+        for text in ["", ".", "é/ü", &"x".repeat(200), "Record Node 101/exp"] {
+            let n = sanitize_name(text, "replay");
+            validate_name(&n).unwrap_or_else(|e| panic!("{text:?} -> {n:?}: {e}"));
         }
     }
 }

@@ -71,8 +71,8 @@ pub use error::{
 };
 pub use events::{Event, EventValue, CHAR_CODE};
 pub use layout::{
-    validate_name, CH_TYPE_MAX, CONTENT_TYPE_MAX, EVENT_PAYLOAD_MAX, LAYOUT_VERSION, META_TEXT_MAX,
-    NAME_MAX, SOURCE_ID_MAX,
+    sanitize_name, validate_name, CH_NAME_MAX, CH_TYPE_MAX, CH_UNIT_MAX, CONTENT_TYPE_MAX,
+    EVENT_PAYLOAD_MAX, LAYOUT_VERSION, MAX_CHANNELS, META_TEXT_MAX, NAME_MAX, SOURCE_ID_MAX,
 };
 pub use reader::{Liveness, Pulled, Reader, ReaderMode};
 #[cfg(not(loom))]
