@@ -44,8 +44,6 @@ mod dtype;
 mod error;
 mod events;
 mod layout;
-#[cfg(not(loom))]
-pub mod lines;
 mod reader;
 mod ring;
 #[cfg(not(loom))]

@@ -1,12 +1,12 @@
 //! Bare shared cache lines between processes: the reference a stream's hand-off latency is
-//! judged against (a cache-line ping-pong between the same two cores, machine-limits §B2).
+//! judged against (a cache-line ping-pong between the same two cores).
 //! Deliberately no ring, no protocol: two `AtomicU64` on their own 128-byte lines in a
 //! small shared mapping.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
 
-use crate::sync::AtomicU64;
-use crate::sys;
+use rtloop_sys as sys;
 
 /// Lines in a [`SharedLines`] mapping.
 pub const LINES: usize = 8;
@@ -25,14 +25,14 @@ impl SharedLines {
 
     /// Create the lines under `name` (removed again when this value drops).
     pub fn create(name: &str) -> std::io::Result<SharedLines> {
-        crate::layout::validate_name(name).map_err(std::io::Error::other)?;
+        rtloop_stream::validate_name(name).map_err(std::io::Error::other)?;
         let file = sys::SharedFile::create(&Self::path(name), BYTES, false)?;
         Ok(SharedLines { file })
     }
 
     /// Open lines another process created.
     pub fn open(name: &str) -> std::io::Result<SharedLines> {
-        crate::layout::validate_name(name).map_err(std::io::Error::other)?;
+        rtloop_stream::validate_name(name).map_err(std::io::Error::other)?;
         let file = sys::SharedFile::open(&Self::path(name), BYTES, false)?;
         Ok(SharedLines { file })
     }
@@ -47,11 +47,10 @@ impl SharedLines {
     }
 }
 
-// miri cannot run mmap of a file
-#[cfg(all(test, not(miri)))]
+#[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::Ordering;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn two_mappings_see_the_same_lines() {

@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use rtloop_launch::{ChildRole, LaunchError};
 use rtloop_metrics::LatencyHistogram;
-use rtloop_stream::lines::SharedLines;
 use rtloop_sys as sys;
 use serde::{Deserialize, Serialize};
+
+mod lines;
+use lines::SharedLines;
 
 /// The echo process of the ping-pong: copies line 0 into line 1 until it reads `u64::MAX`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
