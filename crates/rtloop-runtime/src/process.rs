@@ -22,7 +22,7 @@ pub struct StepError(pub String);
 
 impl From<crate::drivers::DriverError> for StepError {
     fn from(e: crate::drivers::DriverError) -> Self {
-        StepError(e.0)
+        StepError(e.to_string())
     }
 }
 

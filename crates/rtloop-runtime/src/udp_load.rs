@@ -337,7 +337,7 @@ pub fn paced_driver_echo(
 ) -> Result<(), anyhow_free::Error> {
     use crate::drivers::{DriverCtx, InView, OutBuf, TickInfo};
     use crate::model::Signal;
-    let err = |e: crate::drivers::DriverError| anyhow_free::Error(e.0);
+    let err = |e: crate::drivers::DriverError| anyhow_free::Error(e.to_string());
     let sig = |name: &str, shape: [usize; 2], dtype| Signal {
         name: name.into(),
         shape: shape.to_vec(),

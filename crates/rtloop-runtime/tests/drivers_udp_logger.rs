@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rtloop_runtime::drivers::{
-    self, logger, udp, DriverCtx, InView, OutBuf, Sink, Source, TickInfo,
+    self, logger, udp, DriverCtx, DriverError, InView, OutBuf, Sink, Source, TickInfo,
 };
 use rtloop_runtime::model::{Kind, Signal};
 use rtloop_stream::DType;
@@ -232,10 +232,13 @@ fn udp_in_names_an_address_in_use() {
     let e = udp::open_in(&json!({"bind": a.to_string()}), &[pk], &here())
         .err()
         .unwrap();
+    // an OS error, with the address it could not bind
     assert!(
-        e.0.contains(&a.to_string()) && e.0.contains("in use"),
-        "{e}"
+        matches!(&e, DriverError::Io { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse),
+        "{e:?}"
     );
+    let m = e.to_string();
+    assert!(m.contains(&a.to_string()) && m.contains("in use"), "{m}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -390,12 +393,15 @@ fn udp_out_refuses_bad_lengths_naming_both_signals() {
             )
             .err()
             .unwrap();
+        // the tick's data broke the rules: what, where and what is allowed
+        assert!(matches!(e, DriverError::Data(_)), "{e:?}");
+        let m = e.to_string();
         assert!(
-            e.0.contains(&format!("length {bad}"))
-                && e.0.contains("'lens'")
-                && e.0.contains("'data'")
-                && e.0.contains("0..=4"),
-            "{e}"
+            m.contains(&format!("length {bad}"))
+                && m.contains("'lens'")
+                && m.contains("'data'")
+                && m.contains("0..=4"),
+            "{m}"
         );
     }
     // lengths for 2 rows, data for 3
@@ -407,7 +413,9 @@ fn udp_out_refuses_bad_lengths_naming_both_signals() {
         )
         .err()
         .unwrap();
-    assert!(e.0.contains("2 rows") && e.0.contains("has 3"), "{e}");
+    assert!(matches!(e, DriverError::Data(_)), "{e:?}");
+    let m = e.to_string();
+    assert!(m.contains("2 rows") && m.contains("has 3"), "{m}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -714,7 +722,8 @@ fn logger_refuses_an_existing_file_unless_overwrite() {
         .err()
         .unwrap();
     assert!(
-        e.0.contains("old.db") && e.0.contains("exists") && e.0.contains("overwrite: true"),
+        matches!(&e, DriverError::Config(m)
+            if m.contains("old.db") && m.contains("exists") && m.contains("overwrite: true")),
         "{e}"
     );
     assert_eq!(std::fs::read(d.join("old.db")).unwrap(), b"precious");
@@ -732,7 +741,8 @@ fn logger_refuses_an_existing_file_unless_overwrite() {
     let e = logger::open(&json!({"path": "no/such/dir.db"}), &[s], &ctx(&d))
         .err()
         .unwrap();
-    assert!(e.0.contains("dir.db"), "{e}");
+    assert!(matches!(e, DriverError::Database { .. }), "{e:?}");
+    assert!(e.to_string().contains("dir.db"), "{e}");
 }
 
 #[test]
@@ -875,9 +885,11 @@ fn logger_writer_errors_are_reported_and_committed_ticks_stay_readable() {
     let held = lock(&path);
     log_ticks(l.as_mut(), 3..5, &small, &pk);
     let e = l.finish().expect_err("the writer's error");
+    assert!(matches!(e, DriverError::Database { .. }), "{e:?}");
+    let m = e.to_string();
     assert!(
-        e.0.contains("database is locked") && e.0.contains("f.db"),
-        "{e}"
+        m.contains("database is locked") && m.contains("f.db") && m.contains("stay readable"),
+        "{m}"
     );
     held.execute_batch("ROLLBACK").unwrap();
     let n: i64 = reader
@@ -1025,7 +1037,7 @@ fn udp_in_acting_on_arrival_takes_a_datagram_within_the_tick_it_arrives_in() {
     let e = udp::open_in(&opts, std::slice::from_ref(&pk), &ctx)
         .err()
         .unwrap()
-        .0;
+        .to_string();
     assert!(
         e.contains("cutoff_us 2000000 is not shorter than the tick (2000000 µs)"),
         "{e}"

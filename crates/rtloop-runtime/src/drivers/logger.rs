@@ -173,11 +173,11 @@ pub fn open(
     signals: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
-    let o: Options = parse_options(options).map_err(DriverError)?;
+    let o: Options = parse_options(options).map_err(DriverError::Config)?;
     let path = ctx.out_dir.join(&o.path);
     if path.exists() {
         if !o.overwrite {
-            return Err(DriverError(format!(
+            return Err(DriverError::Config(format!(
                 "{} exists; remove it, choose another path, or set `overwrite: true`",
                 path.display()
             )));
@@ -186,9 +186,16 @@ pub fn open(
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
     }
-    let db = Connection::open(&path)
-        .map_err(|e| DriverError(format!("cannot create {}: {e}", path.display())))?;
-    let sql = |e: rusqlite::Error| DriverError(format!("{}: {e}", path.display()));
+    let db = Connection::open(&path).map_err(|e| DriverError::Database {
+        path: path.clone(),
+        source: Box::new(e),
+        after: "",
+    })?;
+    let sql = |e: rusqlite::Error| DriverError::Database {
+        path: path.clone(),
+        source: Box::new(e),
+        after: "",
+    };
     db.execute_batch(
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;
          CREATE TABLE ticks(tick INTEGER PRIMARY KEY, deadline_ns INTEGER, start_ns INTEGER,
@@ -254,7 +261,7 @@ pub fn open(
             let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &raw const normal) };
             write_batches(db, &l2, &rx, &ret_tx)
         })
-        .map_err(|e| DriverError(format!("cannot start the logger thread: {e}")))?;
+        .map_err(|e| DriverError::io("cannot start the logger thread", e))?;
     Ok(Box::new(Logger {
         path,
         batch_ticks: o.batch_ticks,
@@ -272,7 +279,7 @@ fn write_batches(
     layouts: &[Layout],
     rx: &Receiver<Batch>,
     recycle: &SyncSender<Batch>,
-) -> Result<u64, String> {
+) -> Result<u64, rusqlite::Error> {
     let mut written = 0u64;
     let inserts: Vec<String> = layouts
         .iter()
@@ -286,18 +293,14 @@ fn write_batches(
         })
         .collect();
     while let Ok(mut batch) = rx.recv() {
-        let tx = db.transaction().map_err(|e| e.to_string())?;
+        let tx = db.transaction()?;
         {
-            let mut ticks = tx
-                .prepare_cached("INSERT INTO ticks VALUES (?1, ?2, ?3, ?4, ?5)")
-                .map_err(|e| e.to_string())?;
+            let mut ticks = tx.prepare_cached("INSERT INTO ticks VALUES (?1, ?2, ?3, ?4, ?5)")?;
             for t in &batch.ticks {
-                ticks
-                    .execute(rusqlite::params![t[0], t[1], t[2], t[3], t[4]])
-                    .map_err(|e| e.to_string())?;
+                ticks.execute(rusqlite::params![t[0], t[1], t[2], t[3], t[4]])?;
             }
             for (s, l) in layouts.iter().enumerate() {
-                let mut st = tx.prepare_cached(&inserts[s]).map_err(|e| e.to_string())?;
+                let mut st = tx.prepare_cached(&inserts[s])?;
                 let mut off = 0;
                 for (k, t) in batch.ticks.iter().enumerate() {
                     let rows = batch.rows[s][k];
@@ -309,18 +312,16 @@ fn write_batches(
                             let w = l.dtype.itemsize();
                             let vals = std::iter::once(rusqlite::types::Value::Integer(t[0]))
                                 .chain(b.chunks_exact(w).map(|c| value(l.dtype, c)));
-                            st.execute(params_from_iter(vals))
-                                .map_err(|e| e.to_string())?;
+                            st.execute(params_from_iter(vals))?;
                         }
                         None => {
-                            st.execute(rusqlite::params![t[0], rows as i64, b])
-                                .map_err(|e| e.to_string())?;
+                            st.execute(rusqlite::params![t[0], rows as i64, b])?;
                         }
                     }
                 }
             }
         }
-        tx.commit().map_err(|e| e.to_string())?;
+        tx.commit()?;
         written += batch.ticks.len() as u64;
         batch.ticks.clear();
         for r in &mut batch.rows {
@@ -341,7 +342,7 @@ struct Logger {
     current: Batch,
     tx: Option<SyncSender<Batch>>,
     recycled: Receiver<Batch>,
-    writer: Option<JoinHandle<Result<u64, String>>>,
+    writer: Option<JoinHandle<Result<u64, rusqlite::Error>>>,
     dropped: u64,
 }
 
@@ -407,16 +408,15 @@ impl Sink for Logger {
     fn finish(&mut self) -> Result<String, DriverError> {
         self.send();
         self.tx = None; // the writer thread ends when the queue is drained
-        let result = self.writer.take().map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err("the logger thread panicked".into()))
-        });
+        let result = self.writer.take().map(std::thread::JoinHandle::join);
         match result {
-            Some(Err(e)) => Err(DriverError(format!(
-                "{}: {e} (ticks committed before it stay readable)",
-                self.path.display()
-            ))),
-            Some(Ok(written)) => Ok(format!(
+            Some(Err(_)) => Err(DriverError::Panicked("logger")),
+            Some(Ok(Err(e))) => Err(DriverError::Database {
+                path: self.path.clone(),
+                source: Box::new(e),
+                after: " (ticks committed before it stay readable)",
+            }),
+            Some(Ok(Ok(written))) => Ok(format!(
                 "logged {written} ticks to {} ({} dropped)",
                 self.path.display(),
                 self.dropped

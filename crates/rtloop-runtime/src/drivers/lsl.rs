@@ -80,9 +80,7 @@ pub fn check_out(options: &serde_json::Value, signals: &[&Signal]) -> Result<(),
 }
 
 fn load() -> Result<Arc<Lsl>, DriverError> {
-    Lsl::load()
-        .map(Arc::new)
-        .map_err(|e| DriverError(e.to_string()))
+    Lsl::load().map(Arc::new).map_err(DriverError::Lsl)
 }
 
 /// Open `lsl_in`: resolves the outlet; its channels and format must match the signal.
@@ -91,12 +89,12 @@ pub fn open_in(
     signals: &[Signal],
     _ctx: &DriverCtx,
 ) -> Result<Box<dyn Source>, DriverError> {
-    let o: InOptions = parse_options(options).map_err(DriverError)?;
+    let o: InOptions = parse_options(options).map_err(DriverError::Config)?;
     let s = &signals[0];
     let inlet = Inlet::open(load()?, &o.query, o.by.as_deref(), o.timeout, &|| false)
-        .map_err(|e| DriverError(e.to_string()))?;
+        .map_err(DriverError::Lsl)?;
     if inlet.meta.channels != s.row_len() || inlet.dtype != Some(s.dtype) {
-        return Err(DriverError(format!(
+        return Err(DriverError::Config(format!(
             "LSL outlet {} does not fit signal {:?} ({} channels of {}): the outlet has {} \
              channels of {}",
             inlet.meta,
@@ -130,7 +128,7 @@ impl Source for LslIn {
         let n = self
             .inlet
             .pull(o.bytes, &mut self.ts, max, 0.0)
-            .map_err(|e| DriverError(e.to_string()))?;
+            .map_err(DriverError::Lsl)?;
         o.rows = n;
         self.samples += n as u64;
         Ok(())
@@ -150,7 +148,7 @@ pub fn open_out(
     signals: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
-    let o: OutOptions = parse_options(options).map_err(DriverError)?;
+    let o: OutOptions = parse_options(options).map_err(DriverError::Config)?;
     let s = &signals[0];
     let full = crate::process::stream_name(&ctx.model, &s.name);
     let rate = if s.variable {
@@ -171,7 +169,7 @@ pub fn open_out(
             units: Vec::new(),
         },
     )
-    .map_err(|e| DriverError(e.to_string()))?;
+    .map_err(DriverError::Lsl)?;
     Ok(Box::new(LslOut {
         outlet,
         period: ctx.tick.as_secs_f64() / s.rows_per_tick().max(1) as f64,
@@ -197,7 +195,7 @@ impl Sink for LslOut {
         // the rows straight from the stream (aligned for the dtype)
         self.outlet
             .push(i.bytes, &self.ts[..i.rows])
-            .map_err(|e| DriverError(e.to_string()))?;
+            .map_err(DriverError::Lsl)?;
         self.samples += i.rows as u64;
         Ok(())
     }

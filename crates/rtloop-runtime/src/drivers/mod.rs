@@ -1,23 +1,124 @@
 //! Drivers: built-in sources and sinks. A driver is a small trait object, so more can be
-//! added (register it in [`check`] and [`open_source`] / [`open_sink`]).
+//! added: a line in [`DRIVERS`] (name, option check, opener). Their errors are [`DriverError`]s.
 
 use crate::model::{Kind, Signal};
 
-/// Why a driver could not be opened or failed during a tick.
+/// Why a driver could not be opened or failed during a tick. Each variant says what kind of
+/// thing went wrong; the message says what and, for bad options, what is allowed.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct DriverError(pub String);
-
-impl DriverError {
-    /// An error with this message.
-    pub fn new(msg: impl Into<String>) -> Self {
-        DriverError(msg.into())
-    }
+pub enum DriverError {
+    /// The driver's options or the signals it was given are not what it can work with.
+    #[error("{0}")]
+    Config(String),
+    /// A tick's data broke the driver's rules (a length outside the row, rows that do not
+    /// match between two signals).
+    #[error("{0}")]
+    Data(String),
+    /// An operating-system call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What the driver was doing.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A stream could not be created, opened, read or written.
+    #[error("{what}: {source}{hint}")]
+    Stream {
+        /// What the driver was doing, naming the stream.
+        what: String,
+        /// The stream's error.
+        source: Box<StreamError>,
+        /// What may help (the streams there are), or empty.
+        hint: String,
+    },
+    /// A stream's shape does not match the signal it feeds.
+    #[error("stream {stream:?} has {channels} channels of {dtype}; signal {signal:?} needs {needs} of {needs_dtype} per row")]
+    Shape {
+        /// The stream.
+        stream: String,
+        /// Its channels.
+        channels: usize,
+        /// Its dtype.
+        dtype: rtloop_stream::DType,
+        /// The signal.
+        signal: String,
+        /// Channels the signal needs per row.
+        needs: usize,
+        /// The signal's dtype.
+        needs_dtype: rtloop_stream::DType,
+    },
+    /// LSL (the `lsl_in` / `lsl_out` drivers).
+    #[cfg(feature = "lsl")]
+    #[error(transparent)]
+    Lsl(#[from] rtloop_lsl::LslError),
+    /// The logger's SQLite database.
+    #[cfg(feature = "logger")]
+    #[error("{path}: {source}{after}")]
+    Database {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// SQLite's error.
+        source: Box<rusqlite::Error>,
+        /// What still holds (ticks committed before it stay readable), or empty.
+        after: &'static str,
+    },
+    /// One or more of the recorder's recordings failed.
+    #[cfg(feature = "recorder")]
+    #[error("{}", .0.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; "))]
+    Recording(Vec<RecordingFailure>),
+    /// A driver's worker thread panicked.
+    #[error("the {0} thread panicked")]
+    Panicked(&'static str),
 }
 
-impl From<std::io::Error> for DriverError {
-    fn from(e: std::io::Error) -> Self {
-        DriverError(e.to_string())
+/// A stream error a driver met, by the operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// Creating the stream.
+    #[error(transparent)]
+    Create(#[from] rtloop_stream::CreateError),
+    /// Opening it.
+    #[error(transparent)]
+    Open(#[from] rtloop_stream::OpenError),
+    /// Claiming its writer or a reader slot.
+    #[error(transparent)]
+    Claim(#[from] rtloop_stream::ClaimError),
+    /// Reading.
+    #[error(transparent)]
+    Read(#[from] rtloop_stream::ReadError),
+    /// Writing.
+    #[error(transparent)]
+    Write(#[from] rtloop_stream::WriteError),
+}
+
+/// One recording the recorder sink could not finish.
+#[cfg(feature = "recorder")]
+#[derive(Debug, thiserror::Error)]
+#[error("{stream}: {}", .error.as_ref().map_or_else(|| "the recorder thread panicked".to_string(), |e| e.to_string()))]
+pub struct RecordingFailure {
+    /// The stream recorded.
+    pub stream: String,
+    /// The recorder's error (`None`: its thread panicked).
+    pub error: Option<rtloop_record::RecordError>,
+}
+
+impl DriverError {
+    /// A stream error with what the driver was doing.
+    pub fn stream(what: impl Into<String>, source: impl Into<StreamError>) -> Self {
+        DriverError::Stream {
+            what: what.into(),
+            source: Box::new(source.into()),
+            hint: String::new(),
+        }
+    }
+
+    /// An OS error with what the driver was doing.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        DriverError::Io {
+            what: what.into(),
+            source,
+        }
     }
 }
 
@@ -269,7 +370,7 @@ pub fn open_source(
 ) -> Result<Box<dyn Source>, DriverError> {
     match find(driver).map(|d| d.open) {
         Some(Opener::Source(open)) => open(options, outputs, ctx),
-        _ => Err(DriverError(format!(
+        _ => Err(DriverError::Config(format!(
             "{driver:?} is not a source driver; allowed: {}",
             driver_names(Kind::Source)
         ))),
@@ -285,7 +386,7 @@ pub fn open_sink(
 ) -> Result<Box<dyn Sink>, DriverError> {
     match find(driver).map(|d| d.open) {
         Some(Opener::Sink(open)) => open(options, inputs, ctx),
-        _ => Err(DriverError(format!(
+        _ => Err(DriverError::Config(format!(
             "{driver:?} is not a sink driver; allowed: {}",
             driver_names(Kind::Sink)
         ))),

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{parse_options, DriverCtx, DriverError, InView, Sink, TickInfo};
+use super::{parse_options, DriverCtx, DriverError, InView, RecordingFailure, Sink, TickInfo};
 use crate::model::Signal;
 use rtloop_record::{Control, RecordConfig, RecordReport};
 
@@ -63,13 +63,13 @@ pub fn open(
     signals: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
-    let o: Options = parse_options(options).map_err(DriverError)?;
+    let o: Options = parse_options(options).map_err(DriverError::Config)?;
     let out = ctx.out_dir.join(&o.out);
     std::fs::create_dir_all(&out)
-        .map_err(|e| DriverError(format!("cannot create {}: {e}", out.display())))?;
+        .map_err(|e| DriverError::io(format!("cannot create {}", out.display()), e))?;
     let probe = out.join(".rtloop-write-test");
     std::fs::write(&probe, b"")
-        .map_err(|e| DriverError(format!("{} is not writable: {e}", out.display())))?;
+        .map_err(|e| DriverError::io(format!("{} is not writable", out.display()), e))?;
     let _ = std::fs::remove_file(&probe);
     let cfg = RecordConfig {
         flush_every: Duration::from_millis(o.flush_ms),
@@ -94,7 +94,7 @@ pub fn open(
 
 type Running = (
     Arc<Control>,
-    std::thread::JoinHandle<Result<RecordReport, String>>,
+    std::thread::JoinHandle<Result<RecordReport, rtloop_record::RecordError>>,
 );
 
 struct Recorder {
@@ -118,10 +118,8 @@ impl Sink for Recorder {
                 };
                 let h = std::thread::Builder::new()
                     .name(format!("record {name}"))
-                    .spawn(move || {
-                        rtloop_record::record(&n, &out, &cfg, &c).map_err(|e| e.to_string())
-                    })
-                    .map_err(|e| DriverError(format!("cannot start the recorder thread: {e}")))?;
+                    .spawn(move || rtloop_record::record(&n, &out, &cfg, &c))
+                    .map_err(|e| DriverError::io("cannot start the recorder thread", e))?;
                 self.running.push((control, h));
             }
         }
@@ -150,12 +148,18 @@ impl Sink for Recorder {
                     lost += r.lost_samples;
                     parts.push(format!("{} samples of {name}", r.samples));
                 }
-                Ok(Err(e)) => errors.push(format!("{name}: {e}")),
-                Err(_) => errors.push(format!("{name}: the recorder thread panicked")),
+                Ok(Err(e)) => errors.push(RecordingFailure {
+                    stream: name.clone(),
+                    error: Some(e),
+                }),
+                Err(_) => errors.push(RecordingFailure {
+                    stream: name.clone(),
+                    error: None,
+                }),
             }
         }
         if !errors.is_empty() {
-            return Err(DriverError(errors.join("; ")));
+            return Err(DriverError::Recording(errors));
         }
         Ok(format!(
             "recorded {} to {} ({lost} lost)",

@@ -63,32 +63,29 @@ pub fn open_in(
     signals: &[Signal],
     _ctx: &DriverCtx,
 ) -> Result<Box<dyn Source>, DriverError> {
-    let o: InOptions = parse_options(options).map_err(DriverError)?;
+    let o: InOptions = parse_options(options).map_err(DriverError::Config)?;
     let sig = signals
         .first()
-        .ok_or_else(|| DriverError::new("stream_in writes one signal"))?;
-    let stream = Stream::open(&o.stream).map_err(|e| {
-        DriverError(format!(
-            "cannot open stream {:?}: {e} (streams now: {})",
-            o.stream,
-            Stream::list().join(", ")
-        ))
+        .ok_or_else(|| DriverError::Config("stream_in writes one signal".into()))?;
+    let stream = Stream::open(&o.stream).map_err(|e| DriverError::Stream {
+        what: format!("cannot open stream {:?}", o.stream),
+        source: Box::new(e.into()),
+        hint: format!(" (streams now: {})", Stream::list().join(", ")),
     })?;
     let info = stream.info();
     if info.n_channels != sig.row_len() || info.dtype != sig.dtype {
-        return Err(DriverError(format!(
-            "stream {:?} has {} channels of {}; signal {:?} needs {} of {} per row",
-            o.stream,
-            info.n_channels,
-            info.dtype,
-            sig.name,
-            sig.row_len(),
-            sig.dtype
-        )));
+        return Err(DriverError::Shape {
+            stream: o.stream,
+            channels: info.n_channels,
+            dtype: info.dtype,
+            signal: sig.name.clone(),
+            needs: sig.row_len(),
+            needs_dtype: sig.dtype,
+        });
     }
     let reader = stream
         .reader(ReaderMode::Latest)
-        .map_err(|e| DriverError(e.to_string()))?;
+        .map_err(|e| DriverError::stream(format!("cannot read stream {:?}", o.stream), e))?;
     Ok(Box::new(StreamIn {
         name: o.stream,
         reader,
@@ -125,11 +122,13 @@ impl Source for StreamIn {
                     }
                     Err(ReadError::Overrun { lost, oldest }) => {
                         self.lost += lost;
-                        self.reader
-                            .seek(oldest)
-                            .map_err(|e| DriverError(format!("stream {:?}: {e}", self.name)))?;
+                        self.reader.seek(oldest).map_err(|e| {
+                            DriverError::stream(format!("stream {:?}", self.name), e)
+                        })?;
                     }
-                    Err(e) => return Err(DriverError(format!("stream {:?}: {e}", self.name))),
+                    Err(e) => {
+                        return Err(DriverError::stream(format!("stream {:?}", self.name), e))
+                    }
                 }
             }
         }
@@ -155,10 +154,10 @@ impl Source for StreamIn {
                     return Ok(());
                 }
                 Err(ReadError::Overrun { .. } | ReadError::TooOld { .. }) => self.lost += n,
-                Err(e) => return Err(DriverError(format!("stream {:?}: {e}", self.name))),
+                Err(e) => return Err(DriverError::stream(format!("stream {:?}", self.name), e)),
             }
         }
-        Err(DriverError(format!(
+        Err(DriverError::Data(format!(
             "stream {:?} is written faster than it can be read (lapped 8 times in one tick)",
             self.name
         )))
@@ -178,10 +177,10 @@ pub fn open_out(
     signals: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
-    let o: OutOptions = parse_options(options).map_err(DriverError)?;
+    let o: OutOptions = parse_options(options).map_err(DriverError::Config)?;
     let sig = signals
         .first()
-        .ok_or_else(|| DriverError::new("stream_out reads one signal"))?;
+        .ok_or_else(|| DriverError::Config("stream_out reads one signal".into()))?;
     let rate = if sig.variable {
         0.0
     } else {
@@ -194,7 +193,7 @@ pub fn open_out(
         let alive = matches!(old.stats().writer, rtloop_stream::Liveness::Active { .. });
         drop(old);
         if !o.replace || alive {
-            return Err(DriverError(format!(
+            return Err(DriverError::Config(format!(
                 "stream {:?} already exists{}; choose another name{}",
                 o.stream,
                 if alive { " and has a live writer" } else { "" },
@@ -205,8 +204,10 @@ pub fn open_out(
     }
     let cfg = StreamConfig::new(sig.dtype, sig.row_len(), rate, capacity);
     let stream = Stream::create(&o.stream, &cfg)
-        .map_err(|e| DriverError(format!("cannot create stream {:?}: {e}", o.stream)))?;
-    let writer = stream.writer().map_err(|e| DriverError(e.to_string()))?;
+        .map_err(|e| DriverError::stream(format!("cannot create stream {:?}", o.stream), e))?;
+    let writer = stream
+        .writer()
+        .map_err(|e| DriverError::stream(format!("cannot write stream {:?}", o.stream), e))?;
     Ok(Box::new(StreamOut {
         name: o.stream,
         keep: o.keep,
@@ -228,7 +229,7 @@ impl Sink for StreamOut {
         let i = &inputs[0];
         if i.rows > 0 {
             w.write_bytes(i.bytes, Some(t.start_ns))
-                .map_err(|e| DriverError(format!("stream {:?}: {e}", self.name)))?;
+                .map_err(|e| DriverError::stream(format!("stream {:?}", self.name), e))?;
             self.samples += i.rows as u64;
         }
         Ok(())

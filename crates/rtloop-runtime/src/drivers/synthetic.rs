@@ -83,10 +83,10 @@ pub fn open(
     signals: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Source>, DriverError> {
-    let o: Options = parse_options(options).map_err(DriverError)?;
+    let o: Options = parse_options(options).map_err(DriverError::Config)?;
     let sig = signals
         .first()
-        .ok_or_else(|| DriverError::new("synthetic writes one signal"))?;
+        .ok_or_else(|| DriverError::Config("synthetic writes one signal".into()))?;
     let is_float = matches!(sig.dtype, DType::F32 | DType::F64);
     let amplitude = o.amplitude.unwrap_or(if is_float { 1.0 } else { 1000.0 });
     let noise = o.noise.unwrap_or(match o.waveform {

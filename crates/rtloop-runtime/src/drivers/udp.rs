@@ -279,18 +279,19 @@ pub fn open_in(
     signals: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Source>, DriverError> {
-    let o: InOptions = parse_options(options).map_err(DriverError)?;
-    let a = addr(&o.bind, "bind").map_err(DriverError)?;
+    let o: InOptions = parse_options(options).map_err(DriverError::Config)?;
+    let a = addr(&o.bind, "bind").map_err(DriverError::Config)?;
     let p = signals
         .first()
-        .ok_or_else(|| DriverError::new("udp_in writes a packets signal"))?;
-    let sock = UdpSocket::bind(a).map_err(|e| DriverError(format!("cannot bind {a}: {e}")))?;
-    sock.set_nonblocking(true)?;
+        .ok_or_else(|| DriverError::Config("udp_in writes a packets signal".into()))?;
+    let sock = UdpSocket::bind(a).map_err(|e| DriverError::io(format!("cannot bind {a}"), e))?;
+    sock.set_nonblocking(true)
+        .map_err(|e| DriverError::io("cannot make the UDP socket non-blocking", e))?;
     set_rcvbuf(&sock, o.recv_buffer);
     let max = p.rows_per_tick();
     let cutoff = Duration::from_micros(o.cutoff_us);
     if o.act == Act::Arrival && cutoff >= ctx.tick {
-        return Err(DriverError(format!(
+        return Err(DriverError::Config(format!(
             "udp_in: cutoff_us {} is not shorter than the tick ({} µs); act: arrival waits \
              until cutoff_us before the tick ends, so it must be between 0 and the tick",
             o.cutoff_us,
@@ -385,10 +386,10 @@ impl UdpIn {
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok((0, false)),
-                _ => Err(DriverError(format!(
-                    "udp_in {:?}: cannot receive: {e}",
-                    self.name
-                ))),
+                _ => Err(DriverError::io(
+                    format!("udp_in {:?}: cannot receive", self.name),
+                    e,
+                )),
             };
         }
         let n = n as usize;
@@ -460,10 +461,10 @@ impl UdpIn {
             if r < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(DriverError(format!(
-                        "udp_in '{}': waiting for a datagram: {e}",
-                        self.name
-                    )));
+                    return Err(DriverError::io(
+                        format!("udp_in '{}': waiting for a datagram", self.name),
+                        e,
+                    ));
                 }
             }
         }
@@ -521,21 +522,22 @@ pub fn open_out(
     signals: &[Signal],
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
-    let o: OutOptions = parse_options(options).map_err(DriverError)?;
-    let to = addr(&o.to, "to").map_err(DriverError)?;
+    let o: OutOptions = parse_options(options).map_err(DriverError::Config)?;
+    let to = addr(&o.to, "to").map_err(DriverError::Config)?;
     let d = signals
         .first()
-        .ok_or_else(|| DriverError::new("udp_out reads a data signal"))?;
+        .ok_or_else(|| DriverError::Config("udp_out reads a data signal".into()))?;
     let local = match &o.bind {
-        Some(b) => addr(b, "bind").map_err(DriverError)?,
+        Some(b) => addr(b, "bind").map_err(DriverError::Config)?,
         None if to.is_ipv4() => SocketAddr::from(([0, 0, 0, 0], 0)),
         None => SocketAddr::from(([0u16; 8], 0)),
     };
     let sock =
-        UdpSocket::bind(local).map_err(|e| DriverError(format!("cannot bind {local}: {e}")))?;
+        UdpSocket::bind(local).map_err(|e| DriverError::io(format!("cannot bind {local}"), e))?;
     sock.connect(to)
-        .map_err(|e| DriverError(format!("cannot send to {to}: {e}")))?;
-    sock.set_nonblocking(true)?;
+        .map_err(|e| DriverError::io(format!("cannot send to {to}"), e))?;
+    sock.set_nonblocking(true)
+        .map_err(|e| DriverError::io("cannot make the UDP socket non-blocking", e))?;
     let rows = d.rows_per_tick();
     Ok(Box::new(UdpOut {
         name: ctx.process.clone(),
@@ -598,7 +600,7 @@ impl UdpOut {
         let lens = match (self.lengths, inputs.get(1)) {
             (Some(dt), Some(l)) => {
                 if l.rows != data.rows {
-                    return Err(DriverError(format!(
+                    return Err(DriverError::Data(format!(
                         "udp_out '{}': lengths signal '{}' has {} rows this tick but data \
                          signal '{}' has {}; they must match",
                         self.name, l.signal.name, l.rows, data.signal.name, data.rows
@@ -611,7 +613,7 @@ impl UdpOut {
         let row = self.row;
         for r in 0..data.rows {
             let Some(bytes) = data.bytes.get(r * row..(r + 1) * row) else {
-                return Err(DriverError(format!(
+                return Err(DriverError::Data(format!(
                     "udp_out '{}': signal '{}' has {} rows but only {} bytes",
                     self.name,
                     data.signal.name,
@@ -623,7 +625,7 @@ impl UdpOut {
                 Some((dt, l)) => {
                     let n = load_len(dt, l.bytes, r).unwrap_or(-1);
                     if n < 0 || n as usize > row {
-                        return Err(DriverError(format!(
+                        return Err(DriverError::Data(format!(
                             "udp_out '{}': length {n} in row {r} of signal '{}' is outside \
                              0..={row}, the {row}-byte rows of signal '{}'",
                             self.name, l.signal.name, data.signal.name
