@@ -90,10 +90,6 @@ fn to_ns(seconds: f64) -> u64 {
     }
 }
 
-fn other(e: impl std::fmt::Display) -> LslError {
-    LslError::Other(e.to_string())
-}
-
 /// A stream name from an LSL name (characters a stream name may not hold become `_`).
 #[must_use]
 pub fn sanitize(name: &str) -> String {
@@ -132,8 +128,10 @@ pub fn lsl_in(
     cfg.content_type = truncate_utf8(&meta.kind, rtloop_stream::CONTENT_TYPE_MAX);
     cfg.source_id = truncate_utf8(&meta.source_id, rtloop_stream::SOURCE_ID_MAX);
     let stream = Stream::create(&name, &cfg)
-        .map_err(|e| LslError::Other(format!("cannot create stream {name:?}: {e}")))?;
-    let mut writer = stream.writer().map_err(other)?;
+        .map_err(|e| LslError::stream(format!("cannot create stream {name:?}"), e))?;
+    let mut writer = stream
+        .writer()
+        .map_err(|e| LslError::stream(format!("cannot write stream {name:?}"), e))?;
     let mut report = Report {
         lsl: meta.to_string(),
         stream: name.clone(),
@@ -162,9 +160,11 @@ pub fn lsl_in(
                     let at = writer.written();
                     writer
                         .write_bytes(&local.to_ne_bytes(), Some(to_ns(local)))
-                        .map_err(other)?;
+                        .map_err(|e| LslError::stream(format!("stream {name:?}"), e))?;
                     let ev = Event::new(meta.kind.as_str(), text.as_str(), at);
-                    writer.push_event(&ev).map_err(other)?;
+                    writer
+                        .push_event(&ev)
+                        .map_err(|e| LslError::stream(format!("stream {name:?}"), e))?;
                     report.events += 1;
                     1
                 }
@@ -178,7 +178,7 @@ pub fn lsl_in(
                 let local = t + report.time_correction;
                 writer
                     .write_bytes(&bytes[i * sb..(i + 1) * sb], Some(to_ns(local)))
-                    .map_err(other)?;
+                    .map_err(|e| LslError::stream(format!("stream {name:?}"), e))?;
             }
             report.samples += n as u64;
             n
@@ -240,7 +240,7 @@ pub fn lsl_out(
     ready: &mut dyn FnMut(&Meta),
 ) -> Result<Report, LslError> {
     let stream = Stream::open(&o.stream)
-        .map_err(|e| LslError::Other(format!("cannot open stream {:?}: {e}", o.stream)))?;
+        .map_err(|e| LslError::stream(format!("cannot open stream {:?}", o.stream), e))?;
     let info = stream.info().clone();
     format_of(info.dtype)
         .map_err(|e| LslError::Unmappable(format!("stream {:?}: {e}", o.stream)))?;
@@ -285,7 +285,9 @@ pub fn lsl_out(
             units: Vec::new(),
         },
     )?;
-    let mut reader = stream.reader(ReaderMode::Latest).map_err(other)?;
+    let mut reader = stream
+        .reader(ReaderMode::Latest)
+        .map_err(|e| LslError::stream(format!("cannot read stream {:?}", o.stream), e))?;
     ready(&outlet.meta);
     let mut report = Report {
         lsl: outlet.meta.to_string(),
@@ -318,9 +320,9 @@ pub fn lsl_out(
                 );
                 reader
                     .seek(oldest)
-                    .map_err(|e| LslError::Other(format!("stream {:?}: {e}", o.stream)))?;
+                    .map_err(|e| LslError::stream(format!("stream {:?}", o.stream), e))?;
             }
-            Err(e) => return Err(LslError::Other(format!("stream {:?}: {e}", o.stream))),
+            Err(e) => return Err(LslError::stream(format!("stream {:?}", o.stream), e)),
         }
         if let Ok(evs) = reader.pull_events() {
             for e in evs {

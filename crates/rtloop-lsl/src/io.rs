@@ -10,17 +10,8 @@ use crate::bridge::{dtype_of, format_of};
 use crate::ffi::{self, format};
 use crate::{cstr, Lsl, LslError, Meta};
 
-fn ec_err(what: &str, ec: i32) -> LslError {
-    LslError::Other(format!(
-        "liblsl {what}: error {ec} ({})",
-        match ec {
-            -1 => "timeout",
-            -2 => "stream lost",
-            -3 => "invalid argument",
-            -4 => "internal error",
-            _ => "unknown",
-        }
-    ))
+fn ec_err(call: &'static str, code: i32) -> LslError {
+    LslError::Liblsl { call, code }
 }
 
 /// An open inlet of a resolved outlet.
@@ -83,7 +74,7 @@ impl Inlet {
         let ptr = unsafe { (a.lsl_create_inlet)(info, 360, 0, 1) };
         lsl.destroy_info(info);
         if ptr.is_null() {
-            return Err(LslError::Other("liblsl could not create an inlet".into()));
+            return Err(LslError::NotCreated("an inlet"));
         }
         let mut inlet = Inlet {
             lsl: lsl.clone(),
@@ -150,7 +141,7 @@ impl Inlet {
         let n_ch = self.meta.channels;
         let d = self
             .dtype
-            .ok_or_else(|| LslError::Other("a string stream: use pull_string".into()))?;
+            .ok_or_else(|| LslError::Unmappable("a string stream: use pull_string".into()))?;
         assert!(data.len() >= max * n_ch * d.itemsize() && ts.len() >= max);
         assert!(
             data.as_ptr().align_offset(d.itemsize()) == 0,
@@ -273,9 +264,7 @@ impl Outlet {
             )
         };
         if si.is_null() {
-            return Err(LslError::Other(
-                "liblsl could not create a stream info".into(),
-            ));
+            return Err(LslError::NotCreated("a stream info"));
         }
         let names = [
             "channels",
@@ -312,7 +301,7 @@ impl Outlet {
         let ptr = unsafe { (a.lsl_create_outlet)(si, 0, 360) };
         lsl.destroy_info(si);
         if ptr.is_null() {
-            return Err(LslError::Other("liblsl could not create an outlet".into()));
+            return Err(LslError::NotCreated("an outlet"));
         }
         Ok(Outlet {
             lsl,

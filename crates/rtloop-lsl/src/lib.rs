@@ -37,9 +37,45 @@ pub enum LslError {
     /// A type or shape LSL cannot carry, or an LSL stream rtloop cannot map.
     #[error("{0}")]
     Unmappable(String),
-    /// Anything else (stream, liblsl error code).
-    #[error("{0}")]
-    Other(String),
+    /// A liblsl call returned an error code.
+    #[error("liblsl {call}: error {code} ({})", code_meaning(*.code))]
+    Liblsl {
+        /// The call.
+        call: &'static str,
+        /// liblsl's error code (-1 timeout, -2 stream lost, -3 invalid argument, -4 internal).
+        code: i32,
+    },
+    /// liblsl returned no object (an inlet, an outlet, a stream info).
+    #[error("liblsl could not create {0}")]
+    NotCreated(&'static str),
+    /// A stream the bridge creates, reads or writes.
+    #[error("{what}: {source}")]
+    Stream {
+        /// What the bridge was doing, naming the stream.
+        what: String,
+        /// The stream's error.
+        source: Box<rtloop_stream::Error>,
+    },
+}
+
+impl LslError {
+    /// A stream error with what the bridge was doing.
+    pub fn stream(what: impl Into<String>, source: impl Into<rtloop_stream::Error>) -> Self {
+        LslError::Stream {
+            what: what.into(),
+            source: Box::new(source.into()),
+        }
+    }
+}
+
+fn code_meaning(code: i32) -> &'static str {
+    match code {
+        -1 => "timeout",
+        -2 => "stream lost",
+        -3 => "invalid argument",
+        -4 => "internal error",
+        _ => "unknown",
+    }
 }
 
 /// liblsl, loaded.

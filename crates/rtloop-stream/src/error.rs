@@ -376,3 +376,33 @@ pub enum WaitError {
         name: String,
     },
 }
+
+/// Any of the stream's errors, by the operation that failed: for code that does several
+/// operations and reports whichever failed (a bridge, a driver) with its source kept.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A stream name was refused.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// [`crate::Stream::create`].
+    #[error(transparent)]
+    Create(#[from] CreateError),
+    /// [`crate::Stream::open`].
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// [`crate::Stream::remove`].
+    #[error(transparent)]
+    Remove(#[from] RemoveError),
+    /// Claiming the writer or a reader slot.
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
+    /// Writing.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// Reading.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// Waiting for samples or events.
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+}

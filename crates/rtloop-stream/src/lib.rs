@@ -65,7 +65,8 @@ pub use backing::{Backing, ZeroCopy};
 pub use doorbell::Doorbell;
 pub use dtype::{DType, Sample, UnknownDType, ALL_DTYPES, DTYPE_NAMES};
 pub use error::{
-    ClaimError, CreateError, NameError, OpenError, ReadError, RemoveError, WaitError, WriteError,
+    ClaimError, CreateError, Error, NameError, OpenError, ReadError, RemoveError, WaitError,
+    WriteError,
 };
 pub use events::{Event, EventValue, CHAR_CODE};
 pub use layout::{

@@ -28,7 +28,7 @@ pub enum DriverError {
         /// What the driver was doing, naming the stream.
         what: String,
         /// The stream's error.
-        source: Box<StreamError>,
+        source: Box<rtloop_stream::Error>,
         /// What may help (the streams there are), or empty.
         hint: String,
     },
@@ -72,26 +72,6 @@ pub enum DriverError {
     Panicked(&'static str),
 }
 
-/// A stream error a driver met, by the operation that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StreamError {
-    /// Creating the stream.
-    #[error(transparent)]
-    Create(#[from] rtloop_stream::CreateError),
-    /// Opening it.
-    #[error(transparent)]
-    Open(#[from] rtloop_stream::OpenError),
-    /// Claiming its writer or a reader slot.
-    #[error(transparent)]
-    Claim(#[from] rtloop_stream::ClaimError),
-    /// Reading.
-    #[error(transparent)]
-    Read(#[from] rtloop_stream::ReadError),
-    /// Writing.
-    #[error(transparent)]
-    Write(#[from] rtloop_stream::WriteError),
-}
-
 /// One recording the recorder sink could not finish.
 #[cfg(feature = "recorder")]
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +85,7 @@ pub struct RecordingFailure {
 
 impl DriverError {
     /// A stream error with what the driver was doing.
-    pub fn stream(what: impl Into<String>, source: impl Into<StreamError>) -> Self {
+    pub fn stream(what: impl Into<String>, source: impl Into<rtloop_stream::Error>) -> Self {
         DriverError::Stream {
             what: what.into(),
             source: Box::new(source.into()),
