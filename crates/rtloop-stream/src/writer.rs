@@ -341,21 +341,28 @@ impl<B: Backing> Writer<B> {
     fn commit(&mut self, k: u64, stamp_ns: Option<u64>) {
         let map = &self.stream.map;
         let c = map.control();
-        let now = sys::monotonic_ns();
-        let stamp = stamp_ns.unwrap_or(now);
+        // a caller's stamp costs no clock read between the data and its publication
+        let stamp = stamp_ns.unwrap_or_else(sys::monotonic_ns);
         for i in self.written..self.written + k {
             // only this writer stores there, after `begin_overwrite` covered sample `i`
             map.store_stamp(i, stamp);
         }
         self.written += k;
         self.commits += 1;
-        // SYNC: Relaxed: liveness and statistics, read without ordering.
-        c.owner.heartbeat_ns.store(now, Ordering::Relaxed);
-        c.owner.commits.store(self.commits, Ordering::Relaxed);
         if c.samples.publish(self.written) {
             c.samples.bump_data_seq();
             c.samples.data_wake.seq.wake_all();
         }
+        // liveness and statistics after the publication, off a reader's path: a caller's
+        // stamp may be of another moment than now, so the heartbeat reads the clock then
+        let now = if stamp_ns.is_some() {
+            sys::monotonic_ns()
+        } else {
+            stamp
+        };
+        // SYNC: Relaxed: liveness and statistics, read without ordering.
+        c.owner.heartbeat_ns.store(now, Ordering::Relaxed);
+        c.owner.commits.store(self.commits, Ordering::Relaxed);
     }
 }
 
