@@ -15,6 +15,7 @@ import pytest
 
 import rtloop
 import rtloop.lab
+import rtloop.reports
 
 
 def test_a_python_function_is_the_work_step() -> None:
@@ -26,6 +27,10 @@ def test_a_python_function_is_the_work_step() -> None:
         return int((x < 0).sum() > 0)
 
     r = rtloop.lab.loadtest("intan64", read_size=1024, seconds=1.0, warmup=0.2, every=10, work=detect)
+    # a typed report: the Python class names exactly the fields the lab library gives
+    rtloop.reports.LoadtestReport.check(r)
+    assert isinstance(r, rtloop.reports.LoadtestReport) and r.host is r["host"]
+    assert r.host.latency.count == r["host"]["latency"]["count"]
     h = r["host"]
     assert r["device"]["ended"] == "stopped"
     assert h["latency"]["count"] > 50

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import rtloop
+import rtloop.reports
 from _peers import need
 
 
@@ -177,6 +178,9 @@ def test_start_and_stop_from_python(make_name: Callable[[], str], tmp_path: Path
         wait_until(lambda: consumed(name, 50), "the recorder to take the 50 samples")
         reports = rec.stop()
     assert reports[0]["samples"] == 50 and reports[0]["ended"] == "stopped"
+    # a typed report: the Python class names exactly the fields the recording library gives
+    rtloop.reports.RecordReport.check(reports[0])
+    assert reports[0].samples == 50
     r = rtloop.load(tmp_path / name)
     assert r.complete and r.data.shape == (50, 2)
     w.close()

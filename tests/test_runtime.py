@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import rtloop
+import rtloop.reports
 from _peers import need
 import rtloop.runtime
 
@@ -489,6 +490,9 @@ def test_run_from_python_returns_the_report_and_writes_plots(tmp_path: Path) -> 
         """,
     )
     report = rtloop.runtime.run(model, ticks=300, out=tmp_path / "report")
+    # a typed report: the Python class names exactly the fields the runtime library gives
+    rtloop.reports.RunReport.check(report)
+    assert report.ticks == 300 and report.processes[0].name == report["processes"][0]["name"]
     assert report["ticks"] == 300
     assert proc(report, "empty")["exec"]["count"] == 300
     assert (tmp_path / "report" / "report.json").exists()

@@ -21,6 +21,7 @@ import sys
 from typing import Any, Callable, Dict, Optional
 
 from . import _rtloop
+from .reports import LoadtestReport
 
 __all__ = ["loadtest", "PROFILES"]
 
@@ -44,9 +45,9 @@ def loadtest(
     reference: bool = False,
     out: Optional[str] = None,
     publish: Optional[str] = None,
-) -> Dict[str, Any]:
-    """Run a load test with ``work(block)`` as the work step; returns the report as a dict
-    (the same report ``rtloop lab loadtest --json`` prints: both come from rtloop's lab
+) -> LoadtestReport:
+    """Run a load test with ``work(block)`` as the work step; returns the report, a
+    `rtloop.reports.LoadtestReport` (fields as attributes, still a dict: the same report ``rtloop lab loadtest --json`` prints: both come from rtloop's lab
     library). Settings are checked as the command checks them.
 
     With ``publish="PREFIX"``, every loopback's HubClockDelta (µs) and every PercentUsed
@@ -73,5 +74,4 @@ def loadtest(
         fps, received_words, fifo_bytes, spin_us, bool(reference),
         None if out is None else str(out), work, publish,
     )
-    result: Dict[str, Any] = json.loads(text)
-    return result
+    return LoadtestReport.of(json.loads(text))

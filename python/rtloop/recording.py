@@ -22,6 +22,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import numpy as np
 from numpy.typing import NDArray
 
+from .reports import RecordReport
+
 __all__ = ["Recording", "Recorder", "load", "record", "row_of"]
 
 FORMAT = "rtloop-recording"
@@ -199,12 +201,11 @@ class Recorder:
     def running(self) -> bool:
         return bool(self._session.running)
 
-    def stop(self, timeout: float = 30.0) -> List[Dict[str, Any]]:
+    def stop(self, timeout: float = 30.0) -> List[RecordReport]:
         """Stop every recorder (they close their files cleanly) and return the per-stream
-        reports. ``timeout`` is kept for compatibility: a recorder stops within its flush
+        reports (`rtloop.reports.RecordReport`: fields as attributes, still dicts). ``timeout`` is kept for compatibility: a recorder stops within its flush
         interval."""
-        reports: List[Dict[str, Any]] = json.loads(self._session.stop())
-        return reports
+        return [RecordReport.of(r) for r in json.loads(self._session.stop())]
 
     def __enter__(self) -> "Recorder":
         return self

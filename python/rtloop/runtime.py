@@ -44,6 +44,8 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
+from .reports import RunReport
+
 __all__ = ["run", "ModuleContext", "SignalInfo"]
 
 
@@ -164,9 +166,10 @@ def run(
     keep: bool = False,
     out: Optional[Union[str, "os.PathLike[str]"]] = None,
     check: bool = True,
-) -> Dict[str, Any]:
-    """Run a model until its limit and return its timing report: the same library call and
-    the same report as ``rtloop --json run``, in this process (the model's processes start
+) -> RunReport:
+    """Run a model until its limit and return its timing report (a `rtloop.reports.RunReport`:
+    fields as attributes, still a dict): the same library call and the same report as
+    ``rtloop --json run``, in this process (the model's processes start
     as their own processes). The report is written to the output directory (``out``,
     default ``out/<model name>``) as report.json beside the PNG histograms and what the
     sinks wrote. With ``check`` (default), a refused model or a failed run raises
@@ -181,8 +184,9 @@ def run(
     if code == 2:
         if check:
             raise RuntimeError(f"rtloop run {os.fspath(model)} refused the model (exit 2):\n{text}")
-        return {"problem": text, "exit": 2}
-    report: Dict[str, Any] = json.loads(text)
+        # a refused model ran nothing: its report holds only the problem and the exit code
+        return RunReport.of({"problem": text, "exit": 2})
+    report = RunReport.of(json.loads(text))
     if check and code != 0:
         raise RuntimeError(f"rtloop run {os.fspath(model)} failed (exit {code}): {report.get('problem')}")
     return report

@@ -1,0 +1,252 @@
+"""The reports rtloop's libraries return, as typed objects.
+
+A report is what the Rust library made (the same value the command line prints with
+``--json``), read into a class whose fields are declared here: ``report.host.latency.p99_ns``
+reads a field as an attribute, and a report is still the ``dict`` it was (``report["host"]``,
+``json.dumps(report)``), so code written against the dictionaries keeps working.
+
+Each class mirrors one Rust type; `Report.check` (run by the tests on real reports) fails if
+the two ever name different fields.
+"""
+
+from __future__ import annotations
+
+import sys
+import typing
+from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar
+
+R = TypeVar("R", bound="Report")
+
+
+class Report(Dict[str, Any]):
+    """A report: a ``dict`` whose keys are also attributes, nested reports typed in turn."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            fields = ", ".join(_fields(type(self)))
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}; fields: {fields}") from None
+
+    @classmethod
+    def of(cls: Type[R], value: Dict[str, Any]) -> R:
+        """Read ``value`` (a dict the library made) as this report, nested reports too."""
+        if not isinstance(value, dict):
+            raise TypeError(f"{cls.__name__} is read from a dict, got {type(value).__name__}")
+        out = cls()
+        for key, v in value.items():
+            out[key] = _convert(_fields(cls).get(key), v)
+        return out
+
+    @classmethod
+    def check(cls, value: Dict[str, Any]) -> None:
+        """Raise ``AssertionError`` naming every field this class and ``value`` do not share
+        (here and in every nested report): the Python and Rust types must name the same."""
+        problems: List[str] = []
+        _check(cls, value, cls.__name__, problems)
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+
+def _fields(cls: type) -> Dict[str, Any]:
+    hints: Dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass in (Report, dict, object) or not issubclass(klass, Report):
+            continue
+        hints.update(typing.get_type_hints(klass, vars(sys.modules[klass.__module__])))
+    return hints
+
+
+def _report_class(t: Any) -> Optional[Tuple[str, Type[Report]]]:
+    """("one" | "list", the Report class) if annotation ``t`` holds a report, else None."""
+    if isinstance(t, type) and issubclass(t, Report):
+        return ("one", t)
+    origin, args = typing.get_origin(t), typing.get_args(t)
+    if origin is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        return _report_class(inner[0]) if len(inner) == 1 else None
+    if origin in (list, List) and args and isinstance(args[0], type) and issubclass(args[0], Report):
+        return ("list", args[0])
+    return None
+
+
+def _convert(t: Any, v: Any) -> Any:
+    rc = _report_class(t)
+    if rc is None or v is None:
+        return v
+    kind, cls = rc
+    if kind == "one":
+        return cls.of(v)
+    return [cls.of(x) for x in v]
+
+
+def _check(cls: type, value: Any, where: str, problems: List[str]) -> None:
+    if not isinstance(value, dict):
+        problems.append(f"{where} is {type(value).__name__}, not a dict")
+        return
+    fields = _fields(cls)
+    missing = sorted(set(fields) - set(value))
+    extra = sorted(set(value) - set(fields))
+    if missing:
+        problems.append(f"{where}: the library gives no {', '.join(missing)}")
+    if extra:
+        problems.append(f"{where}: not declared: {', '.join(extra)}")
+    for key, t in fields.items():
+        rc = _report_class(t)
+        if rc is None or value.get(key) is None:
+            continue
+        kind, inner = rc
+        items = [value[key]] if kind == "one" else list(value[key])
+        for i, item in enumerate(items):
+            _check(inner, item, f"{where}.{key}" + ("" if kind == "one" else f"[{i}]"), problems)
+
+
+# ---- shared ---------------------------------------------------------------------------
+
+
+class Summary(Report):
+    """Quantiles of a latency histogram (nanoseconds)."""
+
+    count: int
+    min_ns: int
+    p50_ns: int
+    p99_ns: int
+    p999_ns: int
+    max_ns: int
+    mean_ns: float
+
+
+# ---- the latency lab: rtloop.lab.loadtest ---------------------------------------------
+
+
+class LoadTester(Report):
+    """The emulated device's load: frames per second and words per loopback."""
+
+    fps: int
+    received_words: int
+    transmitted_words: int
+
+
+class HostReport(Report):
+    """The host's side of a load test: blocks read, loopback latency, PercentUsed, work."""
+
+    read_size: int
+    seconds: float
+    blocks: int
+    bytes: int
+    frames: int
+    monitor_frames: int
+    heartbeats: int
+    loopbacks_sent: int
+    latency: Summary
+    histogram_us: List[int]
+    beyond_1ms: int
+    percent_used: List[Tuple[float, float]]
+    percent_used_max: float
+    queue_mean: float
+    queue_max: int
+    bytes_per_s: float
+    work: Optional[Summary]
+    work_events: int
+
+
+class DeviceReport(Report):
+    """The emulated device's side: frames sent, FIFO high water, how it ended."""
+
+    ended: str
+    frames: int
+    bytes: int
+    seconds: float
+    fps_achieved: float
+    fps_configured: float
+    fifo_high_water: int
+    fifo_high_water_percent: float
+    fifo_high_water_run: int
+    loopbacks: int
+    lateness: Summary
+
+
+class LoadtestReport(Report):
+    """What `rtloop.lab.loadtest` returns (``rtloop lab loadtest --json``)."""
+
+    load: LoadTester
+    transport: str
+    read_size: int
+    bytes_per_s_configured: float
+    reference_pingpong: Optional[Summary]
+    stolen_ms: Optional[float]
+    stolen_percent: Optional[float]
+    host: Optional[HostReport]
+    device: Optional[DeviceReport]
+    error: Optional[str]
+    verdict: str
+    verdict_notes: str
+
+
+# ---- the runtime: rtloop.runtime.run --------------------------------------------------
+
+
+class Realtime(Report):
+    """Which realtime set-up the run was permitted."""
+
+    fifo: bool
+    mlock: bool
+    pin: bool
+
+
+class MinimumTick(Report):
+    """The shortest tick this machine can schedule, and how it was found."""
+
+    min_ns: int
+    wake_p90_ns: int
+    handoff_p90_ns: int
+
+
+class ProcessTiming(Report):
+    """One process of a model: its ticks, execution time, misses and its driver's summary."""
+
+    name: str
+    kind: str
+    runs: str
+    core: Optional[int]
+    ticks: int
+    exec: Optional[Summary]
+    done_after_start: Optional[Summary]
+    misses: int
+    input_overruns: int
+    summary: str
+    error: Optional[str]
+
+
+class RunReport(Report):
+    """What `rtloop.runtime.run` returns (``rtloop run --json``)."""
+
+    model: str
+    tick_ns: int
+    ticks: int
+    seconds: float
+    realtime: Realtime
+    minimum_tick: MinimumTick
+    tick_start: Summary
+    processes: List[ProcessTiming]
+    stopped_by: str
+    problem: Optional[str]
+    out_dir: str
+
+
+# ---- the recorder: rtloop.record(...).stop() -------------------------------------------
+
+
+class RecordReport(Report):
+    """One stream's recording, as `Recorder.stop` returns it (``rtloop record`` prints it)."""
+
+    dir: str
+    samples: int
+    events: int
+    lost_samples: int
+    lost_events: int
+    bytes: int
+    seconds: float
+    ended: str
