@@ -595,6 +595,11 @@ fn keep_leaves_the_signals_streams_with_their_data() {
     let _g = serial();
     let d = dir("keep");
     let name = format!("keep{}", std::process::id());
+    // whatever the run keeps goes when the test ends, passed or not
+    let _kept = [
+        rtloop_testkit::StreamGuard::new(&format!("{name}.raw")),
+        rtloop_testkit::StreamGuard::new(&format!("{name}.tick-timing")),
+    ];
     let model = write(
         &d,
         "m.yaml",
@@ -611,7 +616,9 @@ fn keep_leaves_the_signals_streams_with_their_data() {
     assert_eq!(s.info().n_channels, 3);
     assert!((s.info().nominal_rate - 10_000.0).abs() < 1e-6);
     drop(s);
-    Stream::remove(&format!("{name}.raw")).unwrap();
+    // the tick timing is kept with the signals
+    let t = Stream::open(&format!("{name}.tick-timing")).unwrap();
+    assert_eq!(t.written(), 50, "one row per tick");
 }
 
 #[test]
