@@ -80,6 +80,8 @@ pub trait Sink {
     }
 }
 
+#[cfg(feature = "brainflow")]
+pub mod brainflow;
 #[cfg(feature = "logger")]
 pub mod logger;
 #[cfg(feature = "lsl")]
@@ -143,7 +145,7 @@ impl Driver {
 }
 
 /// Every driver built into this rtloop: one line each, the only place a driver is named.
-/// The heavy ones (SQLite, liblsl, the recorder) are cargo features, so a runtime built
+/// The heavy ones (SQLite, liblsl, BrainFlow, the recorder) are cargo features, so a runtime built
 /// without them links none of it.
 pub const DRIVERS: &[Driver] = &[
     Driver {
@@ -166,6 +168,12 @@ pub const DRIVERS: &[Driver] = &[
         name: "lsl_in",
         check: lsl::check_in,
         open: Opener::Source(lsl::open_in),
+    },
+    #[cfg(feature = "brainflow")]
+    Driver {
+        name: "brainflow",
+        check: brainflow::check,
+        open: Opener::Source(brainflow::open),
     },
     Driver {
         name: "udp_out",
@@ -204,6 +212,8 @@ pub const LEFT_OUT: &[(&str, &str)] = &[
     ("lsl_in", "lsl"),
     #[cfg(not(feature = "lsl"))]
     ("lsl_out", "lsl"),
+    #[cfg(not(feature = "brainflow"))]
+    ("brainflow", "brainflow"),
     #[cfg(not(feature = "logger"))]
     ("logger", "logger"),
     #[cfg(not(feature = "recorder"))]
@@ -335,7 +345,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n, "a driver named twice");
-        assert_eq!(n, 9);
+        assert_eq!(n, 10);
         for (name, feature) in LEFT_OUT {
             let e = check(name, Kind::Sink, &serde_json::Value::Null, &[]).unwrap_err();
             assert!(e.contains(&format!("feature {feature:?}")), "{e}");
