@@ -212,11 +212,21 @@ struct PresetState {
 fn write_chunk(
     l: &PresetLayout,
     outs: &mut [Out],
-    data: &[f64],
+    data: &mut [f64],
     n: usize,
     st: &mut PresetState,
     report: &mut Report,
+    file_markers: &[f64],
 ) -> Result<(), BrainFlowError> {
+    if let (Some(r), false) = (l.marker_row, file_markers.is_empty()) {
+        // the playback board's file markers, which BrainFlow replaced, at their samples
+        for i in 0..n {
+            let k = (st.samples + i as u64) as usize % file_markers.len();
+            if data[r * n + i] == 0.0 {
+                data[r * n + i] = file_markers[k];
+            }
+        }
+    }
     let (now_mono, now_real) = (rtloop_sys::monotonic_ns(), rtloop_sys::realtime_ns());
     let stamps: Vec<u64> = (0..n)
         .map(|i| match l.timestamp_row {
@@ -301,6 +311,7 @@ fn drain(
     states: &mut [PresetState],
     buf: &mut Vec<f64>,
     report: &mut Report,
+    file_markers: &[f64],
 ) -> Result<u64, BrainFlowError> {
     let mut got = 0u64;
     for ((l, o), st) in layouts.iter().zip(outs.iter_mut()).zip(states.iter_mut()) {
@@ -309,7 +320,12 @@ fn drain(
             continue;
         }
         session.take(l.preset, n, l.num_rows, buf)?;
-        write_chunk(l, o, buf, n, st, report)?;
+        let fm = if l.preset == preset::DEFAULT {
+            file_markers
+        } else {
+            &[]
+        };
+        write_chunk(l, o, buf, n, st, report, fm)?;
         got += n as u64;
     }
     Ok(got)
@@ -337,12 +353,20 @@ pub fn brainflow_in(
     let master = o.params.check(board)?;
     let data_board = master.unwrap_or(board);
     let layouts = bf.layout(data_board, presets_of(board))?;
-    let playback_rows = if board.id == PLAYBACK_FILE_BOARD {
-        let rows = layouts.first().map_or(0, |l| l.num_rows);
-        Some(crate::check_playback_file(Path::new(&o.params.file), rows)?)
+    let playback = if board.id == PLAYBACK_FILE_BOARD {
+        let (rows, marker) = layouts
+            .first()
+            .map_or((0, None), |l| (l.num_rows, l.marker_row));
+        Some(crate::check_playback_file(
+            Path::new(&o.params.file),
+            rows,
+            marker,
+        )?)
     } else {
         None
     };
+    let playback_rows = playback.as_ref().map(|p| p.samples);
+    let file_markers: &[f64] = playback.as_ref().map_or(&[], |p| &p.markers);
     let loops = o.configs.iter().any(|c| c == "loopback_true");
     let buffer = layouts
         .iter()
@@ -381,6 +405,7 @@ pub fn brainflow_in(
             &mut states,
             &mut buf,
             &mut report,
+            file_markers,
         ) {
             Ok(n) if n > 0 => {
                 last_data = Instant::now();

@@ -250,11 +250,26 @@ impl BrainFlow {
     }
 }
 
+/// A playback file as BrainFlow's playback board reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaybackFile {
+    /// Samples (lines with values).
+    pub samples: u64,
+    /// The marker column of each sample (empty without a marker row).
+    pub markers: Vec<f64>,
+}
+
 /// Check a playback file as BrainFlow's playback board reads it (one sample a line, values
 /// separated by tabs, or commas in a line without a tab) against the rows of its master
-/// board's default preset; returns its samples. BrainFlow itself skips a line of the wrong
-/// length with a log line, which would shift every later sample: refused here instead.
-pub fn check_playback_file(path: &Path, num_rows: usize) -> Result<u64, BrainFlowError> {
+/// board's default preset, and keep its marker column (`marker_row`): BrainFlow's playback
+/// board replaces it with the markers inserted while playing, so rtloop puts the file's back.
+/// BrainFlow itself skips a line of the wrong length with a log line, which would shift every
+/// later sample: refused here instead.
+pub fn check_playback_file(
+    path: &Path,
+    num_rows: usize,
+    marker_row: Option<usize>,
+) -> Result<PlaybackFile, BrainFlowError> {
     let bad = |reason: String| BrainFlowError::BadPlaybackFile {
         path: path.to_path_buf(),
         reason,
@@ -262,6 +277,7 @@ pub fn check_playback_file(path: &Path, num_rows: usize) -> Result<u64, BrainFlo
     let text = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
     let text = String::from_utf8_lossy(&text);
     let mut n = 0u64;
+    let mut markers = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -276,15 +292,25 @@ pub fn check_playback_file(path: &Path, num_rows: usize) -> Result<u64, BrainFlo
                 values.len()
             )));
         }
-        if let Some(v) = values.iter().find(|v| v.trim().parse::<f64>().is_err()) {
-            return Err(bad(format!("line {}: {v:?} is not a number", i + 1)));
+        let mut parsed = Vec::with_capacity(num_rows);
+        for v in &values {
+            match v.trim().parse::<f64>() {
+                Ok(x) => parsed.push(x),
+                Err(_) => return Err(bad(format!("line {}: {v:?} is not a number", i + 1))),
+            }
+        }
+        if let Some(r) = marker_row {
+            markers.push(parsed[r]);
         }
         n += 1;
     }
     if n == 0 {
         return Err(bad("it holds no samples".into()));
     }
-    Ok(n)
+    Ok(PlaybackFile {
+        samples: n,
+        markers,
+    })
 }
 
 /// One prepared, streaming BrainFlow session. Released when dropped.

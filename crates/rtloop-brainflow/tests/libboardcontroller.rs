@@ -173,6 +173,7 @@ fn the_playback_board_plays_a_file_to_its_end_exactly() {
             .map(|r| match r {
                 0 => format!("{}", i % 256),
                 30 => format!("{:.6}", t0 + f64::from(i) * 0.001),
+                31 if i == 10 || i == 200 => format!("{}", i / 10),
                 31 => "0".into(),
                 _ => format!("{}", f64::from(i * 32 + r) * 0.25),
             })
@@ -205,7 +206,25 @@ fn the_playback_board_plays_a_file_to_its_end_exactly() {
             );
         }
     }
+    // the file's markers, which BrainFlow's playback board drops, are back at their samples
+    assert_eq!(report.markers, 2);
+    let s = Stream::open(&format!("{prefix}.eeg")).unwrap();
+    let r = s.reader(ReaderMode::Latest).unwrap();
+    let ev: Vec<(u64, EventValue)> = r
+        .read_events(0, r.events_written())
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.sample, e.value))
+        .collect();
+    assert_eq!(
+        ev,
+        [(10, EventValue::f64(1.0)), (200, EventValue::f64(20.0))]
+    );
     let board = read_f64(&format!("{prefix}.board"), 0, 300);
+    assert_eq!(
+        (board[10 * 3 + 2], board[200 * 3 + 2], board[11 * 3 + 2]),
+        (1.0, 20.0, 0.0)
+    );
     for i in 0..300usize {
         assert_eq!(board[i * 3], (i % 256) as f64);
         assert!((board[i * 3 + 1] - (t0 + i as f64 * 0.001)).abs() < 1e-6);
