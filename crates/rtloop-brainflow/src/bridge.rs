@@ -374,8 +374,16 @@ pub fn brainflow_in(
         .max()
         .unwrap_or(0)
         .max(45_000);
-    let mut session = Session::open(bf.clone(), board, &o.params, &o.configs, buffer)?;
     let prefix = o.prefix.clone().unwrap_or_else(|| board.short());
+    // names are checked before the board is opened: a bad prefix touches no device
+    for k in layouts.iter().flat_map(|l| &l.streams) {
+        let name = format!("{prefix}.{}", k.suffix);
+        rtloop_stream::validate_name(&name).map_err(|e| BrainFlowError::Stream {
+            name: name.clone(),
+            source: Box::new(e),
+        })?;
+    }
+    let mut session = Session::open(bf.clone(), board, &o.params, &o.configs, buffer)?;
     let version = bf.version();
     let mut outs = create_streams(&layouts, board, data_board, &prefix, o.capacity, &version)?;
     let names: Vec<String> = outs.iter().flatten().map(|x| x.name.clone()).collect();
@@ -450,6 +458,11 @@ pub fn brainflow_in(
                 match session.restart() {
                     Ok(()) => {
                         report.reconnects += 1;
+                        // the samples lost in the outage are the outage; package numbers
+                        // start again
+                        for st in &mut states {
+                            st.last_package = None;
+                        }
                         tracing::warn!(
                             "board {board} is back (attempt {attempt}); bridging again into the same streams"
                         );

@@ -231,6 +231,22 @@ impl BrainFlow {
         }
     }
 
+    /// End the session of `board` with `params` open anywhere in this process (BrainFlow's
+    /// `release_session`; BrainFlow names sessions by board and parameters). Whoever reads it
+    /// sees a board that disconnected: the bridge reports it and prepares it again.
+    pub fn release(&self, board: Board, params: &Params) -> Result<(), BrainFlowError> {
+        let master = params.check(board)?;
+        let json = CString::new(params.to_json(master))
+            .map_err(|_| BrainFlowError::BadOption("an option holds a NUL byte".into()))?;
+        // SAFETY: the board id and a NUL-terminated JSON that lives for the call.
+        let rc = unsafe { (self.api.release_session)(board.id, json.as_ptr()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(call_err("release_session", board, rc))
+        }
+    }
+
     /// Every preset of a board as streams. `presets` limits them (None: all the board has).
     pub fn layout(
         &self,

@@ -159,6 +159,51 @@ fn the_synthetic_board_becomes_a_stream_per_kind_with_markers_at_their_samples()
 }
 
 #[test]
+fn a_board_that_disconnects_is_reported_and_reconnected_keeping_what_was_written() {
+    let Some(bf) = brainflow() else { return };
+    let _w = Watchdog::arm(120, "reconnecting bridge");
+    let prefix = unique_name("bf-recon");
+    // a session of its own: BrainFlow names sessions by board and parameters
+    let params = Params {
+        other_info: prefix.clone(),
+        ..Params::default()
+    };
+    let mut o = InOptions::new("synthetic");
+    o.params = params.clone();
+    o.prefix = Some(prefix.clone());
+    o.remove_at_end = false;
+    o.stall = Duration::from_millis(500);
+    o.retry = Duration::from_millis(200);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let t = {
+        let (bf, stop) = (bf.clone(), stop.clone());
+        std::thread::spawn(move || {
+            brainflow_in(&bf, &o, &stop, &mut |names| {
+                tx.send(names.to_vec()).unwrap()
+            })
+        })
+    };
+    let names = rx.recv().unwrap();
+    let _guards: Vec<StreamGuard> = names.iter().map(|n| StreamGuard::new(n)).collect();
+    let eeg = format!("{prefix}.eeg");
+    let before = wait_written(&eeg, 50);
+    let kept = read_f64(&eeg, 0, before);
+    // the board goes away under the bridge
+    bf.release(Board::parse("synthetic").unwrap(), &params)
+        .unwrap();
+    wait_written(&eeg, before + 100);
+    stop.store(true, Ordering::Relaxed);
+    let report = t.join().unwrap().unwrap();
+    assert!(report.outages >= 1, "{report:?}");
+    assert!(report.reconnects >= 1, "{report:?}");
+    assert_eq!(report.lost_samples, 0, "{report:?}");
+    // what was written before is still there, and more came after
+    assert_eq!(read_f64(&eeg, 0, before), kept);
+    assert!(Stream::open(&eeg).unwrap().written() >= before + 100);
+}
+
+#[test]
 fn the_playback_board_plays_a_file_to_its_end_exactly() {
     let Some(bf) = brainflow() else { return };
     let _w = Watchdog::arm(120, "playback board bridge");

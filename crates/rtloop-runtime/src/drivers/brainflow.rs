@@ -263,6 +263,8 @@ impl Source for BrainflowIn {
             }
             self.reconnecting = None;
             self.last_data = Instant::now();
+            // the samples lost in the outage are the outage; package numbers start again
+            self.last_package.iter_mut().for_each(|p| *p = None);
         }
         let Ok(session) = self.session.try_lock() else {
             return Ok(());
