@@ -244,13 +244,11 @@ fn write_chunk(
                 o.scratch[i * ch + c] = data[r * n + i];
             }
         }
-        for (i, &stamp) in stamps.iter().enumerate() {
-            let bytes: Vec<u8> = o.scratch[i * ch..(i + 1) * ch]
-                .iter()
-                .flat_map(|v| v.to_ne_bytes())
-                .collect();
+        let bytes: Vec<u8> = o.scratch.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        // one sample at a time: each carries its own stamp
+        for (sample, &stamp) in bytes.chunks_exact(ch * 8).zip(&stamps) {
             o.writer
-                .write_bytes(&bytes, Some(stamp))
+                .write_bytes(sample, Some(stamp))
                 .map_err(|e| BrainFlowError::Stream {
                     name: o.name.clone(),
                     source: Box::new(e),
