@@ -25,7 +25,7 @@ pip_quiet() {
     fi
 }
 
-say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, pynwb, pyxdf, mne, neo, spikeinterface, scipy, numba, playwright)"
+say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, brainflow, pynwb, pyxdf, mne, neo, spikeinterface, scipy, numba, playwright)"
 pip_quiet --upgrade pip
 # the build and test tools; pip skips what is already installed
 pip_quiet "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
@@ -43,6 +43,9 @@ pip_quiet scipy numba
 pip_quiet "pylsl>=1.16"
 # the ZeroMQ peer of `rtloop bench peers` (pyzmq bundles libzmq, which the benchmark loads)
 pip_quiet "pyzmq>=25"
+# BrainFlow (its wheel bundles libBoardController, which `rtloop bridge brainflow-in` and the
+# runtime's `brainflow` driver load; docs/brainflow.md)
+pip_quiet "brainflow>=5.10"
 # a real FieldTrip peer for the server's tests: FieldTrip.py ships in the eegsynth wheel (as
 # `lib.FieldTrip`); only it is used, so none of eegsynth's own dependencies are installed
 pip_quiet --no-deps "eegsynth==0.8.1"

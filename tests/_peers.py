@@ -1,4 +1,4 @@
-"""Optional peers of the test suite (pylsl, pynwb, pyxdf, numba, scipy, FieldTrip.py).
+"""Optional peers of the test suite (pylsl, brainflow, pynwb, pyxdf, numba, scipy, FieldTrip.py).
 
 Locally a missing peer skips the tests that need it. In CI (``RTLOOP_REQUIRE_PEERS=1``, set
 by ``scripts/test-all.sh``, whose environment ``scripts/python-dev.sh`` builds with every

@@ -125,7 +125,8 @@ pub enum Command {
     /// object with --json), then serves until Ctrl-C, SIGTERM or --duration. The stream a
     /// PUT_HDR created is removed on exit unless --keep.
     Serve(cmd_serve::ServeArgs),
-    /// Bridges: Lab Streaming Layer in (`lsl-in`) and out (`lsl-out`) of rtloop streams.
+    /// Bridges: Lab Streaming Layer in (`lsl-in`) and out (`lsl-out`) of rtloop streams, and any
+    /// BrainFlow board in (`brainflow-in`).
     #[command(subcommand)]
     Bridge(cmd_bridge::BridgeCommand),
     /// A live web page of every stream on this machine: writer alive or dead, readers,

@@ -97,7 +97,7 @@ fn process_orchestration_depends_on_no_rtloop_crate() {
     );
 }
 
-/// The realtime runtime built with no features links no plotting, SQLite, liblsl loader,
+/// The realtime runtime built with no features links no plotting, SQLite, liblsl or BrainFlow loader,
 /// recorder or web server: a model that uses none of them carries none of them.
 #[test]
 fn the_runtime_without_features_links_no_heavy_driver_or_plotting() {
@@ -130,6 +130,7 @@ fn the_runtime_without_features_links_no_heavy_driver_or_plotting() {
                 "plotters",
                 "rusqlite",
                 "rtloop-lsl",
+                "rtloop-brainflow",
                 "rtloop-record",
                 "rtloop-view",
                 "axum",

@@ -52,6 +52,10 @@ pub enum DriverError {
     #[cfg(feature = "lsl")]
     #[error(transparent)]
     Lsl(#[from] rtloop_lsl::LslError),
+    /// A BrainFlow board (the `brainflow` driver).
+    #[cfg(feature = "brainflow")]
+    #[error(transparent)]
+    BrainFlow(#[from] rtloop_brainflow::BrainFlowError),
     /// The logger's SQLite database.
     #[cfg(feature = "logger")]
     #[error("{path}: {source}{after}")]
@@ -161,6 +165,8 @@ pub trait Sink {
     }
 }
 
+#[cfg(feature = "brainflow")]
+pub mod brainflow;
 #[cfg(feature = "logger")]
 pub mod logger;
 #[cfg(feature = "lsl")]
@@ -224,7 +230,7 @@ impl Driver {
 }
 
 /// Every driver built into this rtloop: one line each, the only place a driver is named.
-/// The heavy ones (SQLite, liblsl, the recorder) are cargo features, so a runtime built
+/// The heavy ones (SQLite, liblsl, BrainFlow, the recorder) are cargo features, so a runtime built
 /// without them links none of it.
 pub const DRIVERS: &[Driver] = &[
     Driver {
@@ -247,6 +253,12 @@ pub const DRIVERS: &[Driver] = &[
         name: "lsl_in",
         check: lsl::check_in,
         open: Opener::Source(lsl::open_in),
+    },
+    #[cfg(feature = "brainflow")]
+    Driver {
+        name: "brainflow",
+        check: brainflow::check,
+        open: Opener::Source(brainflow::open),
     },
     Driver {
         name: "udp_out",
@@ -285,6 +297,8 @@ pub const LEFT_OUT: &[(&str, &str)] = &[
     ("lsl_in", "lsl"),
     #[cfg(not(feature = "lsl"))]
     ("lsl_out", "lsl"),
+    #[cfg(not(feature = "brainflow"))]
+    ("brainflow", "brainflow"),
     #[cfg(not(feature = "logger"))]
     ("logger", "logger"),
     #[cfg(not(feature = "recorder"))]
@@ -416,7 +430,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n, "a driver named twice");
-        assert_eq!(n, 9);
+        assert_eq!(n, 10);
         for (name, feature) in LEFT_OUT {
             let e = check(name, Kind::Sink, &serde_json::Value::Null, &[]).unwrap_err();
             assert!(e.contains(&format!("feature {feature:?}")), "{e}");
