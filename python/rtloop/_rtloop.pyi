@@ -27,6 +27,8 @@ __all__ = [
     "runtime_module",
     "runtime_run",
     "RecordSession",
+    "BridgeSession",
+    "brainflow_boards",
     "xdf_from_recording",
     "TickMemory",
     "FieldTripClient",
@@ -86,6 +88,48 @@ class RecordSession:
     def running(self) -> bool: ...
     def stop(self) -> str: ...
 
+@final
+class BridgeSession:
+    @staticmethod
+    def lsl_in(
+        query: str,
+        by: Optional[str] = None,
+        stream: Optional[str] = None,
+        timeout: float = 5.0,
+        capacity: Optional[int] = None,
+        seconds: Optional[float] = None,
+        keep: bool = False,
+    ) -> "BridgeSession": ...
+    @staticmethod
+    def lsl_out(
+        stream: str,
+        name: Optional[str] = None,
+        kind: Optional[str] = None,
+        source_id: Optional[str] = None,
+        seconds: Optional[float] = None,
+    ) -> "BridgeSession": ...
+    @staticmethod
+    def brainflow_in(
+        board: str,
+        params: str,
+        configs: List[str],
+        name: Optional[str] = None,
+        capacity: Optional[int] = None,
+        seconds: Optional[float] = None,
+        keep: bool = False,
+        stall: float = 2.0,
+        retry: float = 1.0,
+    ) -> "BridgeSession": ...
+    @property
+    def streams(self) -> List[str]: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def running(self) -> bool: ...
+    def wait(self, timeout: Optional[float] = None) -> bool: ...
+    def stop(self) -> str: ...
+
+def brainflow_boards() -> List[Tuple[str, int, List[str]]]: ...
 def xdf_from_recording(
     dir: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"], chunk: int = 4096
 ) -> int: ...

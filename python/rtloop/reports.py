@@ -250,3 +250,32 @@ class RecordReport(Report):
     bytes: int
     seconds: float
     ended: str
+
+
+# ---- the bridges: rtloop.bridge.*(...).stop() ------------------------------------------
+
+
+class LslBridgeReport(Report):
+    """What an LSL bridge moved (``rtloop bridge lsl-in`` / ``lsl-out --json``)."""
+
+    lsl: str
+    stream: str
+    samples: int
+    events: int
+    time_correction: float
+    outages: int
+
+
+class BrainFlowBridgeReport(Report):
+    """What the BrainFlow bridge moved (``rtloop bridge brainflow-in --json``)."""
+
+    board: str
+    brainflow: str
+    streams: List[str]
+    samples: int
+    samples_by_preset: List[Tuple[str, int]]
+    markers: int
+    lost_samples: int
+    outages: int
+    reconnects: int
+    ended: str

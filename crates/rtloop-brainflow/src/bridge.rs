@@ -146,11 +146,8 @@ pub fn create_streams(
             let mut outs = Vec::new();
             for k in &l.streams {
                 let name = format!("{prefix}.{}", k.suffix);
-                let err = |e: Box<dyn std::error::Error + Send + Sync>| BrainFlowError::Stream {
-                    name: name.clone(),
-                    source: e,
-                };
-                rtloop_stream::validate_name(&name).map_err(|e| err(Box::new(e)))?;
+                rtloop_stream::validate_name(&name)
+                    .map_err(|e| BrainFlowError::stream(&name, e))?;
                 let cap = capacity.unwrap_or_else(|| ((l.rate * 10.0) as u64).max(65536));
                 let mut cfg =
                     StreamConfig::new(rtloop_stream::DType::F64, k.rows.len(), l.rate, cap);
@@ -175,9 +172,12 @@ pub fn create_streams(
                     }
                 })
                 .to_string();
-                let stream = Stream::create(&name, &cfg).map_err(|e| err(Box::new(e)))?;
+                let stream =
+                    Stream::create(&name, &cfg).map_err(|e| BrainFlowError::stream(&name, e))?;
                 made.push(name.clone());
-                let writer = stream.writer().map_err(|e| err(Box::new(e)))?;
+                let writer = stream
+                    .writer()
+                    .map_err(|e| BrainFlowError::stream(&name, e))?;
                 outs.push(Out {
                     name,
                     kind: k.clone(),
@@ -249,10 +249,7 @@ fn write_chunk(
         for (sample, &stamp) in bytes.chunks_exact(ch * 8).zip(&stamps) {
             o.writer
                 .write_bytes(sample, Some(stamp))
-                .map_err(|e| BrainFlowError::Stream {
-                    name: o.name.clone(),
-                    source: Box::new(e),
-                })?;
+                .map_err(|e| BrainFlowError::stream(o.name.clone(), e))?;
         }
     }
     if let Some(r) = l.package_row {
@@ -288,10 +285,7 @@ fn write_chunk(
                 let ev = Event::new("marker", EventValue::f64(v), first + i as u64);
                 o.writer
                     .push_event(&ev)
-                    .map_err(|e| BrainFlowError::Stream {
-                        name: o.name.clone(),
-                        source: Box::new(e),
-                    })?;
+                    .map_err(|e| BrainFlowError::stream(o.name.clone(), e))?;
                 report.markers += 1;
             }
         }
@@ -376,10 +370,7 @@ pub fn brainflow_in(
     // names are checked before the board is opened: a bad prefix touches no device
     for k in layouts.iter().flat_map(|l| &l.streams) {
         let name = format!("{prefix}.{}", k.suffix);
-        rtloop_stream::validate_name(&name).map_err(|e| BrainFlowError::Stream {
-            name: name.clone(),
-            source: Box::new(e),
-        })?;
+        rtloop_stream::validate_name(&name).map_err(|e| BrainFlowError::stream(name.clone(), e))?;
     }
     let mut session = Session::open(bf.clone(), board, &o.params, &o.configs, buffer)?;
     let version = bf.version();

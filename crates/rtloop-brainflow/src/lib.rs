@@ -97,8 +97,18 @@ pub enum BrainFlowError {
         name: String,
         /// What went wrong.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: Box<rtloop_stream::Error>,
     },
+}
+
+impl BrainFlowError {
+    /// A stream error, naming the stream.
+    pub fn stream(name: impl Into<String>, source: impl Into<rtloop_stream::Error>) -> Self {
+        BrainFlowError::Stream {
+            name: name.into(),
+            source: Box::new(source.into()),
+        }
+    }
 }
 
 /// libBoardController, loaded.

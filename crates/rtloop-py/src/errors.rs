@@ -365,6 +365,22 @@ impl ToPyErr for ClientError {
     }
 }
 
+impl ToPyErr for rtloop_stream::Error {
+    fn to_py_err(&self) -> PyErr {
+        use rtloop_stream::Error;
+        match self {
+            Error::Name(e) => PyValueError::new_err(e.to_string()),
+            Error::Create(e) => e.to_py_err(),
+            Error::Open(e) => e.to_py_err(),
+            Error::Remove(e) => e.to_py_err(),
+            Error::Claim(e) => e.to_py_err(),
+            Error::Write(e) => e.to_py_err(),
+            Error::Read(e) => e.to_py_err(),
+            Error::Wait(e) => e.to_py_err(),
+        }
+    }
+}
+
 /// `result` with its error converted (`.map_err(py_err)` at call sites).
 pub(crate) fn py_err<E: ToPyErr>(e: E) -> PyErr {
     e.to_py_err()

@@ -7,6 +7,7 @@
 #![deny(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
 
 mod blocking;
+mod bridge;
 mod convert;
 mod errors;
 mod fieldtrip;
@@ -224,6 +225,8 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::xdf_from_recording, m)?)?;
     m.add_class::<runtime::TickMemory>()?;
     m.add_class::<fieldtrip::PyFieldTripClient>()?;
+    m.add_class::<bridge::BridgeSession>()?;
+    m.add_function(wrap_pyfunction!(bridge::brainflow_boards, m)?)?;
     m.add_function(wrap_pyfunction!(fieldtrip::fieldtrip_address, m)?)?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
