@@ -31,6 +31,7 @@ pub fn run(name: &str, json: &str) -> Option<Result<(), BenchError>> {
     play(name, json, crate::verify::gen_role)
         .or_else(|| play(name, json, crate::verify::recv_role))
         .or_else(|| play(name, json, crate::stream::stream_echo_role))
+        .or_else(|| play(name, json, crate::fieldtrip::server_role))
         .or_else(|| {
             play(name, json, |r: &spsc::ProducerRole| {
                 Ok(spsc::run_producer(r)?)

@@ -1,5 +1,6 @@
-//! The FieldTrip benchmark (`rtloop bench fieldtrip`): the FieldTrip FAQ's buffer benchmark ("How fast is the FieldTrip
-//! buffer?") against `rtloop serve` — samples/s written and read for the FAQ's
+//! The FieldTrip benchmark (`rtloop bench fieldtrip`): the FieldTrip FAQ's buffer benchmark
+//! ("How fast is the FieldTrip buffer?") against rtloop's server as `rtloop serve` runs it,
+//! in a process of its own ([`ServerRole`]) — samples/s written and read for the FAQ's
 //! channels x samples blocks, and the time per write over block sizes 1..1000 — over TCP,
 //! over the UNIX socket and in-process (the FAQ's "dma": no socket).
 //!
@@ -11,13 +12,14 @@
 //! "Samples" are counted as the FAQ counts them: channel values (float32) per second.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rtloop_fieldtrip::{Buffer, BufferConfig, Client};
+use rtloop_fieldtrip::polling::Polling;
+use rtloop_fieldtrip::{Buffer, BufferConfig, Client, Server, ServerConfig};
 use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
 use serde::{Deserialize, Serialize};
 
@@ -96,9 +98,60 @@ impl Target {
     }
 }
 
-/// `rtloop serve` in its own process, stopped on drop.
+/// The FieldTrip server the benchmark measures, in a process of its own: what `rtloop serve
+/// --bind 127.0.0.1:0 --unix UNIX --stream STREAM --poll POLL` runs (the server with `rtloop
+/// serve`'s defaults, the stream removed at the end), until its stdin closes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerRole {
+    /// The stream the buffer is.
+    pub stream: String,
+    /// The UNIX socket to listen on (TCP listens on a free port of 127.0.0.1).
+    pub unix: PathBuf,
+    /// How connections wait for requests (`rtloop serve --poll`).
+    pub poll: String,
+}
+
+impl rtloop_launch::ChildRole for ServerRole {
+    const NAME: &'static str = "ft-bench-server";
+}
+
+/// Run [`ServerRole`]: prints `ready tcp=ADDR unix=PATH`, serves until stdin closes.
+pub fn server_role(role: &ServerRole) -> Result<()> {
+    let polling: Polling = role.poll.parse().map_err(BenchError::Config)?;
+    let mut bcfg = BufferConfig::new(&role.stream);
+    bcfg.remove_on_drop = true;
+    let buffer = Arc::new(Buffer::new(bcfg));
+    let server = Server::start(
+        buffer.clone(),
+        ServerConfig {
+            tcp: Some("127.0.0.1:0".into()),
+            unix: Some(role.unix.clone()),
+            polling,
+            ..ServerConfig::default()
+        },
+    )?;
+    let tcp = server
+        .tcp_addr()
+        .map_or_else(|| "-".to_owned(), |a| a.to_string());
+    let unix = server
+        .unix_path()
+        .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready tcp={tcp} unix={unix}")?;
+        out.flush()?;
+    }
+    // the benchmark closes our stdin when it is done (or dies)
+    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    server.shutdown();
+    buffer.close();
+    Ok(())
+}
+
+/// The server process ([`ServerRole`]), stopped on drop.
 struct ServerProcess {
     child: Child,
+    stdin: Option<ChildStdin>,
     tcp: String,
     unix: String,
     dir: PathBuf,
@@ -108,15 +161,19 @@ impl ServerProcess {
     fn start(stream: &str, poll: &str) -> Result<ServerProcess> {
         let dir = std::env::temp_dir().join(format!("rtloop-ftbench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let sock = dir.join("ft.sock");
-        let mut child = rtloop_launch::rtloop_command()
-            .args(["serve", "--bind", "127.0.0.1:0", "--unix"])
-            .arg(&sock)
-            .args(["--stream", stream, "--log-level", "error", "--poll", poll])
-            .stdin(Stdio::null())
+        let role = ServerRole {
+            stream: stream.to_owned(),
+            unix: dir.join("ft.sock"),
+            poll: poll.to_owned(),
+        };
+        let mut child = rtloop_launch::command(&role)?
+            // as `rtloop serve --log-level error`
+            .env("RTLOOP_LOG", "error")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .context("cannot start `rtloop serve`")?;
+            .context("cannot start the FieldTrip server")?;
+        let stdin = child.stdin.take();
         let mut line = String::new();
         BufReader::new(child.stdout.take().context("server stdout")?).read_line(&mut line)?;
         let field = |k: &str| {
@@ -127,12 +184,14 @@ impl ServerProcess {
         let (Some(tcp), Some(unix)) = (field("tcp="), field("unix=")) else {
             let _ = child.kill();
             let _ = child.wait();
+            let _ = std::fs::remove_dir_all(&dir);
             return Err(BenchError::Failed(format!(
-                "`rtloop serve` did not start: {line:?}"
+                "the FieldTrip server did not start: {line:?}"
             )));
         };
         Ok(ServerProcess {
             child,
+            stdin,
             tcp,
             unix: format!("unix:{unix}"),
             dir,
@@ -142,10 +201,8 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
+        // its stdin closed: the server shuts down and removes its stream
+        drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -408,6 +465,7 @@ fn msps(v: f64) -> String {
 pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     let secs = if a.quick { 0.1 } else { a.seconds };
     let rounds = if a.quick { 100 } else { a.rounds };
+    a.poll.parse::<Polling>().map_err(BenchError::Config)?;
     let stream = format!("ftbench-{}", std::process::id());
     let wants = |t: &str| a.transports.iter().any(|x| x == t);
     let server = if wants("tcp") || wants("unix") {
