@@ -337,6 +337,7 @@ impl Children {
 
 impl Drop for Children {
     fn drop(&mut self) {
+        // SYNC: Relaxed: tells the watchdog to stop; nothing is published with it.
         self.done.store(true, Ordering::Relaxed);
         for c in self.procs.lock().expect("not poisoned").iter_mut() {
             // a child still running 2 s after its trial failed or ended: stop it
@@ -379,6 +380,7 @@ fn trial(t: &Trial) -> Result<(WriterReport, Vec<ReaderReport>)> {
     }
     writeln!(input, "quit")?;
     drop(input);
+    // SYNC: Relaxed: a flag; the children it killed are seen through their pipes, not it.
     if kids.overran.load(Ordering::Relaxed) {
         return Err(BenchError::Failed(format!(
             "the trial overran {deadline:?} and was stopped"

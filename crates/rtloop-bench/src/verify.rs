@@ -581,3 +581,83 @@ pub fn recv_role(role: &RecvRole) -> Result<(), BenchError> {
     line_json(&rep);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(mode: &str, ok: u64, lost: u64, first_error: Option<&str>) -> VerifyReport {
+        let errors = u64::from(first_error.is_some());
+        let pair = PairResult {
+            stream: "s".into(),
+            sent: 10,
+            ok,
+            errors,
+            lost,
+            first_error: first_error.map(str::to_owned),
+            seconds: 1.0,
+            packets_per_s: 10.0,
+            gb_per_s: 0.0,
+        };
+        VerifyReport {
+            packets_per_pair: 10,
+            pairs: 1,
+            packet_bytes: 8,
+            capacity: 7,
+            mode: mode.into(),
+            check: "all".into(),
+            batch: 1,
+            ok,
+            errors,
+            lost,
+            missing: 10 - ok - errors - lost,
+            packets_per_s: 10.0,
+            gb_per_s: 0.0,
+            results: vec![pair],
+        }
+    }
+
+    #[test]
+    fn a_report_fails_on_corruption_missing_packets_and_losses_when_lossless() {
+        assert!(report("lossless", 10, 0, None).check().is_ok());
+        assert!(report("latest", 6, 4, None).check().is_ok());
+        let e = report("lossless", 6, 4, None).check().unwrap_err();
+        assert_eq!(e.to_string(), "4 packets lost in lossless mode");
+        let e = report("latest", 6, 0, None).check().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "4 packets neither arrived nor were reported lost"
+        );
+        let e = report("lossless", 9, 0, Some("packet 3 word 0"))
+            .check()
+            .unwrap_err();
+        assert!(e.to_string().ends_with("first: packet 3 word 0"), "{e}");
+        let t = report("lossless", 10, 0, None).table();
+        assert!(
+            t.starts_with("verify: 1 pair(s) x 10 packets of 8 B"),
+            "{t}"
+        );
+        assert!(t.ends_with("errors: 0\n"), "{t}");
+    }
+
+    #[test]
+    fn settings_the_pairs_cannot_run_with_are_refused() {
+        assert!(Config::default().validate().is_ok());
+        for c in [
+            Config {
+                packet_bytes: 100,
+                ..Config::default()
+            },
+            Config {
+                pairs: 0,
+                ..Config::default()
+            },
+            Config {
+                mode: "fast".into(),
+                ..Config::default()
+            },
+        ] {
+            assert!(matches!(c.validate(), Err(BenchError::Config(_))), "{c:?}");
+        }
+    }
+}
