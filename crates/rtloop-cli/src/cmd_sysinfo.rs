@@ -1,5 +1,6 @@
 //! `rtloop sys-info`: what this machine offers a realtime stream (CI runs it as a smoke test).
 
+use rtloop_bench::machine::{cpu_model, mem_total, read};
 use rtloop_sys as sys;
 use serde_json::json;
 
@@ -8,48 +9,6 @@ use crate::Global;
 /// Options of `rtloop sys-info`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SysInfoArgs {}
-
-fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_owned())
-}
-
-fn cpu_model() -> String {
-    read("/proc/cpuinfo")
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn mem_total() -> Option<u64> {
-    let s = read("/proc/meminfo")?;
-    let kb: u64 = s
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
-/// One line that says what machine a benchmark ran on: CPUs, model, whether virtual,
-/// kernel, memory.
-pub(crate) fn machine_line() -> String {
-    let virt = read("/proc/cpuinfo").is_some_and(|s| s.contains(" hypervisor"));
-    format!(
-        "{} x {}{}, Linux {}, {:.0} GiB",
-        sys::online_cpus(),
-        cpu_model(),
-        if virt { " (virtual machine)" } else { "" },
-        read("/proc/sys/kernel/osrelease").unwrap_or_default(),
-        mem_total().unwrap_or(0) as f64 / 1073741824.0
-    )
-}
 
 /// Try each realtime facility and undo it; report what is permitted.
 fn permissions() -> Vec<(&'static str, Result<(), String>)> {

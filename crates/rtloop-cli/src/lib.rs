@@ -9,10 +9,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod cmd_bench;
-pub mod cmd_bench_fieldtrip;
-pub mod cmd_bench_peers;
-pub mod cmd_bench_pipeline;
-pub mod cmd_bench_runtime;
 pub mod cmd_bridge;
 pub mod cmd_demo;
 pub mod cmd_lab;
@@ -23,8 +19,6 @@ pub mod cmd_stream;
 pub mod cmd_sysinfo;
 pub mod cmd_verify;
 pub mod cmd_view;
-#[cfg(feature = "iceoryx2-peer")]
-pub mod peer_iceoryx2;
 pub mod progress;
 pub mod roles;
 

@@ -92,6 +92,59 @@ impl Drop for Progress {
     }
 }
 
+/// A benchmark's progress on stderr: its notes (unless `--json`), warnings, and its steps as
+/// a progress line made by `line` (from what, done, total and the time since the start).
+pub struct BenchProgress {
+    bar: Option<Progress>,
+    notes: bool,
+    line: fn(&str, u64, u64, Duration) -> String,
+}
+
+impl BenchProgress {
+    /// Notes on stderr unless `json`; no progress line.
+    pub fn notes(json: bool) -> Self {
+        Self {
+            bar: None,
+            notes: !json,
+            line: |_, _, _, _| String::new(),
+        }
+    }
+
+    /// A progress line labelled `label` (shown also with `--json`: it goes to stderr), made
+    /// by `line`; notes on stderr unless `json`.
+    pub fn with_line(
+        label: &str,
+        json: bool,
+        line: fn(&str, u64, u64, Duration) -> String,
+    ) -> Self {
+        Self {
+            bar: Some(Progress::new(label)),
+            notes: !json,
+            line,
+        }
+    }
+}
+
+impl rtloop_bench::Progress for BenchProgress {
+    fn note(&mut self, what: &str) {
+        if self.notes {
+            eprintln!("{what}");
+        }
+    }
+
+    fn step(&mut self, what: &str, done: u64, total: u64) {
+        if let Some(b) = &mut self.bar {
+            let elapsed = b.elapsed();
+            let line = self.line;
+            b.tick(|| line(what, done, total, elapsed));
+        }
+    }
+
+    fn warn(&mut self, what: &str) {
+        eprintln!("{what}");
+    }
+}
+
 /// The plain-line interval from `RTLOOP_PROGRESS_SECONDS` (None: off).
 fn line_interval(var: Option<&str>) -> Option<Duration> {
     let secs = match var.map(str::trim) {

@@ -17,51 +17,31 @@ pub struct ChildArgs {
     pub args: Vec<String>,
 }
 
-/// The role from its one argument, JSON.
-fn typed<R: ChildRole>(a: &ChildArgs) -> anyhow::Result<R> {
-    let [json] = a.args.as_slice() else {
-        bail!("child {}: expected one argument, the role as JSON", R::NAME)
-    };
-    Ok(rtloop_launch::role_from(json)?)
-}
-
-/// Run the role `a` names with the function that plays it.
+/// Run the role `name` with the function that plays it, its JSON read as that role.
 macro_rules! dispatch {
-    ($a:expr; $($role:ty => $play:expr),* $(,)?) => {{
+    ($name:expr, $json:expr; $($role:ty => $play:expr),* $(,)?) => {{
         $(
-            if $a.role == <$role as ChildRole>::NAME {
-                let role: $role = typed($a)?;
+            if $name == <$role as ChildRole>::NAME {
+                let role: $role = rtloop_launch::role_from($json)?;
                 return $play(&role);
             }
         )*
-        bail!("unknown child role {:?}", $a.role)
+        bail!("unknown child role {:?}", $name)
     }};
 }
 
-/// Run a child role.
+/// Run a child role: the benchmarks' (rtloop_bench::child), else the command line's own.
 pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
-    #[cfg(feature = "iceoryx2-peer")]
-    {
-        use crate::peer_iceoryx2 as ix2;
-        if a.role.starts_with("ix2-") {
-            dispatch!(a;
-                ix2::PubRole => ix2::pub_role,
-                ix2::SubRole => ix2::sub_role,
-                ix2::EchoRole => ix2::echo_role,
-            );
-        }
+    let [json] = a.args.as_slice() else {
+        bail!("child {}: expected one argument, the role as JSON", a.role)
+    };
+    if let Some(r) = rtloop_bench::child::run(&a.role, json) {
+        return Ok(r?);
     }
-    dispatch!(a;
+    dispatch!(a.role, json;
         crate::cmd_demo::ReaderRole => crate::cmd_demo::reader_role,
-        crate::cmd_verify::GenRole => crate::cmd_verify::gen_role,
-        crate::cmd_verify::RecvRole => crate::cmd_verify::recv_role,
-        crate::cmd_bench::StreamEchoRole => crate::cmd_bench::stream_echo_role,
         rtloop_lab::reference::EchoRole => |r| Ok(rtloop_lab::reference::run_echo(r)?),
         rtloop_lab::loadtest::DeviceRole => |r| Ok(rtloop_lab::loadtest::run_device(r)?),
-        rtloop_peers::spsc::ProducerRole => |r| Ok(rtloop_peers::spsc::run_producer(r)?),
-        rtloop_peers::spsc::ConsumerRole => |r| Ok(rtloop_peers::spsc::run_consumer(r)?),
-        rtloop_peers::run::WriterRole => crate::cmd_bench_peers::writer_role,
-        rtloop_peers::run::ReaderRole => crate::cmd_bench_peers::reader_role,
         rtloop_runtime::process::ChildArgs => crate::cmd_run::process_role,
     )
 }

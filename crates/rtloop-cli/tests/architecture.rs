@@ -76,6 +76,32 @@ fn no_library_depends_on_the_command_line() {
 }
 
 #[test]
+fn the_benchmarks_are_a_library_the_command_line_calls() {
+    let g = graph();
+    assert!(
+        g["rtloop-cli"].iter().any(|d| d == "rtloop-bench"),
+        "{:?}",
+        g["rtloop-cli"]
+    );
+    // the benchmark's children are typed roles of the library, started through rtloop-launch
+    assert!(
+        g["rtloop-bench"].iter().any(|d| d == "rtloop-launch"),
+        "{:?}",
+        g["rtloop-bench"]
+    );
+    let cli = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+    let left: Vec<String> = std::fs::read_dir(cli)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("cmd_bench_") || n.starts_with("peer_"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "benchmark code in the command line: {left:?}"
+    );
+}
+
+#[test]
 fn the_core_depends_only_on_the_os_layer() {
     let g = graph();
     assert_eq!(g["rtloop-stream"], ["rtloop-sys"]);

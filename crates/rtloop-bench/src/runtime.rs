@@ -1,79 +1,108 @@
-//! `rtloop bench runtime`: the tick runtime's targets, each against a reference measured in
+//! The runtime benchmark (`rtloop bench runtime`): the tick runtime's targets, each against a reference measured in
 //! the same run — tick-start jitter against a bare timer loop (same clock, policy, core and
 //! busy-wait tail), an empty Python module's cost per tick, the UDP echo model at LiCoRICE's
 //! 810 packets of 1472 bytes per 1 ms tick against plain loopback UDP, and the numerical
 //! load example inside a 1 ms tick.
 
+use std::fmt::Write as _;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use rtloop_metrics::{fmt_ns, Summary};
 use rtloop_runtime::run::{RunOptions, RunReport};
 use rtloop_runtime::timer;
 use rtloop_runtime::udp_load::{anyhow_free::Error, udp_sweep, EchoResult};
 
-use crate::Global;
+use serde::{Deserialize, Serialize};
 
-/// Options of `rtloop bench runtime`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RuntimeBenchArgs {
+use crate::{BenchError, Context, Progress};
+
+/// What to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Config {
     /// Seconds of 1 ms ticks for the jitter comparison (bare loop, then the model).
-    #[arg(long, default_value_t = 60.0)]
     pub seconds: f64,
     /// Seconds for each of the other parts (empty module, UDP echo, numerics).
-    #[arg(long, default_value_t = 10.0)]
     pub part_seconds: f64,
     /// Short runs (smoke test): 2 s each.
-    #[arg(long)]
     pub quick: bool,
     /// UDP packets offered per 1 ms tick to the echo model.
-    #[arg(long, default_value_t = 810)]
     pub packets: u32,
     /// Skip the parts that need Python (empty module, numerics).
-    #[arg(long)]
     pub no_python: bool,
     /// Write results.json, the reports and PNG histograms here.
-    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Set to stop the models early (Ctrl-C).
+    #[serde(skip)]
+    pub stop: Arc<AtomicBool>,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
-struct Row {
-    part: String,
-    figure: String,
-    value: String,
-    reference: String,
-    target: String,
-    met: Option<bool>,
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            seconds: 60.0,
+            part_seconds: 10.0,
+            quick: false,
+            packets: 810,
+            no_python: false,
+            out: None,
+            stop: Arc::default(),
+        }
+    }
 }
 
-#[derive(Debug, Default, serde::Serialize)]
-struct Results {
-    machine: String,
-    bare_timer: Option<Summary>,
-    runtime_tick_start: Option<Summary>,
-    empty_python_module: Option<Summary>,
+/// One figure against its reference and target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The part of the benchmark.
+    pub part: String,
+    /// The figure.
+    pub figure: String,
+    /// What was measured.
+    pub value: String,
+    /// The same-run reference.
+    pub reference: String,
+    /// The target.
+    pub target: String,
+    /// Whether the target was met (None: no target).
+    pub met: Option<bool>,
+}
+
+/// What the runtime benchmark measured.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RuntimeReport {
+    /// CPUs and kernel.
+    pub machine: String,
+    /// Lateness of the bare timer loop's ticks.
+    pub bare_timer: Option<Summary>,
+    /// Lateness of the runtime's tick starts.
+    pub runtime_tick_start: Option<Summary>,
+    /// An empty Python module's cost per tick.
+    pub empty_python_module: Option<Summary>,
     /// per offered rate, through the echo model
-    udp_echo: Vec<EchoResult>,
+    pub udp_echo: Vec<EchoResult>,
     /// per offered rate, plain loopback (sender to receiver directly)
-    udp_reference: Vec<EchoResult>,
+    pub udp_reference: Vec<EchoResult>,
     /// per offered rate, the echo model's drivers called each ms by one thread (the same
     /// work without the runtime)
-    udp_same_work: Vec<EchoResult>,
+    pub udp_same_work: Vec<EchoResult>,
     /// Closed loop measured from outside: send-to-reply of stamped datagrams through the UDP
     /// echo model (udp_in -> udp_out), in ns.
-    closed_loop: Option<Summary>,
+    pub closed_loop: Option<Summary>,
     /// The same through a bare UDP echo (receive, send at once), same sender, same run.
-    closed_loop_bare: Option<Summary>,
+    pub closed_loop_bare: Option<Summary>,
     /// The closed loop with the model's udp_in acting on arrival (`act: arrival`).
-    closed_loop_on_arrival: Option<Summary>,
-    numerics: Option<Summary>,
-    numerics_misses: Option<u64>,
-    rows: Vec<Row>,
+    pub closed_loop_on_arrival: Option<Summary>,
+    /// The numeric load's time per tick.
+    pub numerics: Option<Summary>,
+    /// The numeric load's missed deadlines.
+    pub numerics_misses: Option<u64>,
+    /// The table.
+    pub rows: Vec<Row>,
 }
 
 fn examples_dir() -> Option<PathBuf> {
@@ -94,7 +123,7 @@ fn copy_example(
     dst: &Path,
     model: &str,
     replace: &[(&str, String)],
-) -> anyhow::Result<PathBuf> {
+) -> Result<PathBuf, BenchError> {
     std::fs::create_dir_all(dst)?;
     for e in std::fs::read_dir(src)? {
         let e = e?;
@@ -111,24 +140,27 @@ fn copy_example(
     Ok(p)
 }
 
-fn free_port() -> anyhow::Result<u16> {
+fn free_port() -> Result<u16, BenchError> {
     Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn run_model(path: &Path, seconds: f64, stop: &Arc<AtomicBool>) -> anyhow::Result<RunReport> {
+fn run_model(path: &Path, seconds: f64, stop: &Arc<AtomicBool>) -> Result<RunReport, BenchError> {
     let opts = RunOptions {
         seconds: Some(seconds),
         ticks: None,
         keep: false,
         live_every: None,
         stop: stop.clone(),
-        rtloop_command: crate::self_command,
+        rtloop_command: rtloop_launch::rtloop_command,
         // beside the generated model, in the benchmark's own temporary directory
         out_dir: Some(path.parent().unwrap_or(Path::new(".")).join("out")),
     };
-    let r = rtloop_runtime::run::run(path, &opts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let r = rtloop_runtime::run::run(path, &opts)?;
     if let Some(p) = &r.problem {
-        anyhow::bail!("model {} stopped: {p}", r.model);
+        return Err(BenchError::Failed(format!(
+            "model {} stopped: {p}",
+            r.model
+        )));
     }
     Ok(r)
 }
@@ -150,22 +182,18 @@ fn ratio(a: u64, b: u64) -> String {
     }
 }
 
-/// Run `rtloop bench runtime`.
-pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
+/// Run the runtime benchmark.
+pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError> {
     let (seconds, part) = if a.quick {
         (2.0, 2.0)
     } else {
         (a.seconds, a.part_seconds)
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
-    }
+    let stop = &a.stop;
     let ex = examples_dir().context("cannot find examples/models (run from the repository)")?;
     let work = std::env::temp_dir().join(format!("rtloop-bench-runtime-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    let mut res = Results {
+    let mut res = RuntimeReport {
         machine: format!(
             "{} CPUs; {}",
             rtloop_sys::online_cpus(),
@@ -173,18 +201,13 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                 .unwrap_or_default()
                 .trim()
         ),
-        ..Results::default()
+        ..RuntimeReport::default()
     };
-    let say = |s: &str| {
-        if !g.json {
-            eprintln!("{s}");
-        }
-    };
-    let result = (|| -> anyhow::Result<()> {
+    let result = (|| -> Result<(), BenchError> {
         // 1. jitter: the bare loop, then the Rust spike detector model, same settings
         let (rt, warning) = timer::probe_realtime(true, true, rtloop_sys::online_cpus() - 1);
         if let Some(w) = warning {
-            eprintln!("{w}");
+            p.warn(&w.to_string());
         }
         let core = rtloop_sys::online_cpus().checked_sub(1);
         // both under the same PM QoS hold the model takes by default
@@ -209,7 +232,7 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
         let mut model_hist = rtloop_metrics::LatencyHistogram::new();
         let mut model = None;
         for i in 0..blocks {
-            say(&format!(
+            p.note(&format!(
                 "[{}/{blocks}] bare timer loop: {block} s of 1 ms ticks at phase 500 µs (SCHED_FIFO {}, core {core:?}, busy-wait 50 µs, PM QoS)",
                 i + 1,
                 rt.fifo
@@ -223,11 +246,11 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                 core,
                 81,
             ));
-            say(&format!(
+            p.note(&format!(
                 "[{}/{blocks}] runtime: the Rust spike detector model, {block} s",
                 i + 1
             ));
-            let r = run_model(&spk, block, &stop)?;
+            let r = run_model(&spk, block, stop)?;
             model_hist.merge(r.tick_histogram());
             model = Some(r);
         }
@@ -281,8 +304,8 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                     std::process::id()
                 ),
             )?;
-            say(&format!("an empty Python module, {part} s"));
-            let r = run_model(&m, part, &stop)?;
+            p.note(&format!("an empty Python module, {part} s"));
+            let r = run_model(&m, part, stop)?;
             let e = r.processes[0].exec;
             res.empty_python_module = e;
             if let Some(e) = e {
@@ -296,7 +319,7 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                 });
             }
         } else {
-            say("skipping the Python parts (no python3 with rtloop and numpy)");
+            p.note("skipping the Python parts (no python3 with rtloop and numpy)");
         }
         // 3. UDP echo against plain loopback UDP, a sweep of offered rates
         //    (the zero-drop rate is read off this sweep: steps of 50 per ms near the limit)
@@ -312,11 +335,10 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
         };
         let each = if a.quick { 1.0 } else { 2.0 };
         let (p_in, p_out) = (free_port()?, free_port()?);
-        say(&format!(
+        p.note(&format!(
             "UDP: plain loopback reference, {each} s at each of {rates:?} packets of 1472 B per ms"
         ));
-        let reference =
-            udp_sweep(p_in, p_in, &rates, each, || Ok(())).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let reference = udp_sweep(p_in, p_in, &rates, each, || Ok(()))?;
         let echo = copy_example(
             &ex.join("udp_echo"),
             &work.join("echo"),
@@ -330,21 +352,19 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                 ),
             ],
         )?;
-        say("the same work without the runtime: udp_in and udp_out called each ms by one thread, the same sweep");
+        p.note("the same work without the runtime: udp_in and udp_out called each ms by one thread, the same sweep");
         let (s_in, s_out) = (free_port()?, free_port()?);
         let same_secs = rates.len() as f64 * (each + 0.4) + 2.5;
         let same_work = udp_sweep(s_in, s_out, &rates, each, || {
             rtloop_runtime::udp_load::paced_driver_echo(s_in, s_out, same_secs)
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        say("UDP echo model, the same sweep");
+        })?;
+        p.note("UDP echo model, the same sweep");
         let model_secs = rates.len() as f64 * (each + 0.4) + 3.0;
         let echo_res = udp_sweep(p_in, p_out, &rates, each, || {
-            run_model(&echo, model_secs, &stop)
+            run_model(&echo, model_secs, stop)
                 .map(|_| ())
-                .map_err(|e| Error(format!("{e:#}")))
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                .map_err(|e| Error(e.to_string()))
+        })?;
         let best = |v: &[EchoResult]| {
             v.iter()
                 .filter(|r| r.dropped == 0 && r.corrupted == 0)
@@ -406,7 +426,7 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
         {
             let loop_secs = if a.quick { 2.0 } else { part };
             let (l_in, l_out) = (free_port()?, free_port()?);
-            say(&format!(
+            p.note(&format!(
                 "closed loop: stamped datagrams at random moments, 500 per s, {loop_secs} s through a bare UDP echo, then through the echo model"
             ));
             let (bare, bare_sent) = rtloop_runtime::udp_load::loop_latency(
@@ -416,10 +436,9 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                 loop_secs,
                 Duration::from_millis(100),
                 || rtloop_runtime::udp_load::bare_echo(l_in, l_out, loop_secs + 0.8),
-            )
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            )?;
             // the echo model answering stamped datagrams, `act` being udp_in's option
-            let through_model = |act: &str| -> anyhow::Result<_> {
+            let through_model = |act: &str| -> Result<_, BenchError> {
                 let looped = copy_example(
                     &ex.join("udp_echo"),
                     &work.join(format!("loop-{act}")),
@@ -443,17 +462,17 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                     loop_secs,
                     Duration::from_millis(1500),
                     || {
-                        run_model(&looped, loop_secs + 2.5, &stop)
+                        run_model(&looped, loop_secs + 2.5, stop)
                             .map(|_| ())
-                            .map_err(|e| Error(format!("{e:#}")))
+                            .map_err(|e| Error(e.to_string()))
                     },
                 )
-                .map_err(|e| anyhow::anyhow!("{e}"))
+                .map_err(BenchError::from)
             };
             let (model, model_sent) = through_model("tick")?;
             // the same model with its source acting on arrival: data is answered within the
             // tick it arrives in instead of at the next tick's start
-            say("closed loop again, with udp_in acting on arrival (act: arrival)");
+            p.note("closed loop again, with udp_in acting on arrival (act: arrival)");
             let (arrival, arrival_sent) = through_model("arrival")?;
             let (m, b) = (model.summary(), bare.summary());
             let tick = 1_000_000.0; // the echo model's 1 ms tick, in ns
@@ -517,8 +536,8 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                     format!("name: benchnum{}", std::process::id()),
                 )],
             )?;
-            say(&format!("numeric load example, {part} s"));
-            let r = run_model(&num, part, &stop)?;
+            p.note(&format!("numeric load example, {part} s"));
+            let r = run_model(&num, part, stop)?;
             let load = r
                 .processes
                 .iter()
@@ -547,9 +566,17 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
     })();
     let _ = std::fs::remove_dir_all(&work);
     result?;
-    if g.json {
-        println!("{}", serde_json::to_string_pretty(&res)?);
-    } else {
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(&res)?)?;
+    }
+    Ok(res)
+}
+
+impl RuntimeReport {
+    /// The table the command prints.
+    #[must_use]
+    pub fn table(&self) -> String {
         let mut t = rtloop_metrics::Table::new(&[
             "part",
             "figure",
@@ -558,7 +585,7 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
             "target",
             "met",
         ]);
-        for r in &res.rows {
+        for r in &self.rows {
             t.row(&[
                 r.part.clone(),
                 r.figure.clone(),
@@ -570,17 +597,15 @@ pub fn run(a: &RuntimeBenchArgs, g: &Global) -> anyhow::Result<()> {
                     .to_string(),
             ]);
         }
-        println!("{}", t.render());
-        println!(
+        let mut s = t.render();
+        s.push('\n');
+        let _ = writeln!(
+            s,
             "machine: {}; LiCoRICE (PREEMPT_RT, bare metal): worst-case tick jitter 18.2 µs",
-            res.machine
+            self.machine
         );
+        s
     }
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(&res)?)?;
-    }
-    Ok(())
 }
 
 /// The numeric-load row's verdict: the work fits the tick only if its p99 is under the tick

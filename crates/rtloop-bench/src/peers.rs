@@ -1,4 +1,4 @@
-//! `rtloop bench peers`: rtloop's stream beside the transports labs use today — LSL, ZeroMQ
+//! The peers benchmark (`rtloop bench peers`): rtloop's stream beside the transports labs use today — LSL, ZeroMQ
 //! (ipc and tcp), a plain UNIX socket and iceoryx2 — measured in one run on this machine,
 //! with the same data (int16, 384 channels, 30 kHz by default), the same chunk sizes and
 //! reader counts, each writer and reader its own process (`rtloop child peer-writer` /
@@ -7,6 +7,7 @@
 //! peers are the references (docs/design.md §7): throughput is reported as a ratio to LSL's, and
 //! the stream's p99 latency beside the lowest peer p99.
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
@@ -14,71 +15,73 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
 use rtloop_peers::run::{ReaderReport, WriterReport};
 use rtloop_peers::{Transport, Trial, Wait};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::Global;
+use crate::{ensure, BenchError, Context, Progress};
 
-/// Options of `rtloop bench peers`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct PeersArgs {
-    /// Transports to compare, comma-separated (stream, lsl, zmq-ipc, zmq-tcp, unix,
-    /// iceoryx2). Default: all; those whose library is missing are listed as not measured.
-    /// Named here, a missing one is an error.
-    #[arg(long, value_delimiter = ',')]
+type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+/// What to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Transports to compare (None: all; those whose library is missing are listed as not
+    /// measured). Named here, a missing one is an error.
     pub transports: Option<Vec<Transport>>,
-    /// Samples per chunk (one send), comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 16, 256])]
+    /// Samples per chunk (one send).
     pub chunks: Vec<usize>,
-    /// Reader processes, comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 4])]
+    /// Reader processes.
     pub readers: Vec<usize>,
     /// Channels per sample (int16).
-    #[arg(long, default_value_t = 384)]
     pub channels: usize,
     /// Sample rate the latency phase is paced at, Hz.
-    #[arg(long, default_value_t = 30_000.0)]
     pub rate: f64,
-    /// How readers wait, comma-separated: auto (spin when each reader can have a CPU of its
-    /// own, that is readers < CPUs; block otherwise), block, spin.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [WaitArg::Auto])]
-    pub wait: Vec<WaitArg>,
+    /// How readers wait.
+    pub wait: Vec<WaitChoice>,
     /// Rounds: every figure is measured this many times, the transports of a configuration
-    /// taking turns, so a moment of machine noise does not land on one transport only.
-    /// Latencies of all rounds are pooled; throughput is the median round.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    /// taking turns. Latencies of all rounds are pooled; throughput is the median round.
     pub rounds: u32,
-    /// Seconds of the paced latency phase per figure, over all rounds (longer if
-    /// --min-chunks needs it).
-    #[arg(long, default_value_t = 6.0)]
+    /// Seconds of the paced latency phase per figure, over all rounds.
     pub seconds: f64,
-    /// Chunks the latency phase sends at least, over all rounds (for p99.9 of large chunks).
-    #[arg(long, default_value_t = 1000)]
+    /// Chunks the latency phase sends at least, over all rounds.
     pub min_chunks: u64,
     /// Seconds of the flat-out throughput phase per round.
-    #[arg(long, default_value_t = 0.5)]
     pub throughput_seconds: f64,
-    /// When readers block: how long the stream's readers (and its writer waiting for room)
-    /// spin before sleeping on the futex, µs. 0 by default: with more processes than cores
-    /// (that is when readers block), a spinning process takes the core another one needs.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    /// When readers block: how long the stream's readers spin before sleeping, µs.
     pub stream_spin_us: u64,
     /// Short phases (0.3 s, at least 50 chunks): a smoke test, not a measurement.
-    #[arg(long)]
     pub quick: bool,
-    /// Write results.json, table.md and PNG plots (throughput and p99 against chunk size, a
-    /// pair per reader count: throughput-N-readers-WAIT.png, latency-p99-N-readers-WAIT.png)
-    /// into this directory.
-    #[arg(long)]
+    /// Write results.json, table.md and PNG plots into this directory.
     pub out: Option<PathBuf>,
 }
 
-/// How readers wait, as asked on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WaitArg {
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            transports: None,
+            chunks: vec![1, 16, 256],
+            readers: vec![1, 4],
+            channels: 384,
+            rate: 30_000.0,
+            wait: vec![WaitChoice::Auto],
+            rounds: 3,
+            seconds: 6.0,
+            min_chunks: 1000,
+            throughput_seconds: 0.5,
+            stream_spin_us: 0,
+            quick: false,
+            out: None,
+        }
+    }
+}
+
+/// How readers wait, as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitChoice {
     /// Spin when every reader can have a core of its own (readers < CPUs), else block.
     Auto,
     /// Each transport's blocking wait.
@@ -87,42 +90,46 @@ pub enum WaitArg {
     Spin,
 }
 
-impl WaitArg {
+impl WaitChoice {
     fn resolve(self, readers: usize) -> Wait {
         match self {
-            WaitArg::Block => Wait::Block,
-            WaitArg::Spin => Wait::Spin,
-            WaitArg::Auto if readers < rtloop_sys::online_cpus() => Wait::Spin,
-            WaitArg::Auto => Wait::Block,
+            WaitChoice::Block => Wait::Block,
+            WaitChoice::Spin => Wait::Spin,
+            WaitChoice::Auto if readers < rtloop_sys::online_cpus() => Wait::Spin,
+            WaitChoice::Auto => Wait::Block,
         }
     }
 }
 
 /// One transport at one chunk size, reader count and wait: every round together.
 #[derive(Debug, Clone, Serialize)]
-struct Row {
-    transport: Transport,
-    chunk: usize,
-    readers: usize,
-    wait: Wait,
+pub struct Row {
+    /// The transport.
+    pub transport: Transport,
+    /// Samples per chunk.
+    pub chunk: usize,
+    /// Reader processes.
+    pub readers: usize,
+    /// How they waited.
+    pub wait: Wait,
     /// The slowest reader's sustained rate, median over rounds.
-    samples_per_s: f64,
-    mb_per_s: f64,
+    pub samples_per_s: f64,
+    pub mb_per_s: f64,
     /// `samples_per_s` / the nominal rate.
-    x_realtime: f64,
+    pub x_realtime: f64,
     /// This row's throughput over LSL's at the same chunk, readers and wait.
-    x_lsl: Option<f64>,
+    pub x_lsl: Option<f64>,
     /// Each round's slowest-reader rate, MB/s.
-    rounds_mb_per_s: Vec<f64>,
+    pub rounds_mb_per_s: Vec<f64>,
     /// Every reader's paced-chunk latencies, every round.
-    latency: Summary,
-    lost: u64,
-    errors: u64,
+    pub latency: Summary,
+    pub lost: u64,
+    pub errors: u64,
     /// Readers that never saw the end chunk (gave up idle).
-    unfinished: u64,
+    pub unfinished: u64,
     /// The writer's worst lateness against the paced schedule.
-    writer_late_max_ns: u64,
-    latency_chunks: u64,
+    pub writer_late_max_ns: u64,
+    pub latency_chunks: u64,
 }
 
 /// A row being filled round by round.
@@ -194,48 +201,67 @@ impl Cell {
 }
 
 /// The stream's p99 beside the lowest peer p99 under one configuration.
-#[derive(Debug, Serialize)]
-struct LatencyCompare {
-    chunk: usize,
-    readers: usize,
-    wait: Wait,
-    stream_p99_ns: u64,
-    lowest_peer: Transport,
-    lowest_peer_p99_ns: u64,
-    stream_lower: bool,
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyCompare {
+    /// Samples per chunk.
+    pub chunk: usize,
+    /// Reader processes.
+    pub readers: usize,
+    /// How they waited.
+    pub wait: Wait,
+    /// The stream's p99.
+    pub stream_p99_ns: u64,
+    /// The peer with the lowest p99.
+    pub lowest_peer: Transport,
+    /// Its p99.
+    pub lowest_peer_p99_ns: u64,
+    /// The stream's p99 is lower.
+    pub stream_lower: bool,
 }
 
-#[derive(Debug, Serialize)]
-struct Verdict {
+/// The targets, met or not.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
     /// min over chunk sizes, reader counts and waits of stream / LSL throughput
-    min_throughput_x_lsl: Option<f64>,
-    throughput_target_10x_lsl_met: Option<bool>,
+    pub min_throughput_x_lsl: Option<f64>,
+    pub throughput_target_10x_lsl_met: Option<bool>,
     /// per chunk size, reader count and wait: the stream's p99 and the lowest peer p99
-    latency_p99: Vec<LatencyCompare>,
-    latency_target_lowest_p99_met: Option<bool>,
+    pub latency_p99: Vec<LatencyCompare>,
+    pub latency_target_lowest_p99_met: Option<bool>,
 }
 
 /// A transport and what it is here.
-#[derive(Debug, Serialize)]
-struct Peer {
-    transport: Transport,
+#[derive(Debug, Clone, Serialize)]
+pub struct Peer {
+    pub transport: Transport,
     /// Library, version and where it was loaded from.
-    library: Option<String>,
+    pub library: Option<String>,
     /// Why it was not measured.
-    not_measured: Option<String>,
+    pub not_measured: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct Report {
-    machine: String,
-    channels: usize,
-    rate: f64,
-    sample_bytes: usize,
-    rounds: u32,
+/// What the peers benchmark measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeersReport {
+    /// The machine (`sys-info`'s line).
+    pub machine: String,
+    /// Channels per sample.
+    pub channels: usize,
+    /// Sample rate, Hz.
+    pub rate: f64,
+    /// Bytes per sample.
+    pub sample_bytes: usize,
+    /// Rounds per figure.
+    pub rounds: u32,
     /// what each transport is (library and version) or why it was not measured
-    transports: Vec<Peer>,
-    rows: Vec<Row>,
-    verdict: Verdict,
+    pub transports: Vec<Peer>,
+    /// One row per transport and configuration.
+    pub rows: Vec<Row>,
+    /// The targets.
+    pub verdict: Verdict,
+    /// Where results.json, table.md and the plots were written.
+    #[serde(skip)]
+    pub out: Option<PathBuf>,
 }
 
 /// A child process of the trial with its piped input and output.
@@ -250,7 +276,10 @@ impl Proc {
         let mut l = String::new();
         self.out.read_line(&mut l)?;
         if l.is_empty() {
-            bail!("{} ended without a word (see its error above)", self.role);
+            return Err(BenchError::Failed(format!(
+                "{} ended without a word (see its error above)",
+                self.role
+            )));
         }
         Ok(l.trim().to_string())
     }
@@ -308,6 +337,7 @@ impl Children {
 
 impl Drop for Children {
     fn drop(&mut self) {
+        // SYNC: Relaxed: tells the watchdog to stop; nothing is published with it.
         self.done.store(true, Ordering::Relaxed);
         for c in self.procs.lock().expect("not poisoned").iter_mut() {
             // a child still running 2 s after its trial failed or ended: stop it
@@ -338,7 +368,7 @@ fn trial(t: &Trial) -> Result<(WriterReport, Vec<ReaderReport>)> {
             endpoint: endpoint.clone(),
         })?;
         let l = r.line()?;
-        anyhow::ensure!(l == "ready", "a reader said {l:?}");
+        ensure!(l == "ready", "a reader said {l:?}");
         readers.push(r);
     }
     let mut input = w.input.take().context("writer stdin")?;
@@ -350,8 +380,11 @@ fn trial(t: &Trial) -> Result<(WriterReport, Vec<ReaderReport>)> {
     }
     writeln!(input, "quit")?;
     drop(input);
+    // SYNC: Relaxed: a flag; the children it killed are seen through their pipes, not it.
     if kids.overran.load(Ordering::Relaxed) {
-        bail!("the trial overran {deadline:?} and was stopped");
+        return Err(BenchError::Failed(format!(
+            "the trial overran {deadline:?} and was stopped"
+        )));
     }
     Ok((wr, rr))
 }
@@ -442,7 +475,7 @@ const HEADER: [&str; 12] = [
     "lost+errors",
 ];
 
-fn markdown(rep: &Report) -> String {
+fn markdown(rep: &PeersReport) -> String {
     let mut s = format!(
         "Machine: {}. Data: int16 x {} channels ({} B per sample) at {} Hz; {} round(s) per figure.\n\n| {} |\n|{}\n",
         rep.machine,
@@ -461,7 +494,7 @@ fn markdown(rep: &Report) -> String {
 
 /// Two log-log plots per reader count and wait (a line per transport, the same colour in
 /// each): `throughput-N-readers-WAIT.png` and `latency-p99-N-readers-WAIT.png`.
-fn plots(dir: &std::path::Path, rep: &Report) -> Result<()> {
+fn plots(dir: &std::path::Path, rep: &PeersReport) -> Result<()> {
     let mut groups: Vec<(usize, Wait)> = Vec::new();
     for r in &rep.rows {
         if !groups.contains(&(r.readers, r.wait)) {
@@ -521,14 +554,14 @@ fn plots(dir: &std::path::Path, rep: &Report) -> Result<()> {
                 &refs,
                 &[],
             )
-            .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+            .with_context(|| file.clone())?;
         }
     }
     Ok(())
 }
 
-/// Run `rtloop bench peers`.
-pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
+/// Run the peers benchmark.
+pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<PeersReport> {
     let (seconds, tput_seconds, min_chunks) = if a.quick {
         (0.3, 0.3, 50)
     } else {
@@ -541,14 +574,19 @@ pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
         .unwrap_or_else(|| Transport::ALL.to_vec());
     let mut seen = std::collections::HashSet::new();
     wanted.retain(|t| seen.insert(*t));
-    anyhow::ensure!(
-        !a.chunks.is_empty() && !a.readers.is_empty() && !a.wait.is_empty(),
-        "--chunks, --readers and --wait need at least one value each"
-    );
-    anyhow::ensure!(
-        min_chunks <= 1_000_000,
-        "--min-chunks {min_chunks} out of range: allowed 0..=1000000"
-    );
+    if a.chunks.is_empty() || a.readers.is_empty() || a.wait.is_empty() {
+        return Err(BenchError::Config(
+            "--chunks, --readers and --wait need at least one value each".into(),
+        ));
+    }
+    if min_chunks > 1_000_000 {
+        return Err(BenchError::Config(format!(
+            "--min-chunks {min_chunks} out of range: allowed 0..=1000000"
+        )));
+    }
+    if a.rounds == 0 {
+        return Err(BenchError::Config("rounds must be at least 1".into()));
+    }
     // the configurations, in order; every setting is checked before anything starts
     let mut configs = Vec::new();
     for &chunk in &a.chunks {
@@ -579,7 +617,7 @@ pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
     for transport in wanted {
         let (library, not_measured) = match transport.check_available() {
             Ok(l) => (Some(l), None),
-            Err(e) if explicit => bail!("{e}"),
+            Err(e) if explicit => return Err(e.into()),
             Err(e) => (None, Some(e.to_string())),
         };
         transports.push(Peer {
@@ -588,15 +626,10 @@ pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
             not_measured,
         });
     }
-    let say = |s: &str| {
-        if !g.json {
-            eprintln!("{s}");
-        }
-    };
     for p in &transports {
         match (&p.library, &p.not_measured) {
-            (Some(l), _) => say(&format!("peers: {:<9} {l}", p.transport)),
-            (_, e) => say(&format!(
+            (Some(l), _) => progress.note(&format!("peers: {:<9} {l}", p.transport)),
+            (_, e) => progress.note(&format!(
                 "peers: {:<9} NOT MEASURED: {}",
                 p.transport,
                 e.as_deref().unwrap_or("?")
@@ -648,7 +681,7 @@ pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
                 rs.iter().for_each(|r| h.merge(&r.histogram()));
                 let l = h.summary();
                 let bad: u64 = rs.iter().map(|r| r.lost + r.errors).sum();
-                say(&format!(
+                progress.note(&format!(
                     "peers: [{k}/{total}] {:<9} chunk {:>4}, {} reader{} ({}): {:>8.1} MB/s ({:.1}x real time), latency p50 {} p99 {} p99.9 {}{}",
                     t.transport,
                     t.chunk,
@@ -667,8 +700,8 @@ pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
     }
     let mut rows: Vec<Row> = cells.into_iter().map(Cell::finish).collect();
     let verdict = verdict(&mut rows);
-    let rep = Report {
-        machine: crate::cmd_sysinfo::machine_line(),
+    let rep = PeersReport {
+        machine: crate::machine::machine_line(),
         channels: a.channels,
         rate: a.rate,
         sample_bytes: a.channels * rtloop_peers::ITEMSIZE,
@@ -676,57 +709,63 @@ pub fn run(a: &PeersArgs, g: &Global) -> Result<()> {
         transports,
         rows,
         verdict,
+        out: a.out.clone(),
     };
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        std::fs::write(
-            dir.join("results.json"),
-            serde_json::to_string_pretty(&rep)?,
-        )?;
+        crate::write_results(dir, &rep)?;
         std::fs::write(dir.join("table.md"), markdown(&rep))?;
         plots(dir, &rep)?;
     }
-    if g.json {
-        println!("{}", serde_json::to_string(&rep)?);
-        return Ok(());
-    }
-    println!("machine: {}", rep.machine);
-    let mut t = Table::new(&HEADER);
-    for r in &rep.rows {
-        t.row(&row_cells(r));
-    }
-    print!("{}", t.render());
-    let v = &rep.verdict;
-    match v.min_throughput_x_lsl {
-        Some(r) => println!(
-            "throughput: the stream is at least {r:.1}x LSL at every chunk size, reader count and wait (target 10x: {})",
-            if r >= 10.0 { "met" } else { "NOT met" }
-        ),
-        None => println!("throughput: no stream/LSL pair measured"),
-    }
-    for l in &v.latency_p99 {
-        println!(
-            "latency p99, chunk {}, {} readers ({}): stream {} vs lowest peer {} ({}){}",
-            l.chunk,
-            l.readers,
-            l.wait,
-            fmt_ns(l.stream_p99_ns),
-            fmt_ns(l.lowest_peer_p99_ns),
-            l.lowest_peer,
-            if l.stream_lower {
-                ""
-            } else {
-                "  <- stream NOT lowest"
-            }
-        );
-    }
-    if let Some(dir) = &a.out {
-        println!("wrote {}", dir.display());
-    }
-    Ok(())
+    Ok(rep)
 }
 
-/// The writer of a trial (rtloop_peers::run::writer_role).
+impl PeersReport {
+    /// The table and verdict lines the command prints.
+    #[must_use]
+    pub fn table(&self) -> String {
+        let rep = self;
+        let mut s = String::new();
+        let _ = writeln!(s, "machine: {}", rep.machine);
+        let mut t = Table::new(&HEADER);
+        for r in &rep.rows {
+            t.row(&row_cells(r));
+        }
+        s += &t.render();
+        let v = &rep.verdict;
+        let _ = match v.min_throughput_x_lsl {
+            Some(r) => writeln!(
+                s,
+                "throughput: the stream is at least {r:.1}x LSL at every chunk size, reader count and wait (target 10x: {})",
+                if r >= 10.0 { "met" } else { "NOT met" }
+            ),
+            None => writeln!(s, "throughput: no stream/LSL pair measured"),
+        };
+        for l in &v.latency_p99 {
+            let _ = writeln!(
+                s,
+                "latency p99, chunk {}, {} readers ({}): stream {} vs lowest peer {} ({}){}",
+                l.chunk,
+                l.readers,
+                l.wait,
+                fmt_ns(l.stream_p99_ns),
+                fmt_ns(l.lowest_peer_p99_ns),
+                l.lowest_peer,
+                if l.stream_lower {
+                    ""
+                } else {
+                    "  <- stream NOT lowest"
+                }
+            );
+        }
+        if let Some(dir) = &self.out {
+            let _ = writeln!(s, "wrote {}", dir.display());
+        }
+        s
+    }
+}
+
+/// The writer of a trial (rtloop_peers::run::writer_role) on this process's stdin and
+/// stdout.
 pub fn writer_role(role: &rtloop_peers::run::WriterRole) -> Result<()> {
     rtloop_peers::run::writer_role(
         &role.trial,

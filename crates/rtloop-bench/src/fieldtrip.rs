@@ -1,5 +1,6 @@
-//! `rtloop bench fieldtrip`: the FieldTrip FAQ's buffer benchmark ("How fast is the FieldTrip
-//! buffer?") against `rtloop serve` — samples/s written and read for the FAQ's
+//! The FieldTrip benchmark (`rtloop bench fieldtrip`): the FieldTrip FAQ's buffer benchmark
+//! ("How fast is the FieldTrip buffer?") against rtloop's server as `rtloop serve` runs it,
+//! in a process of its own ([`ServerRole`]) — samples/s written and read for the FAQ's
 //! channels x samples blocks, and the time per write over block sizes 1..1000 — over TCP,
 //! over the UNIX socket and in-process (the FAQ's "dma": no socket).
 //!
@@ -10,19 +11,21 @@
 //!
 //! "Samples" are counted as the FAQ counts them: channel values (float32) per second.
 
-use std::io::{BufRead, BufReader};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use rtloop_fieldtrip::polling::Polling;
-use rtloop_fieldtrip::{Buffer, BufferConfig, Client};
+use rtloop_fieldtrip::{Buffer, BufferConfig, Client, Server, ServerConfig};
 use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::Global;
+use crate::{BenchError, Context, Progress};
+
+type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 /// The FAQ table's blocks (channels, samples), and 512x512, the largest the goal names.
 pub const FAQ_BLOCKS: [(u32, u32); 7] = [
@@ -40,38 +43,44 @@ pub const GOAL_RATIO: f64 = 2.0;
 pub const FAQ_BEST_DMA: f64 = 8_894_464.0;
 const FLOAT32: u32 = 9;
 
-/// Options of `rtloop bench fieldtrip`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct FieldTripBenchArgs {
+/// What to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Config {
     /// Short runs (smoke tests): 0.1 s per cell and fewer latency rounds.
-    #[arg(long)]
     pub quick: bool,
     /// Seconds per cell of the throughput table.
-    #[arg(long, default_value_t = 1.0, value_parser = crate::cmd_demo::positive_f64)]
     pub seconds: f64,
-    /// Transports to measure (comma-separated): tcp, unix, inproc.
-    #[arg(long, default_value = "tcp,unix,inproc", value_delimiter = ',', value_parser = ["tcp", "unix", "inproc"])]
+    /// Transports to measure: tcp, unix, inproc.
     pub transports: Vec<String>,
-    /// Also measure writes with a new connection per request (old MATLAB clients; the FAQ's
-    /// "tcp stateless").
-    #[arg(long)]
+    /// Also measure writes with a new connection per request (the FAQ's "tcp stateless").
     pub stateless: bool,
     /// Channels of the latency-per-write curve (the FAQ's plots use 64).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub latency_channels: u32,
     /// Writes timed per block size of the latency curve.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
     pub rounds: u32,
-    /// How `rtloop serve` waits for requests (its `--poll`): adaptive (its default), off, or
-    /// microseconds to poll after every reply. The benchmark's client never polls.
-    #[arg(long, default_value = "adaptive", value_parser = crate::cmd_serve::parse_polling)]
-    pub poll: Polling,
+    /// How `rtloop serve` waits for requests (its `--poll`: adaptive, off or microseconds).
+    pub poll: String,
     /// Leave the reference server out (it is measured over TCP only).
-    #[arg(long)]
     pub no_reference: bool,
     /// Write results.json and PNG plots into this directory.
-    #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            quick: false,
+            seconds: 1.0,
+            transports: vec!["tcp".into(), "unix".into(), "inproc".into()],
+            stateless: false,
+            latency_channels: 64,
+            rounds: 2000,
+            poll: "adaptive".into(),
+            no_reference: false,
+            out: None,
+        }
+    }
 }
 
 /// One transport's way in: a client factory.
@@ -89,9 +98,60 @@ impl Target {
     }
 }
 
-/// `rtloop serve` in its own process, stopped on drop.
+/// The FieldTrip server the benchmark measures, in a process of its own: what `rtloop serve
+/// --bind 127.0.0.1:0 --unix UNIX --stream STREAM --poll POLL` runs (the server with `rtloop
+/// serve`'s defaults, the stream removed at the end), until its stdin closes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerRole {
+    /// The stream the buffer is.
+    pub stream: String,
+    /// The UNIX socket to listen on (TCP listens on a free port of 127.0.0.1).
+    pub unix: PathBuf,
+    /// How connections wait for requests (`rtloop serve --poll`).
+    pub poll: String,
+}
+
+impl rtloop_launch::ChildRole for ServerRole {
+    const NAME: &'static str = "ft-bench-server";
+}
+
+/// Run [`ServerRole`]: prints `ready tcp=ADDR unix=PATH`, serves until stdin closes.
+pub fn server_role(role: &ServerRole) -> Result<()> {
+    let polling: Polling = role.poll.parse().map_err(BenchError::Config)?;
+    let mut bcfg = BufferConfig::new(&role.stream);
+    bcfg.remove_on_drop = true;
+    let buffer = Arc::new(Buffer::new(bcfg));
+    let server = Server::start(
+        buffer.clone(),
+        ServerConfig {
+            tcp: Some("127.0.0.1:0".into()),
+            unix: Some(role.unix.clone()),
+            polling,
+            ..ServerConfig::default()
+        },
+    )?;
+    let tcp = server
+        .tcp_addr()
+        .map_or_else(|| "-".to_owned(), |a| a.to_string());
+    let unix = server
+        .unix_path()
+        .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready tcp={tcp} unix={unix}")?;
+        out.flush()?;
+    }
+    // the benchmark closes our stdin when it is done (or dies)
+    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    server.shutdown();
+    buffer.close();
+    Ok(())
+}
+
+/// The server process ([`ServerRole`]), stopped on drop.
 struct ServerProcess {
     child: Child,
+    stdin: Option<ChildStdin>,
     tcp: String,
     unix: String,
     dir: PathBuf,
@@ -101,15 +161,19 @@ impl ServerProcess {
     fn start(stream: &str, poll: &str) -> Result<ServerProcess> {
         let dir = std::env::temp_dir().join(format!("rtloop-ftbench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let sock = dir.join("ft.sock");
-        let mut child = crate::self_command()
-            .args(["serve", "--bind", "127.0.0.1:0", "--unix"])
-            .arg(&sock)
-            .args(["--stream", stream, "--log-level", "error", "--poll", poll])
-            .stdin(Stdio::null())
+        let role = ServerRole {
+            stream: stream.to_owned(),
+            unix: dir.join("ft.sock"),
+            poll: poll.to_owned(),
+        };
+        let mut child = rtloop_launch::command(&role)?
+            // as `rtloop serve --log-level error`
+            .env("RTLOOP_LOG", "error")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .context("cannot start `rtloop serve`")?;
+            .context("cannot start the FieldTrip server")?;
+        let stdin = child.stdin.take();
         let mut line = String::new();
         BufReader::new(child.stdout.take().context("server stdout")?).read_line(&mut line)?;
         let field = |k: &str| {
@@ -120,10 +184,14 @@ impl ServerProcess {
         let (Some(tcp), Some(unix)) = (field("tcp="), field("unix=")) else {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("`rtloop serve` did not start: {line:?}");
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(BenchError::Failed(format!(
+                "the FieldTrip server did not start: {line:?}"
+            )));
         };
         Ok(ServerProcess {
             child,
+            stdin,
             tcp,
             unix: format!("unix:{unix}"),
             dir,
@@ -133,10 +201,8 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
+        // its stdin closed: the server shuts down and removes its stream
+        drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -150,49 +216,78 @@ impl Drop for ServerProcess {
     }
 }
 
+/// One transport at one block of the FAQ table.
 #[derive(Debug, Clone, Serialize)]
-struct FaqRow {
-    transport: String,
-    channels: u32,
-    samples: u32,
+pub struct FaqRow {
+    /// The transport ("reference tcp", "tcp", "unix", "inproc").
+    pub transport: String,
+    /// Channels per block.
+    pub channels: u32,
+    /// Samples per block.
+    pub samples: u32,
     /// Values (channels x samples) per second written, one connection.
-    write_values_per_s: f64,
+    pub write_values_per_s: f64,
     /// Values per second read (GET_DAT of blocks of the same size), one connection.
-    read_values_per_s: f64,
+    pub read_values_per_s: f64,
     /// Values per second written with a new connection per request, if measured.
-    stateless_write_values_per_s: Option<f64>,
-    write_requests: u64,
-    read_requests: u64,
+    pub stateless_write_values_per_s: Option<f64>,
+    /// Writes counted.
+    pub write_requests: u64,
+    /// Reads counted.
+    pub read_requests: u64,
 }
 
 /// rtloop over TCP against the reference at one block.
 #[derive(Debug, Clone, Serialize)]
-struct RatioRow {
-    channels: u32,
-    samples: u32,
-    write_ratio: f64,
-    read_ratio: f64,
-    goal: f64,
-    met: bool,
+pub struct RatioRow {
+    /// Channels per block.
+    pub channels: u32,
+    /// Samples per block.
+    pub samples: u32,
+    /// rtloop's writes over the reference's.
+    pub write_ratio: f64,
+    /// rtloop's reads over the reference's.
+    pub read_ratio: f64,
+    /// The goal for both ratios.
+    pub goal: f64,
+    /// Both ratios reach the goal.
+    pub met: bool,
 }
 
+/// The time per write at one block size.
 #[derive(Debug, Clone, Serialize)]
-struct LatencyPoint {
-    transport: String,
-    channels: u32,
-    samples: u32,
-    write: Summary,
+pub struct LatencyPoint {
+    /// The transport.
+    pub transport: String,
+    /// Channels per block.
+    pub channels: u32,
+    /// Samples per block.
+    pub samples: u32,
+    /// Time per PUT_DAT (PUT_OK received).
+    pub write: Summary,
 }
 
-#[derive(Debug, Serialize)]
-struct Report {
-    seconds_per_cell: f64,
-    poll: String,
+/// What the FieldTrip benchmark measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct FieldTripReport {
+    /// Seconds per cell of the throughput table.
+    pub seconds_per_cell: f64,
+    /// `rtloop serve --poll`.
+    pub poll: String,
     /// rtloop TCP against the reference, per block.
-    versus_reference: Vec<RatioRow>,
-    faq_best_dma_values_per_s: f64,
-    faq: Vec<FaqRow>,
-    latency: Vec<LatencyPoint>,
+    pub versus_reference: Vec<RatioRow>,
+    /// The FAQ's best in-process figure.
+    pub faq_best_dma_values_per_s: f64,
+    /// The FAQ table.
+    pub faq: Vec<FaqRow>,
+    /// The latency-per-write curves.
+    pub latency: Vec<LatencyPoint>,
+    /// Whether the stateless column was measured (the table shows it then).
+    #[serde(skip)]
+    pub stateless: bool,
+    /// Where results.json and the plots were written.
+    #[serde(skip)]
+    pub out: Option<PathBuf>,
 }
 
 fn block(ch: u32, s: u32) -> Vec<u8> {
@@ -286,11 +381,11 @@ fn faq_block(
             timed(SETTLE, &mut read)?;
             let (n, e) = timed(slice, &mut read)?;
             if out.len() != (ch * s * 4) as usize {
-                bail!(
+                return Err(BenchError::Failed(format!(
                     "{name} {ch}x{s}: GET_DAT returned {} bytes, want {}",
                     out.len(),
                     ch * s * 4
-                );
+                )));
             }
             c.reads = (c.reads.0 + n, c.reads.1 + e);
         }
@@ -367,13 +462,14 @@ fn msps(v: f64) -> String {
 }
 
 /// Run the benchmark.
-pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
+pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     let secs = if a.quick { 0.1 } else { a.seconds };
     let rounds = if a.quick { 100 } else { a.rounds };
+    a.poll.parse::<Polling>().map_err(BenchError::Config)?;
     let stream = format!("ftbench-{}", std::process::id());
     let wants = |t: &str| a.transports.iter().any(|x| x == t);
     let server = if wants("tcp") || wants("unix") {
-        Some(ServerProcess::start(&stream, &a.poll.to_string())?)
+        Some(ServerProcess::start(&stream, &a.poll)?)
     } else {
         None
     };
@@ -404,18 +500,16 @@ pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
         targets.push(("inproc", Target::InProcess(Arc::new(Buffer::new(cfg)))));
     }
     let cells = (targets.len() * (FAQ_BLOCKS.len() + 1)) as u64;
-    // progress on stderr, also with --json and when piped
-    let mut progress = crate::progress::Progress::new("bench fieldtrip");
     let mut done = 0u64;
     let mut faq = Vec::new();
     for (ch, s) in FAQ_BLOCKS {
-        progress.tick(|| format!("{done}/{cells} cells, now {ch}x{s}"));
+        progress.step(&format!("cells, now {ch}x{s}"), done, cells);
         faq.extend(faq_block(&targets, ch, s, secs, a.stateless)?);
         done += targets.len() as u64;
     }
     let mut latency = Vec::new();
     for (name, target) in &targets {
-        progress.tick(|| format!("{done}/{cells} cells, now {name} latency per write"));
+        progress.step(&format!("cells, now {name} latency per write"), done, cells);
         latency.extend(latency_curve(
             target,
             name,
@@ -425,7 +519,6 @@ pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
         )?);
         done += 1;
     }
-    drop(progress);
     drop(targets);
     drop(server);
     drop(reference);
@@ -449,125 +542,138 @@ pub fn run(a: &FieldTripBenchArgs, g: &Global) -> Result<()> {
             })
         })
         .collect();
-    let report = Report {
+    let report = FieldTripReport {
         seconds_per_cell: secs,
-        poll: a.poll.to_string(),
+        poll: a.poll.clone(),
         versus_reference,
         faq_best_dma_values_per_s: FAQ_BEST_DMA,
         faq,
         latency,
+        stateless: a.stateless,
+        out: a.out.clone(),
     };
     if let Some(dir) = &a.out {
         write_outputs(dir, &report)?;
     }
-    if g.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
-    print_tables(&report, a.stateless);
-    if let Some(dir) = &a.out {
-        println!(
-            "\nwrote {}/results.json, faq_throughput.png, write_latency.png",
-            dir.display()
-        );
-    }
-    Ok(())
+    Ok(report)
 }
 
-fn print_tables(r: &Report, stateless: bool) {
-    println!("FieldTrip FAQ table: float32 values (channels x samples) per second, in millions");
-    let mut head = vec![
-        "transport",
-        "chans x samples",
-        "values/block",
-        "write M/s",
-        "read M/s",
-    ];
-    if stateless {
-        head.push("write, new conn. each M/s");
-    }
-    head.push("write / FAQ best dma");
-    let mut t = Table::new(&head);
-    for row in &r.faq {
-        let mut cells = vec![
-            row.transport.clone(),
-            format!("{}x{}", row.channels, row.samples),
-            (row.channels * row.samples).to_string(),
-            msps(row.write_values_per_s),
-            msps(row.read_values_per_s),
+impl FieldTripReport {
+    /// The tables the command prints.
+    #[must_use]
+    pub fn table(&self) -> String {
+        let (r, stateless) = (self, self.stateless);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "FieldTrip FAQ table: float32 values (channels x samples) per second, in millions"
+        );
+        let mut head = vec![
+            "transport",
+            "chans x samples",
+            "values/block",
+            "write M/s",
+            "read M/s",
         ];
         if stateless {
-            cells.push(row.stateless_write_values_per_s.map_or("-".into(), msps));
+            head.push("write, new conn. each M/s");
         }
-        cells.push(format!(
-            "{:.1}x",
-            row.write_values_per_s / r.faq_best_dma_values_per_s
-        ));
-        t.row(&cells);
-    }
-    println!("{}", t.render());
-    println!(
-        "(FAQ best in-process \"dma\": {:.2} M/s)\n",
-        r.faq_best_dma_values_per_s / 1e6
-    );
-    if !r.versus_reference.is_empty() {
-        println!(
+        head.push("write / FAQ best dma");
+        let mut t = Table::new(&head);
+        for row in &r.faq {
+            let mut cells = vec![
+                row.transport.clone(),
+                format!("{}x{}", row.channels, row.samples),
+                (row.channels * row.samples).to_string(),
+                msps(row.write_values_per_s),
+                msps(row.read_values_per_s),
+            ];
+            if stateless {
+                cells.push(row.stateless_write_values_per_s.map_or("-".into(), msps));
+            }
+            cells.push(format!(
+                "{:.1}x",
+                row.write_values_per_s / r.faq_best_dma_values_per_s
+            ));
+            t.row(&cells);
+        }
+        out += &t.render();
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "(FAQ best in-process \"dma\": {:.2} M/s)\n",
+            r.faq_best_dma_values_per_s / 1e6
+        );
+        if !r.versus_reference.is_empty() {
+            let _ = writeln!(
+ out,
             "rtloop serve over TCP (--poll {}) against the reference (a server doing what FieldTrip's C server does per request, TCP_NODELAY), same client, same run",
             r.poll
         );
+            let mut t = Table::new(&[
+                "chans x samples",
+                "write ratio",
+                "read ratio",
+                "goal",
+                "met",
+            ]);
+            for x in &r.versus_reference {
+                t.row(&[
+                    format!("{}x{}", x.channels, x.samples),
+                    format!("{:.2}x", x.write_ratio),
+                    format!("{:.2}x", x.read_ratio),
+                    format!(">= {:.1}x both", x.goal),
+                    if x.met { "yes" } else { "no" }.into(),
+                ]);
+            }
+            out += &t.render();
+            out += "\n\n";
+        }
+        if let Some(first) = r.latency.first() {
+            let _ = writeln!(
+                out,
+                "Time per PUT_DAT (round trip, PUT_OK received), {} channels float32",
+                first.channels
+            );
+        }
         let mut t = Table::new(&[
-            "chans x samples",
-            "write ratio",
-            "read ratio",
-            "goal",
-            "met",
+            "transport",
+            "samples",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "values/s at p50",
         ]);
-        for x in &r.versus_reference {
+        for p in &r.latency {
             t.row(&[
-                format!("{}x{}", x.channels, x.samples),
-                format!("{:.2}x", x.write_ratio),
-                format!("{:.2}x", x.read_ratio),
-                format!(">= {:.1}x both", x.goal),
-                if x.met { "yes" } else { "no" }.into(),
+                p.transport.clone(),
+                p.samples.to_string(),
+                fmt_ns(p.write.p50_ns),
+                fmt_ns(p.write.p99_ns),
+                fmt_ns(p.write.p999_ns),
+                fmt_ns(p.write.max_ns),
+                format!(
+                    "{:.3e}",
+                    f64::from(p.channels * p.samples) / (p.write.p50_ns.max(1) as f64 * 1e-9)
+                ),
             ]);
         }
-        println!("{}\n", t.render());
+        out += &t.render();
+        out.push('\n');
+        if let Some(dir) = &self.out {
+            let _ = writeln!(
+                out,
+                "\nwrote {}/results.json, faq_throughput.png, write_latency.png",
+                dir.display()
+            );
+        }
+        out
     }
-    if let Some(first) = r.latency.first() {
-        println!(
-            "Time per PUT_DAT (round trip, PUT_OK received), {} channels float32",
-            first.channels
-        );
-    }
-    let mut t = Table::new(&[
-        "transport",
-        "samples",
-        "p50",
-        "p99",
-        "p99.9",
-        "max",
-        "values/s at p50",
-    ]);
-    for p in &r.latency {
-        t.row(&[
-            p.transport.clone(),
-            p.samples.to_string(),
-            fmt_ns(p.write.p50_ns),
-            fmt_ns(p.write.p99_ns),
-            fmt_ns(p.write.p999_ns),
-            fmt_ns(p.write.max_ns),
-            format!(
-                "{:.3e}",
-                f64::from(p.channels * p.samples) / (p.write.p50_ns.max(1) as f64 * 1e-9)
-            ),
-        ]);
-    }
-    println!("{}", t.render());
 }
 
-fn write_outputs(dir: &std::path::Path, r: &Report) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(r)?)?;
+fn write_outputs(dir: &std::path::Path, r: &FieldTripReport) -> Result<()> {
+    crate::write_results(dir, r)?;
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     // each transport once, in the order measured (the rows interleave them)
     let mut transports: Vec<&str> = Vec::new();

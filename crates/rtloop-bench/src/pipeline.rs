@@ -1,102 +1,135 @@
-//! `rtloop bench pipeline`: where an acquisition pipeline's ceiling is, stage by stage (the
+//! The pipeline benchmark (`rtloop bench pipeline`): where an acquisition pipeline's ceiling is, stage by stage (the
 //! prudaq performance page's method): each stage alone, then all together, against the data
 //! rate of a profile; the recorder is held against its own writes without it, same run.
 
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use rtloop_lab::work::Work;
 use rtloop_metrics::Table;
 use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
 use rtloop_sys as sys;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::Global;
+use crate::{BenchError, Context, Progress};
 
-/// Options of `rtloop bench pipeline`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct PipelineArgs {
+type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+/// Return a [`BenchError::Config`].
+macro_rules! bail {
+    ($($fmt:tt)+) => {
+        return Err(BenchError::Config(format!($($fmt)+)))
+    };
+}
+
+/// What to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Config {
     /// neuropixels (384 ch x 30 kHz int16 per probe), intan64 (64 ch x 30 kHz int16), or
-    /// custom (--channels, --rate, --dtype).
-    #[arg(long, default_value = "neuropixels")]
+    /// custom (`channels`, `rate`, `dtype`).
     pub profile: String,
     /// Probes (neuropixels profile).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub probes: u64,
     /// Channels (custom profile).
-    #[arg(long)]
     pub channels: Option<usize>,
     /// Sample rate, Hz (custom profile).
-    #[arg(long)]
     pub rate: Option<f64>,
     /// Value type (custom profile).
-    #[arg(long, default_value = "int16")]
     pub dtype: String,
     /// Readers of the stream (processing steps running side by side).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
     pub readers: u64,
     /// Seconds per stage.
-    #[arg(long, default_value_t = 2.0, value_parser = crate::cmd_demo::positive_f64)]
     pub seconds: f64,
     /// Short stages (smoke tests).
-    #[arg(long)]
     pub quick: bool,
     /// Directory for the disk stages (default: the system temp dir); files are removed after.
-    #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Write results.json and pipeline.png into this directory.
-    #[arg(long)]
     pub out: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Serialize)]
-struct StageRow {
-    stage: String,
-    mb_per_s: f64,
-    headroom: f64,
-    in_pipeline: bool,
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            profile: "neuropixels".into(),
+            probes: 1,
+            channels: None,
+            rate: None,
+            dtype: "int16".into(),
+            readers: 1,
+            seconds: 2.0,
+            quick: false,
+            dir: None,
+            out: None,
+        }
+    }
 }
 
-#[derive(Debug, Serialize)]
-struct PipelineReport {
-    profile: String,
-    channels: usize,
-    rate: f64,
-    dtype: String,
-    required_mb_per_s: f64,
+/// One stage alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageRow {
+    /// What the stage is.
+    pub stage: String,
+    /// MB/s it reaches alone.
+    pub mb_per_s: f64,
+    /// `mb_per_s` over the profile's rate.
+    pub headroom: f64,
+    /// Part of the pipeline (else a reference or the disk's limit).
+    pub in_pipeline: bool,
+}
+
+/// What the pipeline benchmark measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineReport {
+    /// The profile.
+    pub profile: String,
+    /// Channels.
+    pub channels: usize,
+    /// Sample rate, Hz.
+    pub rate: f64,
+    /// Value type.
+    pub dtype: String,
+    /// The profile's data rate.
+    pub required_mb_per_s: f64,
     /// Raw sequential writes of 4 MiB blocks with an fsync every second: the disk's limit.
-    disk_raw_mb_per_s: f64,
+    pub disk_raw_mb_per_s: f64,
     /// The recorder's own writes (files, block size, flush and fsync cadence) without the
     /// recorder, same directory, same run: the recorder's reference.
-    disk_same_writes_mb_per_s: f64,
+    pub disk_same_writes_mb_per_s: f64,
     /// The recorder's MB/s over that reference.
-    recorder_over_disk: f64,
+    pub recorder_over_disk: f64,
     /// The goal for `recorder_over_disk`.
-    recorder_goal: f64,
+    pub recorder_goal: f64,
     /// "met" only when `recorder_over_disk` reaches the goal.
-    recorder_verdict: String,
+    pub recorder_verdict: String,
     /// `rtloop replay` of a SpikeGLX file of this profile written to `--dir` and dropped
     /// from the page cache: MB/s into a stream, as fast as possible.
-    replay_mb_per_s: f64,
+    pub replay_mb_per_s: f64,
     /// "met" only when `replay_mb_per_s` reaches `required_mb_per_s`.
-    replay_needed_verdict: String,
+    pub replay_needed_verdict: String,
     /// The same file read the same way without rtloop, same run (mapped, copied out in the
     /// replay's blocks, dropped from the page cache first): the replay's reference.
-    replay_reference_mb_per_s: f64,
+    pub replay_reference_mb_per_s: f64,
     /// The replay's MB/s over that reference.
-    replay_over_reference: f64,
+    pub replay_over_reference: f64,
     /// The goal for `replay_over_reference`.
-    replay_goal: f64,
+    pub replay_goal: f64,
     /// "met" only when `replay_over_reference` reaches the goal.
-    replay_verdict: String,
-    stages: Vec<StageRow>,
-    together_mb_per_s: f64,
-    together_headroom: f64,
-    limiting_stage: String,
-    verdict: String,
+    pub replay_verdict: String,
+    /// Each stage alone.
+    pub stages: Vec<StageRow>,
+    /// All stages together.
+    pub together_mb_per_s: f64,
+    /// `together_mb_per_s` over the profile's rate.
+    pub together_headroom: f64,
+    /// The slowest stage of the pipeline.
+    pub limiting_stage: String,
+    /// The sentence the command ends with.
+    pub verdict: String,
 }
 
 struct Shape {
@@ -257,7 +290,7 @@ fn drive(
     drop(w);
     for c in consumers {
         c.join()
-            .map_err(|_| anyhow::anyhow!("a consumer panicked"))??;
+            .map_err(|_| BenchError::Failed("a consumer panicked".into()))??;
     }
     Ok(rate)
 }
@@ -318,7 +351,7 @@ fn socket_sink(kind: &str) -> Result<(Box<dyn Write + Send>, std::thread::JoinHa
 fn evict(path: &Path) -> Result<()> {
     let f = std::fs::File::open(path)?;
     f.sync_all()?;
-    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)?;
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).map_err(std::io::Error::from)?;
     Ok(())
 }
 
@@ -397,7 +430,7 @@ fn replay_reference(bin: &Path, sh: &Shape, capacity: u64) -> Result<f64> {
 }
 
 /// Run the analyser.
-pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
+pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
     let sh = match a.profile.as_str() {
         "neuropixels" => Shape {
             channels: 384 * a.probes as usize,
@@ -419,7 +452,10 @@ pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
             Shape {
                 channels,
                 rate,
-                dtype: a.dtype.parse()?,
+                dtype: a
+                    .dtype
+                    .parse()
+                    .map_err(|e: rtloop_stream::UnknownDType| BenchError::Config(e.to_string()))?,
             }
         }
         other => bail!("unknown profile {other:?}; allowed: neuropixels, intan64, custom"),
@@ -427,11 +463,7 @@ pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
     let required = sh.rate * sh.sample_bytes() as f64 / 1e6;
     let secs = Duration::from_secs_f64(if a.quick { 0.3 } else { a.seconds });
     let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
-    let say = |s: &str| {
-        if !g.json {
-            eprintln!("{s} ...");
-        }
-    };
+    let mut say = |s: &str| p.note(&format!("{s} ..."));
     let mut stages: Vec<StageRow> = Vec::new();
     let mut add = |stage: &str, mb: f64, in_pipeline: bool| {
         stages.push(StageRow {
@@ -497,7 +529,7 @@ pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
         drive(sh, &s, secs, Vec::new())?;
         let rep = rec
             .join()
-            .map_err(|_| anyhow::anyhow!("the recorder panicked"))??;
+            .map_err(|_| BenchError::Failed("the recorder panicked".into()))??;
         let _ = Stream::remove(&n);
         let _ = std::fs::remove_dir_all(&out);
         Ok((
@@ -659,11 +691,7 @@ pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
         verdict,
     };
     if let Some(o) = &a.out {
-        std::fs::create_dir_all(o)?;
-        std::fs::write(
-            o.join("results.json"),
-            serde_json::to_string_pretty(&report)?,
-        )?;
+        crate::write_results(o, &report)?;
         let mut bars: Vec<(String, f64)> = report
             .stages
             .iter()
@@ -690,50 +718,60 @@ pub fn run(a: &PipelineArgs, g: &Global) -> Result<()> {
             Some((required, "needed")),
         )?;
     }
-    if g.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
-    println!(
-        "profile {}: {} channels x {} Hz {} = {:.1} MB/s",
-        report.profile, report.channels, report.rate, report.dtype, required
-    );
-    let mut t = Table::new(&["stage", "MB/s", "x needed"]);
-    for s in &report.stages {
+    Ok(report)
+}
+
+impl PipelineReport {
+    /// The tables the command prints.
+    #[must_use]
+    pub fn table(&self) -> String {
+        let (report, required, together) = (self, self.required_mb_per_s, self.together_mb_per_s);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "profile {}: {} channels x {} Hz {} = {:.1} MB/s",
+            report.profile, report.channels, report.rate, report.dtype, required
+        );
+        let mut t = Table::new(&["stage", "MB/s", "x needed"]);
+        for s in &report.stages {
+            t.row(&[
+                s.stage.clone(),
+                format!("{:.1}", s.mb_per_s),
+                format!("{:.1}", s.headroom),
+            ]);
+        }
         t.row(&[
-            s.stage.clone(),
-            format!("{:.1}", s.mb_per_s),
-            format!("{:.1}", s.headroom),
+            "all together".to_string(),
+            format!("{together:.1}"),
+            format!("{:.1}", report.together_headroom),
         ]);
-    }
-    t.row(&[
-        "all together".to_string(),
-        format!("{together:.1}"),
-        format!("{:.1}", report.together_headroom),
-    ]);
-    println!("{}", t.render());
-    println!(
+        out += &t.render();
+        out.push('\n');
+        let _ = writeln!(
+ out,
         "recorder / the same writes without it (same run, same directory): {:.2} (goal >= {}: {})",
         report.recorder_over_disk, report.recorder_goal, report.recorder_verdict
     );
-    if report.replay_mb_per_s > 0.0 {
-        let mut t = Table::new(&["replay from disk", "MB/s", "target", "ratio", "verdict"]);
-        t.row(&[
-            "rtloop replay --fast (SpikeGLX file)".into(),
-            format!("{:.1}", report.replay_mb_per_s),
-            format!("{required:.1} MB/s needed"),
-            format!("{:.2}", report.replay_mb_per_s / required),
-            report.replay_needed_verdict.clone(),
-        ]);
-        t.row(&[
-            "  over the same reads without the stream".into(),
-            format!("{:.1}", report.replay_reference_mb_per_s),
-            format!(">= {} x reference", report.replay_goal),
-            format!("{:.2}", report.replay_over_reference),
-            report.replay_verdict.clone(),
-        ]);
-        println!("{}", t.render());
+        if report.replay_mb_per_s > 0.0 {
+            let mut t = Table::new(&["replay from disk", "MB/s", "target", "ratio", "verdict"]);
+            t.row(&[
+                "rtloop replay --fast (SpikeGLX file)".into(),
+                format!("{:.1}", report.replay_mb_per_s),
+                format!("{required:.1} MB/s needed"),
+                format!("{:.2}", report.replay_mb_per_s / required),
+                report.replay_needed_verdict.clone(),
+            ]);
+            t.row(&[
+                "  over the same reads without the stream".into(),
+                format!("{:.1}", report.replay_reference_mb_per_s),
+                format!(">= {} x reference", report.replay_goal),
+                format!("{:.2}", report.replay_over_reference),
+                report.replay_verdict.clone(),
+            ]);
+            out += &t.render();
+            out.push('\n');
+        }
+        let _ = writeln!(out, "{}", report.verdict);
+        out
     }
-    println!("{}", report.verdict);
-    Ok(())
 }

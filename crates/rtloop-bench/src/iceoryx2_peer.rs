@@ -1,36 +1,41 @@
 //! iceoryx2 publish/subscribe (zero-copy shared memory, from crates.io) on the same payloads
-//! as the stream benchmarks, in the same run: the peer column of `rtloop bench stream`.
+//! as the stream benchmarks, in the same run: the peer column of the stream benchmark.
 //! Delivery blocks rather than drops (`UnableToDeliverStrategy::Block`, no safe overflow),
 //! which matches a lossless stream; the subscriber checks every message's sequence word.
 
 use std::io::BufRead;
 use std::time::Duration;
 
-use anyhow::Context;
 use iceoryx2::port::unable_to_deliver_strategy::UnableToDeliverStrategy;
 use iceoryx2::prelude::*;
 use rtloop_metrics::LatencyHistogram;
 use rtloop_sys as sys;
 
+use crate::{ensure, BenchError, Context};
+
 const BUFFER: usize = 128;
 
-fn node() -> anyhow::Result<Node<ipc::Service>> {
+/// An iceoryx2 error (they implement Debug only) with what failed.
+fn ix<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> BenchError + '_ {
+    move |e| BenchError::Iceoryx2(format!("{what}: {e:?}"))
+}
+
+fn node() -> Result<Node<ipc::Service>, BenchError> {
     // its default-config notice is noise here; errors still show
     set_log_level(LogLevel::Error);
     NodeBuilder::new()
         .create::<ipc::Service>()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 node: {e:?}"))
+        .map_err(ix("iceoryx2 node"))
 }
 
 fn service(
     node: &Node<ipc::Service>,
     name: &str,
-) -> anyhow::Result<
+) -> Result<
     iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>,
+    BenchError,
 > {
-    let sn: ServiceName = name
-        .try_into()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 service name: {e:?}"))?;
+    let sn: ServiceName = name.try_into().map_err(ix("iceoryx2 service name"))?;
     node.service_builder(&sn)
         .publish_subscribe::<[u8]>()
         .max_publishers(1)
@@ -39,12 +44,12 @@ fn service(
         .subscriber_max_buffer_size(BUFFER)
         .enable_safe_overflow(false)
         .open_or_create()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 service {name}: {e:?}"))
+        .map_err(|e| BenchError::Iceoryx2(format!("iceoryx2 service {name}: {e:?}")))
 }
 
 /// Messages per second and GB/s of `n` messages of `bytes` from a publisher process to a
 /// subscriber process.
-pub fn throughput(n: u64, bytes: usize) -> anyhow::Result<(f64, f64)> {
+pub fn throughput(n: u64, bytes: usize) -> Result<(f64, f64), BenchError> {
     let name = format!("rtloop-bench-{}-{bytes}", sys::pid());
     let (mut sub, mut sub_out) = rtloop_launch::spawn_ready(&SubRole {
         service: name.clone(),
@@ -59,14 +64,14 @@ pub fn throughput(n: u64, bytes: usize) -> anyhow::Result<(f64, f64)> {
     })?;
     let mut start = String::new();
     pub_out.read_line(&mut start)?;
-    anyhow::ensure!(pubp.wait()?.success(), "iceoryx2 publisher failed");
+    ensure!(pubp.wait()?.success(), "iceoryx2 publisher failed");
     let start: u64 = start
         .trim()
         .parse()
         .with_context(|| format!("publisher said {start:?}"))?;
     let mut line = String::new();
     sub_out.read_line(&mut line)?;
-    anyhow::ensure!(sub.wait()?.success(), "iceoryx2 subscriber failed");
+    ensure!(sub.wait()?.success(), "iceoryx2 subscriber failed");
     let end: u64 = line
         .trim()
         .parse()
@@ -123,16 +128,10 @@ impl rtloop_launch::ChildRole for EchoRole {
     const NAME: &'static str = "ix2-echo";
 }
 
-fn pin(cpu: Option<usize>) {
-    if let Some(c) = cpu {
-        let _ = sys::pin_to_cpu(c);
-    }
-}
-
 /// Run [`PubRole`].
-pub fn pub_role(role: &PubRole) -> anyhow::Result<()> {
+pub fn pub_role(role: &PubRole) -> Result<(), BenchError> {
     let (name, n, bytes) = (&role.service, role.messages, role.bytes);
-    pin(role.cpu);
+    crate::pin(role.cpu);
     let node = node()?;
     let svc = service(&node, name)?;
     let publisher = svc
@@ -140,18 +139,14 @@ pub fn pub_role(role: &PubRole) -> anyhow::Result<()> {
         .initial_max_slice_len(bytes)
         .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
         .create()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 publisher: {e:?}"))?;
+        .map_err(ix("iceoryx2 publisher"))?;
     rtloop_launch::ready();
     let mut hot = vec![0x5au8; bytes];
     let start = sys::monotonic_ns();
     for seq in 0..n {
         hot[..8].copy_from_slice(&seq.to_ne_bytes());
-        let s = publisher
-            .loan_slice_uninit(bytes)
-            .map_err(|e| anyhow::anyhow!("loan: {e:?}"))?;
-        s.write_from_slice(&hot)
-            .send()
-            .map_err(|e| anyhow::anyhow!("send: {e:?}"))?;
+        let s = publisher.loan_slice_uninit(bytes).map_err(ix("loan"))?;
+        s.write_from_slice(&hot).send().map_err(ix("send"))?;
     }
     println!("{start}");
     Ok(())
@@ -159,26 +154,23 @@ pub fn pub_role(role: &PubRole) -> anyhow::Result<()> {
 
 /// `ix2-sub NAME N BYTES CPU`: receives N messages in order, prints the end time (ns).
 /// Run [`SubRole`].
-pub fn sub_role(role: &SubRole) -> anyhow::Result<()> {
+pub fn sub_role(role: &SubRole) -> Result<(), BenchError> {
     let (name, n) = (&role.service, role.messages);
-    pin(role.cpu);
+    crate::pin(role.cpu);
     let node = node()?;
     let svc = service(&node, name)?;
     let sub = svc
         .subscriber_builder()
         .create()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
+        .map_err(ix("iceoryx2 subscriber"))?;
     rtloop_launch::ready();
     let mut next = 0u64;
     while next < n {
-        match sub
-            .receive()
-            .map_err(|e| anyhow::anyhow!("receive: {e:?}"))?
-        {
+        match sub.receive().map_err(ix("receive"))? {
             Some(s) => {
                 let p = s.payload();
                 let seq = u64::from_ne_bytes(p[..8].try_into().expect("8 bytes"));
-                anyhow::ensure!(seq == next, "iceoryx2 delivered {seq}, expected {next}");
+                ensure!(seq == next, "iceoryx2 delivered {seq}, expected {next}");
                 next += 1;
             }
             None => std::hint::spin_loop(),
@@ -190,7 +182,7 @@ pub fn sub_role(role: &SubRole) -> anyhow::Result<()> {
 
 /// One-way latency (RTT/2) of an 8-byte message through two services, both sides spinning
 /// on `receive`.
-pub fn pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
+pub fn pingpong(rounds: u64) -> Result<LatencyHistogram, BenchError> {
     let (a, b) = (
         format!("rtloop-pp-a-{}", sys::pid()),
         format!("rtloop-pp-b-{}", sys::pid()),
@@ -203,11 +195,11 @@ pub fn pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
         .initial_max_slice_len(8)
         .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
         .create()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 publisher: {e:?}"))?;
+        .map_err(ix("iceoryx2 publisher"))?;
     let sub = sb
         .subscriber_builder()
         .create()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
+        .map_err(ix("iceoryx2 subscriber"))?;
     let (mut child, _out) = rtloop_launch::spawn_ready(&EchoRole {
         from: a,
         to: b,
@@ -219,26 +211,21 @@ pub fn pingpong(rounds: u64) -> anyhow::Result<LatencyHistogram> {
         let last = i == rounds + warm + 1;
         let v = if last { u64::MAX } else { i };
         let t0 = sys::monotonic_ns();
-        let s = publisher
-            .loan_slice_uninit(8)
-            .map_err(|e| anyhow::anyhow!("loan: {e:?}"))?;
+        let s = publisher.loan_slice_uninit(8).map_err(ix("loan"))?;
         s.write_from_slice(&v.to_ne_bytes())
             .send()
-            .map_err(|e| anyhow::anyhow!("send: {e:?}"))?;
+            .map_err(ix("send"))?;
         if last {
             break;
         }
         let got = loop {
-            if let Some(s) = sub
-                .receive()
-                .map_err(|e| anyhow::anyhow!("receive: {e:?}"))?
-            {
+            if let Some(s) = sub.receive().map_err(ix("receive"))? {
                 break u64::from_ne_bytes(s.payload()[..8].try_into().expect("8 bytes"));
             }
             std::hint::spin_loop();
         };
         let t1 = sys::monotonic_ns();
-        anyhow::ensure!(got == i, "iceoryx2 echo returned {got} for {i}");
+        ensure!(got == i, "iceoryx2 echo returned {got} for {i}");
         if i > warm {
             h.record((t1 - t0) / 2);
         }
@@ -267,28 +254,25 @@ impl WaitOrKill for std::process::Child {
 
 /// `ix2-echo A B CPU`: echo every message of service A to service B until u64::MAX.
 /// Run [`EchoRole`].
-pub fn echo_role(role: &EchoRole) -> anyhow::Result<()> {
+pub fn echo_role(role: &EchoRole) -> Result<(), BenchError> {
     let (a, b) = (&role.from, &role.to);
-    pin(role.cpu);
+    crate::pin(role.cpu);
     let node = node()?;
     let sa = service(&node, a)?;
     let sb = service(&node, b)?;
     let sub = sa
         .subscriber_builder()
         .create()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 subscriber: {e:?}"))?;
+        .map_err(ix("iceoryx2 subscriber"))?;
     let publisher = sb
         .publisher_builder()
         .initial_max_slice_len(8)
         .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
         .create()
-        .map_err(|e| anyhow::anyhow!("iceoryx2 publisher: {e:?}"))?;
+        .map_err(ix("iceoryx2 publisher"))?;
     rtloop_launch::ready();
     loop {
-        let Some(s) = sub
-            .receive()
-            .map_err(|e| anyhow::anyhow!("receive: {e:?}"))?
-        else {
+        let Some(s) = sub.receive().map_err(ix("receive"))? else {
             std::hint::spin_loop();
             continue;
         };
@@ -297,11 +281,7 @@ pub fn echo_role(role: &EchoRole) -> anyhow::Result<()> {
         if u64::from_ne_bytes(v) == u64::MAX {
             return Ok(());
         }
-        let out = publisher
-            .loan_slice_uninit(8)
-            .map_err(|e| anyhow::anyhow!("loan: {e:?}"))?;
-        out.write_from_slice(&v)
-            .send()
-            .map_err(|e| anyhow::anyhow!("send: {e:?}"))?;
+        let out = publisher.loan_slice_uninit(8).map_err(ix("loan"))?;
+        out.write_from_slice(&v).send().map_err(ix("send"))?;
     }
 }

@@ -1,0 +1,198 @@
+//! rtloop's benchmarks as a library, one module per benchmark: `run(&Config, &mut dyn
+//! Progress)` measures and returns a report; the report renders the table the command line
+//! prints (`table()`) and serialises to the JSON it prints with `--json` and writes to
+//! `results.json`. Every figure sits next to a reference measured in the same run
+//! (docs/design.md §7).
+//!
+//! The child processes a benchmark starts (echoes, generators and receivers, writers and
+//! readers, iceoryx2 peers) are typed [`rtloop_launch::ChildRole`]s; [`child::run`] plays
+//! one in the child (the command line's `rtloop child NAME JSON`).
+
+#![forbid(unsafe_code)]
+
+use std::fmt::Display;
+
+pub mod child;
+pub mod fieldtrip;
+#[cfg(feature = "iceoryx2")]
+pub mod iceoryx2_peer;
+pub mod machine;
+pub mod peers;
+pub mod pipeline;
+pub mod runtime;
+pub mod stream;
+pub mod verify;
+
+/// Why a benchmark could not run or finish, by what failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The configuration is not one the benchmark can run.
+    #[error("{0}")]
+    Config(String),
+    /// A measurement found something wrong (a corrupted packet, an echo out of order, a
+    /// child that failed).
+    #[error("{0}")]
+    Failed(String),
+    /// A file, socket or process operation.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A number a child printed.
+    #[error(transparent)]
+    Parse(#[from] std::num::ParseIntError),
+    /// JSON in or out (reports, child output).
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Creating, opening, reading or writing a stream.
+    #[error(transparent)]
+    Stream(#[from] rtloop_stream::Error),
+    /// Starting a child process.
+    #[error(transparent)]
+    Launch(#[from] rtloop_launch::LaunchError),
+    /// The lab's references (the bare ping-pong).
+    #[error(transparent)]
+    Lab(#[from] rtloop_lab::reference::ReferenceError),
+    /// A peer transport or the measuring loops of rtloop-peers.
+    #[error(transparent)]
+    Peer(#[from] rtloop_peers::PeerError),
+    /// A FieldTrip client request.
+    #[error(transparent)]
+    FieldTrip(#[from] rtloop_fieldtrip::ClientError),
+    /// The recorder.
+    #[error(transparent)]
+    Record(#[from] rtloop_record::RecordError),
+    /// Replaying a file.
+    #[error(transparent)]
+    Replay(#[from] rtloop_record::replay::ReplayError),
+    /// Opening a recorded file.
+    #[error(transparent)]
+    Source(#[from] rtloop_record::replay::SourceError),
+    /// A runtime model run.
+    #[error(transparent)]
+    Runtime(#[from] rtloop_runtime::run::RunError),
+    /// The runtime's UDP load generator.
+    #[error(transparent)]
+    UdpLoad(#[from] rtloop_runtime::udp_load::anyhow_free::Error),
+    /// A PNG chart.
+    #[error(transparent)]
+    Chart(#[from] rtloop_metrics::charts::ChartError),
+    /// iceoryx2 (its errors are reported by their debug text).
+    #[error("{0}")]
+    Iceoryx2(String),
+    /// An error with what was being done when it happened (the message holds both, so
+    /// the error is not also its source).
+    #[error("{what}: {error}")]
+    Context {
+        /// What was being done.
+        what: String,
+        /// The error.
+        error: Box<BenchError>,
+    },
+}
+
+impl From<rtloop_stream::CreateError> for BenchError {
+    fn from(e: rtloop_stream::CreateError) -> Self {
+        Self::Stream(e.into())
+    }
+}
+
+/// The other stream errors, through [`rtloop_stream::Error`].
+macro_rules! stream_errors {
+    ($($t:ident),*) => {$(
+        impl From<rtloop_stream::$t> for BenchError {
+            fn from(e: rtloop_stream::$t) -> Self {
+                Self::Stream(e.into())
+            }
+        }
+    )*};
+}
+stream_errors!(OpenError, ReadError, WaitError, WriteError, ClaimError);
+
+/// Say what was being done when an error happened.
+pub trait Context<T> {
+    /// The error, with `what` in front.
+    fn context(self, what: impl Display) -> Result<T, BenchError>;
+    /// The error, with what `f` says in front (computed only on error).
+    fn with_context<D: Display>(self, f: impl FnOnce() -> D) -> Result<T, BenchError>;
+}
+
+impl<T, E: Into<BenchError>> Context<T> for Result<T, E> {
+    fn context(self, what: impl Display) -> Result<T, BenchError> {
+        self.with_context(|| what)
+    }
+    fn with_context<D: Display>(self, f: impl FnOnce() -> D) -> Result<T, BenchError> {
+        self.map_err(|e| BenchError::Context {
+            what: f().to_string(),
+            error: Box::new(e.into()),
+        })
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    fn context(self, what: impl Display) -> Result<T, BenchError> {
+        self.ok_or_else(|| BenchError::Failed(what.to_string()))
+    }
+    fn with_context<D: Display>(self, f: impl FnOnce() -> D) -> Result<T, BenchError> {
+        self.ok_or_else(|| BenchError::Failed(f().to_string()))
+    }
+}
+
+/// Return a [`BenchError::Failed`] unless `cond` holds.
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err($crate::BenchError::Failed(format!($($fmt)+)));
+        }
+    };
+}
+pub(crate) use ensure;
+
+/// What a benchmark tells while it runs. The command line shows it on stderr (notes only
+/// without `--json`, steps as a progress line); [`NoProgress`] drops it.
+pub trait Progress {
+    /// A phase begins ("latency: stream ping-pong, spinning ...").
+    fn note(&mut self, what: &str) {
+        let _ = what;
+    }
+    /// Work of known size advanced: `done` of `total` `what` (e.g. "packets").
+    fn step(&mut self, what: &str, done: u64, total: u64) {
+        let _ = (what, done, total);
+    }
+    /// Something the user should know that does not stop the benchmark (a peer that could
+    /// not be measured, a capacity rounded up).
+    fn warn(&mut self, what: &str) {
+        let _ = what;
+    }
+}
+
+/// Progress nobody watches (tests, callers that only want the report).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// The median of `v` (the upper one of an even count); `v` must not be empty.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Pin this process to `cpu`, if one is given (best effort: a benchmark runs unpinned where
+/// pinning is not allowed).
+pub(crate) fn pin(cpu: Option<usize>) {
+    if let Some(c) = cpu {
+        let _ = rtloop_sys::pin_to_cpu(c);
+    }
+}
+
+/// Create `dir` and write `report` as pretty JSON to `dir/results.json`.
+pub(crate) fn write_results<T: serde::Serialize>(
+    dir: &std::path::Path,
+    report: &T,
+) -> Result<(), BenchError> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(report)?,
+    )?;
+    Ok(())
+}

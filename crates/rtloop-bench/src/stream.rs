@@ -1,0 +1,601 @@
+//! The stream benchmark (`rtloop bench stream`): stream throughput and hand-off latency, each
+//! next to a reference measured in the same run — the bare single-producer single-consumer
+//! ring and single-thread memcpy bandwidth for throughput, a bare cache-line ping-pong
+//! between two processes for latency — and the ratio (docs/design.md §7).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
+use rtloop_peers::spsc::{run_pair, PairConfig, Ring};
+use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
+use rtloop_sys as sys;
+use serde::{Deserialize, Serialize};
+
+use crate::{ensure, median, BenchError, Context, Progress};
+
+/// What to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Short runs (for smoke tests): fewer packets, rounds and repeats.
+    pub quick: bool,
+    /// Runs per figure; the median is reported.
+    pub repeats: u32,
+    /// Hold /dev/cpu_dma_latency at 0 during the run.
+    pub pm_qos: bool,
+    /// Write results.json and PNG charts into this directory.
+    pub out: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            quick: false,
+            repeats: 5,
+            pm_qos: false,
+            out: None,
+        }
+    }
+}
+
+/// The machine the figures were measured on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Whether /dev/cpu_dma_latency was held at 0.
+    pub pm_qos: bool,
+}
+
+/// One throughput row: the stream and the bare ring moving the same packets the same way.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThroughputRow {
+    /// Bytes per packet.
+    pub payload_bytes: u64,
+    /// Packets the ring holds.
+    pub capacity: u64,
+    /// Bytes of the ring's data.
+    pub footprint_bytes: u64,
+    /// The consumer copies every packet out (else it checks the first word in place).
+    pub copy_out: bool,
+    /// Packets per run.
+    pub packets: u64,
+    /// Messages per second through the stream.
+    pub msgs_per_s: f64,
+    /// GB/s through the stream.
+    pub gb_per_s: f64,
+    /// The bare single-producer single-consumer ring, same processes, CPUs, slots,
+    /// footprint and check, same run.
+    pub bare_gb_per_s: f64,
+    /// `gb_per_s` over `bare_gb_per_s`.
+    pub ratio_to_bare: f64,
+    /// The target for `ratio_to_bare`, where there is one.
+    pub goal: Option<f64>,
+    /// "met" only when `ratio_to_bare` reaches `goal`.
+    pub verdict: &'static str,
+    /// memcpy of the same working set (copy-out rows).
+    pub memcpy_gb_per_s: Option<f64>,
+    /// `gb_per_s` over `memcpy_gb_per_s`.
+    pub ratio_to_memcpy: Option<f64>,
+    /// Packets lost or wrong.
+    pub errors: u64,
+    /// iceoryx2 publish/subscribe, same payload and count, same run (in-place rows).
+    pub iceoryx2_gb_per_s: Option<f64>,
+    /// iceoryx2's messages per second.
+    pub iceoryx2_msgs_per_s: Option<f64>,
+}
+
+/// One latency row.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyRow {
+    /// The path measured.
+    pub name: String,
+    /// How.
+    pub method: &'static str,
+    /// One-way latency.
+    pub summary: Summary,
+    /// The cache-line ping-pong's p50.
+    pub reference_p50_ns: u64,
+    /// This row's p50 over the reference's.
+    pub ratio_p50_to_reference: f64,
+}
+
+/// What the stream benchmark measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamReport {
+    /// The machine.
+    pub machine: Machine,
+    /// Runs per figure.
+    pub repeats: u32,
+    /// Throughput rows.
+    pub throughput: Vec<ThroughputRow>,
+    /// Latency rows, the reference first.
+    pub latency: Vec<LatencyRow>,
+    /// Where results.json and the charts were written.
+    #[serde(skip)]
+    pub out: Option<PathBuf>,
+}
+
+/// "met" only when the figure reaches its goal.
+fn verdict(ratio: f64, goal: Option<f64>) -> &'static str {
+    match goal {
+        Some(g) if ratio >= g => "met",
+        Some(_) => "not met",
+        None => "-",
+    }
+}
+
+/// Single-thread memcpy bandwidth, GB/s, between two buffers larger than the caches (like a
+/// ring of 8 KiB packets that does not fit L3).
+fn memcpy_gbps(bytes: usize, rounds: u32) -> f64 {
+    let src = vec![0x5au8; bytes];
+    let mut dst = vec![0u8; bytes];
+    dst.copy_from_slice(&src); // fault every page in first
+    let t = Instant::now();
+    for _ in 0..rounds {
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+    }
+    bytes as f64 * f64::from(rounds) / t.elapsed().as_secs_f64() / 1e9
+}
+
+/// One-way = RTT/2 through two streams: we write `i` to A, the echo process waits for it
+/// (spinning for `spin`, then on the futex) and writes it to B, we wait for it on B.
+fn stream_pingpong(rounds: u64, spin: Duration) -> Result<LatencyHistogram, BenchError> {
+    let (a, b) = (
+        format!("bench-a-{}", sys::pid()),
+        format!("bench-b-{}", sys::pid()),
+    );
+    let cfg = StreamConfig::new(DType::U64, 1, 0.0, 512);
+    let sa = Stream::create(&a, &cfg)?;
+    let sb = Stream::create(&b, &cfg);
+    let result = (|| {
+        let sb = sb?;
+        let mut w = sa.writer()?;
+        let mut r = sb.reader(ReaderMode::Latest)?;
+        r.set_spin(spin);
+        let (mut child, _out) = rtloop_launch::spawn_ready(&StreamEchoRole {
+            from: a.clone(),
+            to: b.clone(),
+            spin_us: spin.as_micros() as u64,
+            cpu: Some(1),
+        })?;
+        let mut h = LatencyHistogram::new();
+        let mut buf = [0u8; 8];
+        let warm = (rounds / 10).max(10);
+        for i in 1..=rounds + warm {
+            let t0 = sys::monotonic_ns();
+            w.write(&[i])?;
+            r.wait_available(1, Some(Duration::from_secs(10)))?;
+            r.pull_into(&mut buf, None, 1)?;
+            let t1 = sys::monotonic_ns();
+            ensure!(
+                u64::from_ne_bytes(buf) == i,
+                "echo returned {} for {i}",
+                u64::from_ne_bytes(buf)
+            );
+            if i > warm {
+                h.record((t1 - t0) / 2);
+            }
+        }
+        w.write(&[u64::MAX])?;
+        child.wait()?;
+        Ok(h)
+    })();
+    let _ = Stream::remove(&a);
+    let _ = Stream::remove(&b);
+    result
+}
+
+/// The echo process of the stream ping-pong: samples of stream `from` back into `to`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StreamEchoRole {
+    /// The stream read.
+    pub from: String,
+    /// The stream written.
+    pub to: String,
+    /// Microseconds the reader spins before sleeping.
+    pub spin_us: u64,
+    /// The CPU to pin to.
+    pub cpu: Option<usize>,
+}
+
+impl rtloop_launch::ChildRole for StreamEchoRole {
+    const NAME: &'static str = "pp-stream-echo";
+}
+
+/// Run [`StreamEchoRole`] until it reads `u64::MAX`.
+pub fn stream_echo_role(role: &StreamEchoRole) -> Result<(), BenchError> {
+    crate::pin(role.cpu);
+    let mut r = Stream::open(&role.from)?.reader(ReaderMode::Latest)?;
+    r.set_spin(Duration::from_micros(role.spin_us));
+    let mut w = Stream::open(&role.to)?.writer()?;
+    rtloop_launch::ready();
+    let mut buf = [0u8; 8];
+    loop {
+        r.wait_available(1, Some(Duration::from_secs(30)))?;
+        r.pull_into(&mut buf, None, 1)?;
+        let v = u64::from_ne_bytes(buf);
+        if v == u64::MAX {
+            return Ok(());
+        }
+        w.write(&[v])?;
+    }
+}
+
+#[cfg(feature = "iceoryx2")]
+fn peer_throughput(
+    packets: u64,
+    bytes: u64,
+    repeats: u32,
+    p: &mut dyn Progress,
+) -> Option<(f64, f64)> {
+    p.note(&format!("peer: iceoryx2 {bytes} B x {packets} ..."));
+    let mut runs = Vec::new();
+    for _ in 0..repeats {
+        match crate::iceoryx2_peer::throughput(packets, bytes as usize) {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                p.warn(&format!("warning: iceoryx2 peer run failed: {e}"));
+                return None;
+            }
+        }
+    }
+    Some((
+        median(runs.iter().map(|r| r.0).collect()),
+        median(runs.iter().map(|r| r.1).collect()),
+    ))
+}
+
+#[cfg(not(feature = "iceoryx2"))]
+fn peer_throughput(_: u64, _: u64, _: u32, _: &mut dyn Progress) -> Option<(f64, f64)> {
+    None
+}
+
+#[cfg(feature = "iceoryx2")]
+fn peer_latency(rounds: u64, p: &mut dyn Progress) -> Option<LatencyHistogram> {
+    p.note("peer: iceoryx2 ping-pong, spinning ...");
+    crate::iceoryx2_peer::pingpong(rounds)
+        .map_err(|e| p.warn(&format!("warning: iceoryx2 peer latency failed: {e}")))
+        .ok()
+}
+
+#[cfg(not(feature = "iceoryx2"))]
+fn peer_latency(_: u64, _: &mut dyn Progress) -> Option<LatencyHistogram> {
+    None
+}
+
+/// A ring's data size, for the table (`195 MiB`, `1.0 MiB`, `256 KiB`).
+fn ring_size(bytes: u64) -> String {
+    if bytes >= 10 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
+
+/// `8K`, `1K`, `64B`: a payload size for chart labels.
+fn payload_short(bytes: u64) -> String {
+    if bytes >= 1024 && bytes % 1024 == 0 {
+        format!("{}K", bytes / 1024)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+/// One throughput row: the stream and the bare ring alternately, `repeats` times each.
+fn throughput_row(
+    c: &Config,
+    repeats: u32,
+    (bytes, capacity, packets, copy_out, goal): (u64, u64, u64, bool, Option<f64>),
+    p: &mut dyn Progress,
+) -> Result<ThroughputRow, BenchError> {
+    let footprint = bytes * capacity;
+    p.note(&format!(
+        "throughput: {bytes} B x {packets}, ring {}{}: stream and bare ring, {repeats} runs each ...",
+        ring_size(footprint),
+        if copy_out { ", consumer copies every packet out" } else { "" }
+    ));
+    let mut gbs = Vec::new();
+    let mut mps = Vec::new();
+    let mut bare = Vec::new();
+    let mut errors = 0;
+    for k in 0..repeats {
+        for ring in [Ring::Stream, Ring::Bare] {
+            let r = run_pair(&PairConfig {
+                ring,
+                name: format!("bench-spsc-{}-{k}", sys::pid()),
+                packet_bytes: bytes,
+                capacity,
+                packets,
+                copy_out,
+            })?;
+            errors += r.errors + (packets - r.ok - r.errors);
+            if ring == Ring::Stream {
+                gbs.push(r.gb_per_s);
+                mps.push(r.packets_per_s);
+            } else {
+                bare.push(r.gb_per_s);
+            }
+        }
+    }
+    let (gb, bare_gb) = (median(gbs), median(bare));
+    let memcpy = copy_out.then(|| {
+        p.note(&format!(
+            "reference: memcpy of the same {} working set ...",
+            ring_size(footprint)
+        ));
+        median(
+            (0..repeats.max(3))
+                .map(|_| memcpy_gbps(footprint as usize, if c.quick { 2 } else { 4 }))
+                .collect(),
+        )
+    });
+    let peer = if copy_out {
+        None
+    } else {
+        peer_throughput(packets, bytes, repeats, p)
+    };
+    let ratio = gb / bare_gb.max(1e-9);
+    Ok(ThroughputRow {
+        payload_bytes: bytes,
+        capacity,
+        footprint_bytes: footprint,
+        copy_out,
+        packets,
+        msgs_per_s: median(mps),
+        gb_per_s: gb,
+        bare_gb_per_s: bare_gb,
+        ratio_to_bare: ratio,
+        goal,
+        verdict: verdict(ratio, goal),
+        memcpy_gb_per_s: memcpy,
+        ratio_to_memcpy: memcpy.map(|m| gb / m),
+        errors,
+        iceoryx2_gb_per_s: peer.map(|p| p.1),
+        iceoryx2_msgs_per_s: peer.map(|p| p.0),
+    })
+}
+
+/// Run the stream benchmark.
+pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError> {
+    if c.repeats == 0 {
+        return Err(BenchError::Config("repeats must be at least 1".into()));
+    }
+    let repeats = if c.quick { 1 } else { c.repeats };
+    let scale = if c.quick { 20 } else { 1 };
+    let _pm = if c.pm_qos {
+        Some(sys::hold_cpu_dma_latency().context("--pm-qos")?)
+    } else {
+        None
+    };
+    // throughput: HMF's 8 KiB packets in a 195 MiB ring (DRAM-bound), the same packets in
+    // a 131-packet (1 MiB) ring (cache-resident, the iceoryx2 peer's footprint), and small
+    // messages in small rings; then the 195 MiB ring with every packet copied out.
+    let configs: [(u64, u64, u64, bool, Option<f64>); 5] = [
+        (8192, 24989, 400_000, false, Some(0.9)),
+        (8192, 131, 400_000, false, Some(0.9)),
+        (1024, 1024, 2_000_000, false, None),
+        (64, 4096, 5_000_000, false, Some(0.7)),
+        (8192, 24989, 400_000, true, None),
+    ];
+    let mut rows = Vec::new();
+    for (bytes, capacity, packets, copy_out, goal) in configs {
+        let row = (bytes, capacity, packets / scale, copy_out, goal);
+        rows.push(throughput_row(c, repeats, row, p)?);
+    }
+    // latency: the parent pins itself to cpu0, echo processes run on cpu1
+    let _ = sys::pin_to_cpu(0);
+    p.note("reference: cache-line ping-pong between two processes ...");
+    // the bare reference: one-way = RTT/2 of a cache-line ping-pong between two processes
+    let bare = rtloop_lab::reference::bare_pingpong(if c.quick { 20_000 } else { 200_000 }, None)?;
+    p.note("latency: stream ping-pong, spinning ...");
+    let spin = stream_pingpong(
+        if c.quick { 5_000 } else { 100_000 },
+        Duration::from_secs(5),
+    )?;
+    p.note("latency: stream ping-pong, blocking (futex, no spin) ...");
+    let block = stream_pingpong(if c.quick { 300 } else { 5_000 }, Duration::ZERO)?;
+    let peer_lat = peer_latency(if c.quick { 5_000 } else { 100_000 }, p);
+    let _ = sys::allow_all_cpus();
+    let reference = bare.summary();
+    let lat = |name: &str, h: &LatencyHistogram, method| {
+        let s = h.summary();
+        LatencyRow {
+            name: name.into(),
+            method,
+            summary: s,
+            reference_p50_ns: reference.p50_ns,
+            ratio_p50_to_reference: s.p50_ns as f64 / reference.p50_ns.max(1) as f64,
+        }
+    };
+    let latency = vec![
+        lat(
+            "cache-line ping-pong (reference)",
+            &bare,
+            "two processes, two AtomicU64 on own lines; one-way = RTT/2",
+        ),
+        lat(
+            "stream, spin",
+            &spin,
+            "two streams A->B echo, reader spins; one-way = RTT/2",
+        ),
+        lat(
+            "stream, blocking",
+            &block,
+            "two streams A->B echo, reader sleeps on the futex at once; one-way = RTT/2",
+        ),
+    ]
+    .into_iter()
+    .chain(peer_lat.as_ref().map(|h| {
+        lat(
+            "iceoryx2, spin (peer)",
+            h,
+            "two services A->B echo, both sides poll receive(); one-way = RTT/2",
+        )
+    }))
+    .collect::<Vec<_>>();
+    let report = StreamReport {
+        machine: Machine {
+            cpus: sys::online_cpus(),
+            pm_qos: c.pm_qos,
+        },
+        repeats,
+        throughput: rows,
+        latency,
+        out: c.out.clone(),
+    };
+    if let Some(dir) = &c.out {
+        write_outputs(dir, &report, [&bare, &spin, &block])?;
+    }
+    Ok(report)
+}
+
+/// results.json (the report, keys sorted as `json()` prints them) and the charts.
+fn write_outputs(
+    dir: &std::path::Path,
+    r: &StreamReport,
+    [bare, spin, block]: [&LatencyHistogram; 3],
+) -> Result<(), BenchError> {
+    crate::write_results(dir, &r.json()?)?;
+    // short labels: the bars share the x axis
+    let mut bars = Vec::new();
+    for r in &r.throughput {
+        let label = format!(
+            "{} {}{}",
+            payload_short(r.payload_bytes),
+            ring_size(r.footprint_bytes),
+            if r.copy_out { " copy" } else { "" }
+        );
+        bars.push((label.clone(), r.gb_per_s));
+        bars.push((format!("{label} bare"), r.bare_gb_per_s));
+        if let Some(m) = r.memcpy_gb_per_s {
+            bars.push((format!("memcpy {}", ring_size(r.footprint_bytes)), m));
+        }
+    }
+    rtloop_metrics::charts::bar_chart_png(
+        &dir.join("throughput.png"),
+        "stream beside the bare SPSC ring doing the same work (payload, ring size); same run",
+        "GB/s",
+        &bars,
+        rtloop_metrics::charts::Axis::Linear,
+        None,
+    )?;
+    for (file, title, h) in [
+        (
+            "latency-reference.png",
+            "cache-line ping-pong one-way (reference)",
+            bare,
+        ),
+        ("latency-spin.png", "stream one-way latency, spin", spin),
+        (
+            "latency-blocking.png",
+            "stream one-way latency, blocking",
+            block,
+        ),
+    ] {
+        // x axis to twice the p99.9 in 200 bins, so the body of each histogram is visible
+        rtloop_metrics::charts::latency_histogram_png(&dir.join(file), title, h)?;
+    }
+    Ok(())
+}
+
+impl StreamReport {
+    /// The report as the JSON `--json` prints and results.json holds (object keys sorted).
+    pub fn json(&self) -> Result<serde_json::Value, BenchError> {
+        Ok(serde_json::to_value(self)?)
+    }
+
+    /// The tables the command prints.
+    #[must_use]
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        s += "\nthroughput: one producer and one consumer process on CPUs 0 and 1, lossless, one publication per packet, the consumer checks each packet's first word in place (or copies every packet out); reference: a bare single-producer single-consumer ring in shared memory doing the same (same processes, CPUs, slot size, footprint, copy and check), same run\n";
+        s += "iceoryx2 peer: same payloads and counts, subscriber buffer of 128 samples (about 1 MiB at 8 KiB)\n";
+        let mut t = Table::new(&[
+            "payload",
+            "ring",
+            "consumer",
+            "Mmsg/s",
+            "GB/s",
+            "bare ring GB/s",
+            "stream / bare",
+            "goal",
+            "verdict",
+            "memcpy same set",
+            "iceoryx2 GB/s",
+            "errors",
+        ]);
+        for r in &self.throughput {
+            t.row(&[
+                format!("{} B", r.payload_bytes),
+                ring_size(r.footprint_bytes),
+                if r.copy_out {
+                    "copies out"
+                } else {
+                    "checks in place"
+                }
+                .to_owned(),
+                format!("{:.2}", r.msgs_per_s / 1e6),
+                format!("{:.2}", r.gb_per_s),
+                format!("{:.2}", r.bare_gb_per_s),
+                format!("{:.2}x", r.ratio_to_bare),
+                r.goal.map_or_else(|| "-".into(), |g| format!(">= {g}x")),
+                r.verdict.to_owned(),
+                r.memcpy_gb_per_s.map_or_else(
+                    || "-".into(),
+                    |m| format!("{m:.2} ({:.2}x)", r.gb_per_s / m),
+                ),
+                r.iceoryx2_gb_per_s
+                    .map_or_else(|| "-".into(), |p| format!("{p:.2}")),
+                r.errors.to_string(),
+            ]);
+        }
+        s += &t.render();
+        let reference = self.latency.first().map_or(0, |l| l.reference_p50_ns);
+        let _ = writeln!(
+            s,
+            "\none-way latency (RTT/2), reference: cache-line ping-pong p50 {}",
+            fmt_ns(reference)
+        );
+        let mut t = Table::new(&["path", "n", "p50", "p99", "p99.9", "max", "p50 / reference"]);
+        for l in &self.latency {
+            let m = l.summary;
+            t.row(&[
+                l.name.clone(),
+                m.count.to_string(),
+                fmt_ns(m.p50_ns),
+                fmt_ns(m.p99_ns),
+                fmt_ns(m.p999_ns),
+                fmt_ns(m.max_ns),
+                format!("{:.2}x", l.ratio_p50_to_reference),
+            ]);
+        }
+        s += &t.render();
+        if let Some(dir) = &self.out {
+            let _ = writeln!(s, "results and charts: {}", dir.display());
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_is_met_only_at_its_goal_and_sizes_read_as_the_table_shows_them() {
+        assert_eq!(verdict(0.95, Some(0.9)), "met");
+        assert_eq!(verdict(0.85, Some(0.9)), "not met");
+        assert_eq!(verdict(0.1, None), "-");
+        assert_eq!(ring_size(8192 * 24989), "195 MiB");
+        assert_eq!(ring_size(8192 * 131), "1.0 MiB");
+        assert_eq!(ring_size(64 * 4096), "256 KiB");
+        assert_eq!(payload_short(8192), "8K");
+        assert_eq!(payload_short(64), "64B");
+    }
+}
