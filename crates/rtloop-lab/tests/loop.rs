@@ -94,7 +94,20 @@ fn the_loop_closes_over_every_transport() {
         // no bound on the figures here (timing belongs in benchmarks): only that they exist
         assert!(h.latency.p50_ns > 0, "{t}: {:?}", h.latency);
         assert_eq!(h.bytes, h.blocks * read_size);
-        assert!(h.monitor_frames >= 100 && h.heartbeats >= 100, "{t}: {h:?}");
+        // monitor frames and heartbeats (100 Hz each on the device's clock) in proportion to
+        // the device time the host read: a host that fell behind on a loaded machine read
+        // less of it, not fewer of them per second
+        let device_seconds = h.frames as f64 / LOAD.fps as f64;
+        let expected = device_seconds * 100.0;
+        for (what, n) in [
+            ("monitor frames", h.monitor_frames),
+            ("heartbeats", h.heartbeats),
+        ] {
+            assert!(
+                n as f64 >= 0.5 * expected && n > 0,
+                "{t}: {n} {what} in {device_seconds:.2} s of device time: {h:?}"
+            );
+        }
         // the histogram holds every result: 1000 bins of 1 us plus what lies beyond
         assert_eq!(h.histogram_us.len(), 1000);
         assert_eq!(
