@@ -123,6 +123,32 @@ fn process_orchestration_depends_on_no_rtloop_crate() {
     );
 }
 
+#[test]
+fn one_transport_abstraction_serves_the_lab_and_the_peers_benchmark() {
+    // rtloop-transport owns the channels; the lab builds its link from them and links none
+    // of the peer libraries (LSL, ZeroMQ, iceoryx2), which implement the same traits in peers
+    let g = graph();
+    let transport = &g["rtloop-transport"];
+    assert!(
+        transport
+            .iter()
+            .all(|d| d == "rtloop-stream" || d == "rtloop-fieldtrip"),
+        "rtloop-transport depends on {transport:?}"
+    );
+    for user in ["rtloop-lab", "rtloop-peers"] {
+        assert!(
+            g[user].iter().any(|d| d == "rtloop-transport"),
+            "{user} does not use rtloop-transport: {:?}",
+            g[user]
+        );
+    }
+    let heavy: Vec<&String> = g["rtloop-lab"]
+        .iter()
+        .filter(|d| ["rtloop-peers", "rtloop-lsl", "rtloop-native"].contains(&d.as_str()))
+        .collect();
+    assert!(heavy.is_empty(), "the lab links {heavy:?}");
+}
+
 /// The realtime runtime built with no features links no plotting, SQLite, liblsl or BrainFlow loader,
 /// recorder or web server: a model that uses none of them carries none of them.
 #[test]

@@ -15,7 +15,6 @@
 //! counted separately ([`DeviceReport::lateness`]).
 
 use std::collections::VecDeque;
-use std::io;
 use std::time::Duration;
 
 use rtloop_metrics::{LatencyHistogram, Summary};
@@ -107,14 +106,14 @@ pub enum DeviceError {
     Config(#[from] ConfigError),
     /// The link failed.
     #[error("device link: {0}")]
-    Link(#[from] io::Error),
+    Link(#[from] rtloop_transport::TransportError),
     /// The host sent something that is not a message.
     #[error("host-to-device message: {0}")]
     Protocol(#[from] frame::h2d::ParseError),
 }
 
 /// Run the device until the host says stop, the FIFO overflows or the time limit passes.
-pub fn run(cfg: &DeviceConfig, link: &mut dyn DeviceLink) -> Result<DeviceReport, DeviceError> {
+pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, DeviceError> {
     let clk_div = cfg.validate()?;
     let lt = cfg.load();
     let period_ns = frame::ticks_to_ns(clk_div);

@@ -3,7 +3,6 @@
 //! work; collect HubClockDelta (distinct until changed, as the ONIX workflow does),
 //! PercentUsed over time and the host queue depth.
 
-use std::io;
 use std::time::{Duration, Instant};
 
 use rtloop_metrics::{LatencyHistogram, Summary};
@@ -102,7 +101,7 @@ pub struct HostReport {
 pub enum HostError {
     /// The link failed (for example the device ended: see its report).
     #[error("host link: {0}")]
-    Link(#[from] io::Error),
+    Link(#[from] rtloop_transport::TransportError),
     /// A malformed frame.
     #[error(transparent)]
     Frame(#[from] frame::FrameError),
@@ -115,7 +114,7 @@ pub enum HostError {
 /// with its error (the device process died); `progress` gets a snapshot about every second.
 pub fn run(
     cfg: &HostConfig,
-    link: &mut dyn HostLink,
+    link: &mut HostLink,
     mut work: Option<&mut dyn BlockWork>,
     mut live: Option<&mut crate::live::LiveStreams>,
     check: &mut dyn FnMut() -> Result<(), String>,

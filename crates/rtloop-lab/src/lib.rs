@@ -8,8 +8,8 @@
 //!   a read the host has posted, loopbacks answered with HubClockDelta = now − value.
 //! * [`host`]: reads exactly ReadSize bytes per block, loops back every Nth hub clock, collects
 //!   the deltas into a 0–1000 µs histogram, PercentUsed over time and the host queue depth.
-//! * [`link`]: the device↔host transports: an rtloop stream, a UNIX socket, TCP, or the
-//!   FieldTrip buffer server.
+//! * [`link`]: the device↔host link, two one-directional channels of rtloop-transport: an
+//!   rtloop stream, a UNIX socket, TCP, or the FieldTrip buffer server.
 //! * [`tune`]: the ReadSize sweep with step classification and a recommendation, and the rate
 //!   sweep of liboni's `onix-loadtest`.
 //! * [`work`]: processing per block (band-pass + threshold) so tuning includes real load.

@@ -1,5 +1,6 @@
-//! The device↔host transports. Device→host carries the frames (a byte stream the host reads
-//! in ReadSize blocks); host→device carries posted reads and loopbacks as 32-bit words.
+//! The device↔host link: two one-directional channels of rtloop-transport. Device→host
+//! carries the frames (a byte stream the host reads in ReadSize blocks, each byte copied once,
+//! straight into the block); host→device carries posted reads and loopbacks as 32-bit words.
 //!
 //! | transport | device → host | host → device |
 //! |---|---|---|
@@ -8,87 +9,118 @@
 //! | `tcp` | TCP on 127.0.0.1 (TCP_NODELAY) | the same socket |
 //! | `fieldtrip` | PUT_DAT to a FieldTrip buffer server, read with WAIT_DAT + GET_DAT | an rtloop stream |
 
-use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rtloop_fieldtrip::{Buffer, BufferConfig, Client, Server, ServerConfig};
-use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
+use rtloop_fieldtrip::{Buffer, BufferConfig, Server, ServerConfig};
+use rtloop_stream::{DType, Stream, StreamConfig};
+use rtloop_transport::socket::{self, Listener};
+use rtloop_transport::stream::StreamReceiver;
+use rtloop_transport::{
+    BlockReceiver, Endpoint, Receiver, ReceiverOptions, Sender, TransportError,
+};
 use serde::{Deserialize, Serialize};
 
 /// The transports, for `--transport`.
 pub const TRANSPORTS: [&str; 4] = ["stream", "unix", "tcp", "fieldtrip"];
 
-/// The device's end of a link.
-pub trait DeviceLink {
-    /// Send device→host bytes (a multiple of 4).
-    fn send(&mut self, bytes: &[u8]) -> io::Result<()>;
-    /// Append whatever host→device words have arrived; never blocks.
-    fn poll(&mut self, out: &mut Vec<u32>) -> io::Result<()>;
-    /// The run is over: flush and close.
-    fn finish(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The host's end of a link.
-pub trait HostLink {
-    /// Fill `buf` exactly, blocking at most `slice` for more; `Ok(false)` if it is not full
-    /// yet (call again with the rest; the caller checks on the device in between).
-    fn read(&mut self, buf: &mut [u8], filled: &mut usize, slice: Duration) -> io::Result<()>;
-    /// Send host→device words.
-    fn send(&mut self, words: &[u32]) -> io::Result<()>;
-}
+/// Bytes of a host→device word, and the unit of both channels.
+const WORD: usize = 4;
+/// Words the device takes from its channel at once.
+const DEVICE_BATCH: usize = 16 * 1024;
+/// Socket buffers, each way: a ReadSize block or a burst of them fits.
+const SOCKET_BUFFER: usize = 4 << 20;
+/// How long the host waits for the device to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the device process needs to connect (passed to it as JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum LinkSpec {
-    /// Two streams.
-    Stream {
-        /// Device→host stream.
-        d2h: String,
-        /// Host→device stream.
-        h2d: String,
+    /// A channel each way.
+    Pair {
+        /// Device→host frames.
+        d2h: Endpoint,
+        /// Host→device words.
+        h2d: Endpoint,
     },
-    /// A UNIX socket path the host listens on.
-    Unix(PathBuf),
-    /// A TCP address the host listens on.
-    Tcp(String),
-    /// A FieldTrip server's address and the host→device stream.
-    FieldTrip {
-        /// `HOST:PORT`.
-        addr: String,
-        /// Host→device stream.
-        h2d: String,
-    },
+    /// One socket the host listens on, carrying both ways.
+    Socket(Endpoint),
+}
+
+/// The device's end of a link: frames out, the host's words in.
+pub struct DeviceLink {
+    frames: Box<dyn Sender>,
+    words: Box<dyn Receiver>,
+}
+
+impl DeviceLink {
+    /// Send device→host bytes (a multiple of 4).
+    pub fn send(&mut self, bytes: &[u8]) -> Result<(), TransportError> {
+        self.frames.send(bytes)
+    }
+
+    /// Append whatever host→device words have arrived; never blocks. Words that came with
+    /// the host's close are handed over; the close is reported by the next call.
+    pub fn poll(&mut self, out: &mut Vec<u32>) -> Result<(), TransportError> {
+        loop {
+            let bytes = self.words.recv(Duration::ZERO)?;
+            if bytes.is_empty() {
+                return Ok(());
+            }
+            out.extend(
+                bytes
+                    .chunks_exact(WORD)
+                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
+            );
+        }
+    }
+
+    /// The run is over: flush and close.
+    pub fn finish(&mut self) -> Result<(), TransportError> {
+        self.frames.finish()
+    }
+}
+
+/// The host's end of a link: frames in, exactly a block at a time; words out.
+pub struct HostLink {
+    frames: Box<dyn BlockReceiver>,
+    words: Box<dyn Sender>,
+    /// The words of the last send, as bytes (reused).
+    bytes: Vec<u8>,
+}
+
+impl HostLink {
+    /// Fill `buf` exactly, blocking at most `slice` for more; returns with `buf` not full
+    /// yet if that wait found nothing (call again with the rest; the caller checks on the
+    /// device in between).
+    pub fn read(
+        &mut self,
+        buf: &mut [u8],
+        filled: &mut usize,
+        slice: Duration,
+    ) -> Result<(), TransportError> {
+        self.frames.fill(buf, filled, slice)
+    }
+
+    /// Send host→device words.
+    pub fn send(&mut self, words: &[u32]) -> Result<(), TransportError> {
+        self.bytes.clear();
+        self.bytes
+            .extend(words.iter().flat_map(|w| w.to_le_bytes()));
+        self.words.send(&self.bytes)
+    }
 }
 
 fn stream_cfg(capacity: u64) -> StreamConfig {
     StreamConfig::new(DType::U32, 1, 0.0, capacity)
 }
 
-fn as_words(bytes: &[u8], out: &mut Vec<u32>) {
-    out.extend(
-        bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
-    );
-}
-
-fn word_bytes(words: &[u32]) -> Vec<u8> {
-    words.iter().flat_map(|w| w.to_le_bytes()).collect()
-}
-
-/// The host side before the device connects: it owns the endpoints (streams, listeners, the
-/// FieldTrip server) and removes them on drop.
+/// The host side before the device connects: it owns the endpoints (streams, a listener,
+/// the FieldTrip server) and removes them on drop.
 pub struct HostSide {
     spec: LinkSpec,
     streams: Vec<String>,
-    unix: Option<(UnixListener, PathBuf)>,
-    tcp: Option<TcpListener>,
+    listener: Option<Listener>,
     server: Option<Server>,
     spin: Duration,
 }
@@ -104,41 +136,39 @@ impl std::fmt::Debug for HostSide {
 impl HostSide {
     /// Create the endpoints of `transport` for a run named `id`. `spin`: how long the host
     /// polls before sleeping while it waits for a block.
-    pub fn prepare(transport: &str, id: &str, spin: Duration) -> io::Result<HostSide> {
+    pub fn prepare(transport: &str, id: &str, spin: Duration) -> Result<HostSide, TransportError> {
         let mut side = HostSide {
-            spec: LinkSpec::Tcp(String::new()),
+            spec: LinkSpec::Socket(Endpoint::Tcp(String::new())),
             streams: Vec::new(),
-            unix: None,
-            tcp: None,
+            listener: None,
             server: None,
             spin,
         };
         let h2d = format!("lab-{id}-h2d");
-        let mk = |name: &str, cap: u64| {
+        let mut mk = |name: &str, cap: u64| {
             let _ = Stream::remove(name);
-            Stream::create(name, &stream_cfg(cap)).map_err(io::Error::other)
+            Stream::create(name, &stream_cfg(cap)).map_err(|e| TransportError::stream(name, e))?;
+            side.streams.push(name.to_owned());
+            Ok::<_, TransportError>(Endpoint::Stream(name.to_owned()))
         };
         match transport {
             "stream" => {
-                let d2h = format!("lab-{id}-d2h");
-                mk(&d2h, 1 << 20)?;
-                mk(&h2d, 1 << 16)?;
-                side.streams = vec![d2h.clone(), h2d.clone()];
-                side.spec = LinkSpec::Stream { d2h, h2d };
+                let d2h = mk(&format!("lab-{id}-d2h"), 1 << 20)?;
+                let h2d = mk(&h2d, 1 << 16)?;
+                side.spec = LinkSpec::Pair { d2h, h2d };
             }
-            "unix" => {
-                let path = std::env::temp_dir().join(format!("rtloop-lab-{id}.sock"));
-                let _ = std::fs::remove_file(&path);
-                side.unix = Some((UnixListener::bind(&path)?, path.clone()));
-                side.spec = LinkSpec::Unix(path);
-            }
-            "tcp" => {
-                let l = TcpListener::bind("127.0.0.1:0")?;
-                side.spec = LinkSpec::Tcp(l.local_addr()?.to_string());
-                side.tcp = Some(l);
+            "unix" | "tcp" => {
+                let at = if transport == "unix" {
+                    Endpoint::Unix(std::env::temp_dir().join(format!("rtloop-lab-{id}.sock")))
+                } else {
+                    Endpoint::Tcp("127.0.0.1:0".into())
+                };
+                let l = Listener::bind(&at)?;
+                side.spec = LinkSpec::Socket(l.endpoint()?);
+                side.listener = Some(l);
             }
             "fieldtrip" => {
-                mk(&h2d, 1 << 16)?;
+                let h2d = mk(&h2d, 1 << 16)?;
                 let data = format!("lab-{id}-ft");
                 let mut cfg = BufferConfig::new(&data);
                 cfg.remove_on_drop = true;
@@ -152,22 +182,25 @@ impl HostSide {
                         tcp: Some("127.0.0.1:0".into()),
                         ..ServerConfig::default()
                     },
-                )?;
-                side.spec = LinkSpec::FieldTrip {
-                    addr: server.tcp_addr().expect("tcp").to_string(),
-                    h2d: h2d.clone(),
+                )
+                .map_err(|e| TransportError::Endpoint {
+                    transport: rtloop_transport::fieldtrip::NAME,
+                    action: "start a server on",
+                    endpoint: "127.0.0.1:0".into(),
+                    source: e,
+                })?;
+                let addr = server.tcp_addr().expect("tcp").to_string();
+                side.spec = LinkSpec::Pair {
+                    d2h: Endpoint::FieldTrip(addr),
+                    h2d,
                 };
-                side.streams = vec![h2d];
                 side.server = Some(server);
             }
             other => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "unknown transport {other:?}; allowed: {}",
-                        TRANSPORTS.join(", ")
-                    ),
-                ))
+                return Err(TransportError::Unknown {
+                    given: other.to_owned(),
+                    allowed: TRANSPORTS.join(", "),
+                })
             }
         }
         Ok(side)
@@ -180,59 +213,35 @@ impl HostSide {
     }
 
     /// Complete the link once the device process is up (accepts its connection).
-    pub fn connect(&mut self) -> io::Result<Box<dyn HostLink>> {
-        let timeout = Duration::from_secs(10);
-        Ok(match &self.spec {
-            LinkSpec::Stream { d2h, h2d } => {
-                let mut reader = Stream::open(d2h)
-                    .map_err(io::Error::other)?
-                    .reader(ReaderMode::Lossless)
-                    .map_err(io::Error::other)?;
-                reader.set_spin(self.spin);
-                let writer = Stream::open(h2d)
-                    .map_err(io::Error::other)?
-                    .writer()
-                    .map_err(io::Error::other)?;
-                Box::new(StreamHost { reader, writer })
+    pub fn connect(&mut self) -> Result<HostLink, TransportError> {
+        let opts = ReceiverOptions::new(WORD, 1024).spin(self.spin);
+        let (frames, words): (Box<dyn BlockReceiver>, Box<dyn Sender>) = match &self.spec {
+            LinkSpec::Pair { d2h, h2d } => {
+                // a FieldTrip receiver waits for the device's header (its PUT_HDR opens
+                // the buffer)
+                (d2h.receiver(opts)?, h2d.sender()?)
             }
-            LinkSpec::Unix(_) => {
-                let (l, _) = self.unix.as_ref().expect("listener");
-                let (s, _) = accept_within(timeout, || l.accept())?;
-                let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&s, 4 << 20);
-                Box::new(SocketHost { s, spin: self.spin })
+            LinkSpec::Socket(at) => {
+                let l = self
+                    .listener
+                    .as_ref()
+                    .expect("a listener for a socket link");
+                let conn = l.accept(CONNECT_TIMEOUT)?.ok_or(TransportError::Timeout {
+                    transport: at.transport(),
+                    what: "the device to connect",
+                })?;
+                let conn = match conn {
+                    c @ socket::Conn::Unix(_) => c.recv_buffer(SOCKET_BUFFER),
+                    c => c,
+                };
+                let (tx, rx) = conn.split(opts)?;
+                (Box::new(rx), Box::new(tx))
             }
-            LinkSpec::Tcp(_) => {
-                let l = self.tcp.as_ref().expect("listener");
-                let (s, _) = accept_within(timeout, || l.accept())?;
-                s.set_nodelay(true)?;
-                Box::new(SocketHost { s, spin: self.spin })
-            }
-            LinkSpec::FieldTrip { addr, h2d } => {
-                let mut client = Client::connect(addr).map_err(io::Error::other)?;
-                client.set_spin(self.spin);
-                // the device's PUT_HDR opens the buffer: wait for it
-                let t = Instant::now();
-                while client.get_header().is_err() {
-                    if t.elapsed() > timeout {
-                        return Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "the device never sent its FieldTrip header",
-                        ));
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                let writer = Stream::open(h2d)
-                    .map_err(io::Error::other)?
-                    .writer()
-                    .map_err(io::Error::other)?;
-                Box::new(FieldTripHost {
-                    client,
-                    writer,
-                    have: 0,
-                    block: Vec::new(),
-                    at: 0,
-                })
-            }
+        };
+        Ok(HostLink {
+            frames,
+            words,
+            bytes: Vec::new(),
         })
     }
 }
@@ -242,9 +251,6 @@ impl Drop for HostSide {
         for s in &self.streams {
             let _ = Stream::remove(s);
         }
-        if let Some((_, p)) = &self.unix {
-            let _ = std::fs::remove_file(p);
-        }
         if let Some(s) = self.server.take() {
             s.buffer().close();
             s.shutdown();
@@ -252,294 +258,31 @@ impl Drop for HostSide {
     }
 }
 
-/// Accept with a deadline (the device may have failed to start).
-fn accept_within<S, A>(
-    timeout: Duration,
-    accept: impl Fn() -> io::Result<(S, A)>,
-) -> io::Result<(S, A)> {
-    // the listener is blocking; the device connects right after it starts, or the caller's
-    // watchdog (the device's exit) ends the run
-    let t = Instant::now();
-    let r = accept();
-    if r.is_err() && t.elapsed() > timeout {
-        return Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "the device did not connect",
-        ));
-    }
-    r
-}
-
-struct StreamHost {
-    reader: rtloop_stream::Reader,
-    writer: rtloop_stream::Writer,
-}
-
-impl HostLink for StreamHost {
-    fn read(&mut self, buf: &mut [u8], filled: &mut usize, slice: Duration) -> io::Result<()> {
-        let want = ((buf.len() - *filled) / 4) as u64;
-        match self.reader.wait_available(want, Some(slice)) {
-            Ok(_) | Err(rtloop_stream::WaitError::Timeout { .. }) => {}
-            Err(e) => return Err(io::Error::new(io::ErrorKind::BrokenPipe, e)),
-        }
-        let p = self
-            .reader
-            .pull_into(&mut buf[*filled..], None, want as usize)
-            .map_err(io::Error::other)?;
-        *filled += p.n * 4;
-        Ok(())
-    }
-
-    fn send(&mut self, words: &[u32]) -> io::Result<()> {
-        self.writer
-            .write::<u32>(words)
-            .map(|_| ())
-            .map_err(io::Error::other)
-    }
-}
-
-struct SocketHost<S> {
-    s: S,
-    spin: Duration,
-}
-
-trait Timeouts {
-    fn set_timeout(&self, d: Duration) -> io::Result<()>;
-}
-impl Timeouts for TcpStream {
-    fn set_timeout(&self, d: Duration) -> io::Result<()> {
-        self.set_read_timeout(Some(d))
-    }
-}
-impl Timeouts for UnixStream {
-    fn set_timeout(&self, d: Duration) -> io::Result<()> {
-        self.set_read_timeout(Some(d))
-    }
-}
-
-impl<S: Read + Write + Timeouts + std::os::fd::AsFd> HostLink for SocketHost<S> {
-    fn read(&mut self, buf: &mut [u8], filled: &mut usize, slice: Duration) -> io::Result<()> {
-        self.s.set_timeout(slice)?;
-        let mut r = rtloop_fieldtrip::framing::SpinRead::new(&mut self.s, self.spin);
-        while *filled < buf.len() {
-            match r.read(&mut buf[*filled..]) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::BrokenPipe,
-                        "the device closed the connection",
-                    ))
-                }
-                Ok(n) => *filled += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Ok(())
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    fn send(&mut self, words: &[u32]) -> io::Result<()> {
-        self.s.write_all(&word_bytes(words))
-    }
-}
-
-struct FieldTripHost {
-    client: Client,
-    writer: rtloop_stream::Writer,
-    /// Words read from the buffer so far.
-    have: u32,
-    block: Vec<u8>,
-    at: usize,
-}
-
-impl HostLink for FieldTripHost {
-    fn read(&mut self, buf: &mut [u8], filled: &mut usize, slice: Duration) -> io::Result<()> {
-        while *filled < buf.len() {
-            if self.at == self.block.len() {
-                let want = ((buf.len() - *filled) / 4) as u32;
-                let ms = slice.as_millis().max(1) as u32;
-                let (n, _) = self
-                    .client
-                    .wait(self.have + want - 1, u32::MAX - 1, ms)
-                    .map_err(io::Error::other)?;
-                if n <= self.have {
-                    return Ok(());
-                }
-                let end = (n - 1).min(self.have + want - 1);
-                self.client
-                    .get_data_into(Some((self.have, end)), &mut self.block)
-                    .map_err(io::Error::other)?;
-                self.have = end + 1;
-                self.at = 0;
-            }
-            let n = (self.block.len() - self.at).min(buf.len() - *filled);
-            buf[*filled..*filled + n].copy_from_slice(&self.block[self.at..self.at + n]);
-            self.at += n;
-            *filled += n;
-        }
-        Ok(())
-    }
-
-    fn send(&mut self, words: &[u32]) -> io::Result<()> {
-        self.writer
-            .write::<u32>(words)
-            .map(|_| ())
-            .map_err(io::Error::other)
-    }
-}
-
 /// Connect the device's end.
-pub fn connect_device(spec: &LinkSpec) -> io::Result<Box<dyn DeviceLink>> {
+pub fn connect_device(spec: &LinkSpec) -> Result<DeviceLink, TransportError> {
+    let opts = ReceiverOptions::new(WORD, DEVICE_BATCH);
     Ok(match spec {
-        LinkSpec::Stream { d2h, h2d } => Box::new(StreamDevice {
-            writer: Stream::open(d2h)
-                .map_err(io::Error::other)?
-                .writer()
-                .map_err(io::Error::other)?,
-            reader: h2d_reader(h2d)?,
-            buf: vec![0; 64 * 1024],
-        }),
-        LinkSpec::Unix(p) => {
-            let s = UnixStream::connect(p)?;
-            let _ = rustix::net::sockopt::set_socket_send_buffer_size(&s, 4 << 20);
-            Box::new(SocketDevice {
-                s,
-                buf: vec![0; 64 * 1024],
-                partial: Vec::new(),
-                closed: false,
-            })
+        LinkSpec::Pair { d2h, h2d } => {
+            let words: Box<dyn Receiver> = match h2d {
+                // words the host sent before this reader registered are read too
+                Endpoint::Stream(name) => Box::new(StreamReceiver::open(name, opts)?.from_start()?),
+                other => other.receiver(opts)?,
+            };
+            DeviceLink {
+                frames: d2h.sender()?,
+                words,
+            }
         }
-        LinkSpec::Tcp(a) => {
-            let s = TcpStream::connect(a)?;
-            s.set_nodelay(true)?;
-            Box::new(SocketDevice {
-                s,
-                buf: vec![0; 64 * 1024],
-                partial: Vec::new(),
-                closed: false,
-            })
-        }
-        LinkSpec::FieldTrip { addr, h2d } => {
-            let mut client = Client::connect(addr).map_err(io::Error::other)?;
-            client
-                .put_header(1, 0.0, DType::U32.code(), &[])
-                .map_err(io::Error::other)?;
-            Box::new(FieldTripDevice {
-                client,
-                reader: h2d_reader(h2d)?,
-                buf: vec![0; 64 * 1024],
-            })
+        LinkSpec::Socket(at) => {
+            let conn = match socket::connect(at)? {
+                c @ socket::Conn::Unix(_) => c.send_buffer(SOCKET_BUFFER),
+                c => c,
+            };
+            let (tx, rx) = conn.split(opts)?;
+            DeviceLink {
+                frames: Box::new(tx),
+                words: Box::new(rx),
+            }
         }
     })
-}
-
-fn h2d_reader(name: &str) -> io::Result<rtloop_stream::Reader> {
-    let mut r = Stream::open(name)
-        .map_err(io::Error::other)?
-        .reader(ReaderMode::Lossless)
-        .map_err(io::Error::other)?;
-    r.seek(0).map_err(io::Error::other)?;
-    Ok(r)
-}
-
-fn poll_stream(
-    r: &mut rtloop_stream::Reader,
-    buf: &mut [u8],
-    out: &mut Vec<u32>,
-) -> io::Result<()> {
-    loop {
-        let p = r
-            .pull_into(buf, None, buf.len() / 4)
-            .map_err(io::Error::other)?;
-        if p.n == 0 {
-            return Ok(());
-        }
-        as_words(&buf[..p.n * 4], out);
-    }
-}
-
-struct StreamDevice {
-    writer: rtloop_stream::Writer,
-    reader: rtloop_stream::Reader,
-    buf: Vec<u8>,
-}
-
-impl DeviceLink for StreamDevice {
-    fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.writer
-            .write_bytes(bytes, None)
-            .map(|_| ())
-            .map_err(io::Error::other)
-    }
-    fn poll(&mut self, out: &mut Vec<u32>) -> io::Result<()> {
-        poll_stream(&mut self.reader, &mut self.buf, out)
-    }
-}
-
-struct SocketDevice<S> {
-    s: S,
-    buf: Vec<u8>,
-    partial: Vec<u8>,
-    closed: bool,
-}
-
-impl<S: Read + Write + std::os::fd::AsFd> DeviceLink for SocketDevice<S> {
-    fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.s.write_all(bytes)
-    }
-    fn poll(&mut self, out: &mut Vec<u32>) -> io::Result<()> {
-        loop {
-            if self.closed {
-                return Err(io::Error::new(
-                    io::ErrorKind::BrokenPipe,
-                    "the host closed the connection",
-                ));
-            }
-            match rustix::net::recv(&self.s, &mut self.buf[..], rustix::net::RecvFlags::DONTWAIT) {
-                // the host's last words (its stop) may arrive with the close: hand them over
-                // now, report the close on the next poll
-                Ok((0, _)) => {
-                    self.closed = true;
-                    return Ok(());
-                }
-                Ok((n, _)) => {
-                    self.partial.extend_from_slice(&self.buf[..n]);
-                    let whole = self.partial.len() / 4 * 4;
-                    as_words(&self.partial[..whole], out);
-                    self.partial.drain(..whole);
-                }
-                Err(rustix::io::Errno::AGAIN) => return Ok(()),
-                Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-    fn finish(&mut self) -> io::Result<()> {
-        self.s.flush()
-    }
-}
-
-struct FieldTripDevice {
-    client: Client,
-    reader: rtloop_stream::Reader,
-    buf: Vec<u8>,
-}
-
-impl DeviceLink for FieldTripDevice {
-    fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        // fire and forget, as an acquisition tool streaming into a buffer would
-        self.client
-            .put_data_bytes(1, DType::U32.code(), bytes, false)
-            .map_err(io::Error::other)
-    }
-    fn poll(&mut self, out: &mut Vec<u32>) -> io::Result<()> {
-        poll_stream(&mut self.reader, &mut self.buf, out)
-    }
 }

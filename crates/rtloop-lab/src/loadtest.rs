@@ -181,8 +181,8 @@ pub enum LabError {
     Link {
         /// The transport.
         transport: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// What failed.
+        source: rtloop_transport::TransportError,
     },
     /// The device process did not start.
     #[error(transparent)]
@@ -231,8 +231,8 @@ pub fn run_device(role: &DeviceRole) -> Result<(), LabError> {
         source,
     })?;
     rtloop_launch::ready();
-    let report = crate::device::run(&role.cfg, link.as_mut())
-        .map_err(|e| LabError::Device(e.to_string()))?;
+    let report =
+        crate::device::run(&role.cfg, &mut link).map_err(|e| LabError::Device(e.to_string()))?;
     println!(
         "{}",
         serde_json::to_string(&report).map_err(|e| LabError::Device(e.to_string()))?
@@ -349,7 +349,7 @@ pub fn run_step(
             Some(c) => Some(c),
             None => own.as_mut().map(|w| w as &mut dyn BlockWork),
         };
-        host::run(&hcfg, link.as_mut(), w, live.as_mut(), &mut check, progress)
+        host::run(&hcfg, &mut link, w, live.as_mut(), &mut check, progress)
     };
     drop(link);
     let _ = sys::allow_all_cpus();

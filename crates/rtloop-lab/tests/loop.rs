@@ -41,7 +41,7 @@ fn run_loop(
     let spec = side.spec().clone();
     let dev = std::thread::spawn(move || {
         let mut l = link::connect_device(&spec).unwrap();
-        device::run(&device_cfg(64 << 20), l.as_mut()).unwrap()
+        device::run(&device_cfg(64 << 20), &mut l).unwrap()
     });
     let mut l = side.connect().unwrap();
     let cfg = HostConfig {
@@ -58,7 +58,7 @@ fn run_loop(
     let w = w
         .as_mut()
         .map(|w| w as &mut dyn rtloop_lab::work::BlockWork);
-    let h = host::run(&cfg, l.as_mut(), w, None, &mut || Ok(()), &mut |_| {
+    let h = host::run(&cfg, &mut l, w, None, &mut || Ok(()), &mut |_| {
         snapshots += 1
     })
     .unwrap();
@@ -131,7 +131,7 @@ fn a_host_that_never_reads_overflows_the_fifo() {
     let dev = std::thread::spawn(move || {
         let mut l = link::connect_device(&spec).unwrap();
         // 64 KiB fills in ~14 ms at this rate
-        device::run(&device_cfg(64 << 10), l.as_mut()).unwrap()
+        device::run(&device_cfg(64 << 10), &mut l).unwrap()
     });
     let _host = side.connect().unwrap(); // never posts a read
     let d = dev.join().unwrap();

@@ -49,10 +49,11 @@ pub enum PeerError {
         reason: String,
     },
     /// The transport failed while setting up or moving data.
-    #[error("{transport}: {what}")]
-    Transport {
-        /// Transport name.
-        transport: &'static str,
+    #[error(transparent)]
+    Transport(#[from] rtloop_transport::TransportError),
+    /// A ring of the SPSC comparison failed.
+    #[error("spsc: {what}")]
+    Ring {
         /// What went wrong.
         what: String,
     },
@@ -62,13 +63,6 @@ pub enum PeerError {
     /// Talking to the parent process failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
-}
-
-pub(crate) fn terr(transport: Transport, what: impl std::fmt::Display) -> PeerError {
-    PeerError::Transport {
-        transport: transport.name(),
-        what: what.to_string(),
-    }
 }
 
 /// The transports compared.

@@ -246,7 +246,7 @@ mod tests {
     struct Replay(Vec<Vec<u8>>, usize);
 
     impl Receiver for Replay {
-        fn recv(&mut self, _timeout: Duration) -> Result<&[u8], PeerError> {
+        fn recv(&mut self, _timeout: Duration) -> Result<&[u8], crate::transport::TransportError> {
             self.1 += 1;
             Ok(self.0.get(self.1 - 1).map_or(&[][..], Vec::as_slice))
         }

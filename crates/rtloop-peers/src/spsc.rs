@@ -104,8 +104,7 @@ fn first_word(seq: u64) -> u64 {
 }
 
 fn err(what: impl std::fmt::Display) -> PeerError {
-    PeerError::Transport {
-        transport: "spsc",
+    PeerError::Ring {
         what: what.to_string(),
     }
 }

@@ -17,11 +17,14 @@ use iceoryx2::prelude::*;
 use iceoryx2::sample::Sample;
 use iceoryx2::service::port_factory::{event, publish_subscribe};
 
-use super::{history_bytes, Receiver, Sender};
-use crate::{terr, PeerError, Transport, Trial, Wait};
+use super::{history_bytes, Receiver, Sender, TransportError, WrongSize};
+use crate::{PeerError, Transport, Trial, Wait};
 
-fn err(e: impl std::fmt::Debug) -> PeerError {
-    terr(Transport::Iceoryx2, format!("{e:?}"))
+/// iceoryx2's error from the call `action`.
+fn err<E: std::error::Error + Send + Sync + 'static>(
+    action: &'static str,
+) -> impl FnOnce(E) -> TransportError {
+    TransportError::library(Transport::Iceoryx2.name(), action)
 }
 
 type Pubsub = publish_subscribe::PortFactory<ipc::Service, [u8], ()>;
@@ -36,9 +39,14 @@ struct Services {
 fn services(t: &Trial, name: &str) -> Result<Services, PeerError> {
     // its default-config notice is noise here; errors still show
     set_log_level(LogLevel::Error);
-    let node = NodeBuilder::new().create::<ipc::Service>().map_err(err)?;
-    let data_name: ServiceName = name.try_into().map_err(err)?;
-    let wake_name: ServiceName = format!("{name}-wake").as_str().try_into().map_err(err)?;
+    let node = NodeBuilder::new()
+        .create::<ipc::Service>()
+        .map_err(err("create the node"))?;
+    let data_name: ServiceName = name.try_into().map_err(err("name the service"))?;
+    let wake_name: ServiceName = format!("{name}-wake")
+        .as_str()
+        .try_into()
+        .map_err(err("name the service"))?;
     // as many samples per reader as the stream's history holds
     let buffer = history_bytes(t) / t.chunk_bytes();
     let data = node
@@ -50,14 +58,14 @@ fn services(t: &Trial, name: &str) -> Result<Services, PeerError> {
         .subscriber_max_buffer_size(buffer)
         .enable_safe_overflow(false)
         .open_or_create()
-        .map_err(err)?;
+        .map_err(err("open the data service"))?;
     let wake = node
         .service_builder(&wake_name)
         .event()
         .max_notifiers(1)
         .max_listeners(t.readers)
         .open_or_create()
-        .map_err(err)?;
+        .map_err(err("open the event service"))?;
     Ok(Services {
         data,
         wake,
@@ -85,9 +93,14 @@ impl Ix2Sender {
             .initial_max_slice_len(t.chunk_bytes())
             .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
             .create()
-            .map_err(err)?;
+            .map_err(err("create the publisher"))?;
         let notifier = match t.wait {
-            Wait::Block => Some(svc.wake.notifier_builder().create().map_err(err)?),
+            Wait::Block => Some(
+                svc.wake
+                    .notifier_builder()
+                    .create()
+                    .map_err(err("create the notifier"))?,
+            ),
             Wait::Spin => None,
         };
         Ok(Ix2Sender {
@@ -104,7 +117,7 @@ impl Sender for Ix2Sender {
         self.name.clone()
     }
 
-    fn prepare(&mut self, readers: usize, timeout: Duration) -> Result<(), PeerError> {
+    fn prepare(&mut self, readers: usize, timeout: Duration) -> Result<(), TransportError> {
         let deadline = Instant::now() + timeout;
         loop {
             let subs = self.svc.data.dynamic_config().number_of_subscribers();
@@ -113,21 +126,28 @@ impl Sender for Ix2Sender {
                 break;
             }
             if Instant::now() >= deadline {
-                return Err(terr(
-                    Transport::Iceoryx2,
-                    format!("{subs} subscribers and {listeners} listeners of {readers} readers within {timeout:?}"),
-                ));
+                return Err(TransportError::NotConnected {
+                    transport: Transport::Iceoryx2.name(),
+                    connected: subs.min(listeners),
+                    wanted: readers,
+                    timeout,
+                });
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        self.publisher.update_connections().map_err(err)
+        self.publisher
+            .update_connections()
+            .map_err(err("update the connections"))
     }
 
-    fn send(&mut self, chunk: &[u8]) -> Result<(), PeerError> {
-        let s = self.publisher.loan_slice_uninit(chunk.len()).map_err(err)?;
-        s.write_from_slice(chunk).send().map_err(err)?;
+    fn send(&mut self, chunk: &[u8]) -> Result<(), TransportError> {
+        let s = self
+            .publisher
+            .loan_slice_uninit(chunk.len())
+            .map_err(err("loan"))?;
+        s.write_from_slice(chunk).send().map_err(err("send"))?;
         if let Some(n) = &self.notifier {
-            n.notify().map_err(err)?;
+            n.notify().map_err(err("notify"))?;
         }
         Ok(())
     }
@@ -147,8 +167,16 @@ impl Ix2Receiver {
     /// Open the services and the reader's ports.
     pub fn open(t: &Trial, endpoint: &str) -> Result<Ix2Receiver, PeerError> {
         let svc = services(t, endpoint)?;
-        let sub = svc.data.subscriber_builder().create().map_err(err)?;
-        let listener = svc.wake.listener_builder().create().map_err(err)?;
+        let sub = svc
+            .data
+            .subscriber_builder()
+            .create()
+            .map_err(err("create the subscriber"))?;
+        let listener = svc
+            .wake
+            .listener_builder()
+            .create()
+            .map_err(err("create the listener"))?;
         Ok(Ix2Receiver {
             sub,
             listener,
@@ -160,19 +188,16 @@ impl Ix2Receiver {
 }
 
 impl Receiver for Ix2Receiver {
-    fn recv(&mut self, timeout: Duration) -> Result<&[u8], PeerError> {
+    fn recv(&mut self, timeout: Duration) -> Result<&[u8], TransportError> {
         self.held = None;
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(s) = self.sub.receive().map_err(err)? {
+            if let Some(s) = self.sub.receive().map_err(err("receive"))? {
                 if s.payload().len() != self.chunk_bytes {
-                    return Err(terr(
+                    return Err(WrongSize::error(
                         Transport::Iceoryx2,
-                        format!(
-                            "a sample of {} bytes; chunks are {}",
-                            s.payload().len(),
-                            self.chunk_bytes
-                        ),
+                        s.payload().len(),
+                        self.chunk_bytes,
                     ));
                 }
                 return Ok(self.held.insert(s).payload());
@@ -182,7 +207,9 @@ impl Receiver for Ix2Receiver {
                 return Ok(&[]);
             }
             // pending notifications are kept, so one sent since `receive` is not missed
-            self.listener.timed_wait_all(|_| {}, left).map_err(err)?;
+            self.listener
+                .timed_wait_all(|_| {}, left)
+                .map_err(err("wait"))?;
         }
     }
 }

@@ -11,8 +11,15 @@ use rtloop_lsl::io::{Inlet, Outlet, OutletSpec};
 use rtloop_lsl::Lsl;
 use rtloop_stream::DType;
 
-use super::{batch_samples, Receiver, Sender};
-use crate::{terr, PeerError, Transport, Trial};
+use super::{batch_samples, Receiver, Sender, TransportError};
+use crate::{PeerError, Transport, Trial};
+
+/// liblsl's error from the call `action`.
+fn lsl_err<E: std::error::Error + Send + Sync + 'static>(
+    action: &'static str,
+) -> impl FnOnce(E) -> TransportError {
+    TransportError::library(Transport::Lsl.name(), action)
+}
 
 fn load() -> Result<Arc<Lsl>, PeerError> {
     let lsl = Lsl::load().map_err(|e| PeerError::Unavailable {
@@ -50,7 +57,7 @@ impl LslSender {
                 units: Vec::new(),
             },
         )
-        .map_err(|e| terr(Transport::Lsl, e))?;
+        .map_err(lsl_err("create the outlet"))?;
         Ok(LslSender {
             outlet,
             name,
@@ -65,16 +72,13 @@ impl Sender for LslSender {
         self.name.clone()
     }
 
-    fn prepare(&mut self, _readers: usize, _timeout: Duration) -> Result<(), PeerError> {
-        // each inlet opened its data connection (lsl_open_stream) before it said ready
-        Ok(())
-    }
+    // prepare: each inlet opened its data connection (lsl_open_stream) before it said ready
 
-    fn send(&mut self, chunk: &[u8]) -> Result<(), PeerError> {
+    fn send(&mut self, chunk: &[u8]) -> Result<(), TransportError> {
         let n = chunk.len() / self.sample_bytes;
         self.outlet
             .push(chunk, &self.stamps[..n])
-            .map_err(|e| terr(Transport::Lsl, e))
+            .map_err(lsl_err("push"))
     }
 }
 
@@ -93,7 +97,7 @@ impl LslReceiver {
     /// Resolve the outlet by name and open an inlet (its data connection included).
     pub fn open(t: &Trial, endpoint: &str) -> Result<LslReceiver, PeerError> {
         let inlet = Inlet::open(load()?, endpoint, Some("name"), 10.0, &|| false)
-            .map_err(|e| terr(Transport::Lsl, e))?;
+            .map_err(lsl_err("open the inlet"))?;
         let max = batch_samples(t);
         let buf = vec![0u8; max * t.sample_bytes() + 8];
         let off = buf.as_ptr().align_offset(8);
@@ -109,20 +113,20 @@ impl LslReceiver {
 }
 
 impl Receiver for LslReceiver {
-    fn recv(&mut self, timeout: Duration) -> Result<&[u8], PeerError> {
+    fn recv(&mut self, timeout: Duration) -> Result<&[u8], TransportError> {
         let sb = self.sample_bytes;
         let data = &mut self.buf[self.off..self.off + self.max * sb];
         let first = self
             .inlet
             .pull(data, &mut self.stamps, 1, timeout.as_secs_f64())
-            .map_err(|e| terr(Transport::Lsl, e))?;
+            .map_err(lsl_err("pull"))?;
         if first == 0 {
             return Ok(&[]);
         }
         let rest = self
             .inlet
             .pull(&mut data[sb..], &mut self.stamps[1..], self.max - 1, 0.0)
-            .map_err(|e| terr(Transport::Lsl, e))?;
+            .map_err(lsl_err("pull"))?;
         Ok(&self.buf[self.off..self.off + (1 + rest) * sb])
     }
 }

@@ -1,10 +1,13 @@
-//! One writer side and one reader side per transport.
+//! One writer side and one reader side per transport, behind rtloop-transport's
+//! [`Sender`] and [`Receiver`] (the traits the latency lab's link is built from too): stream
+//! and unix are rtloop-transport's own channels, set up for a trial here; LSL, ZeroMQ and
+//! iceoryx2 implement the traits in this crate (their libraries stay out of the lab).
 //!
 //! A writer is opened first and says where readers connect ([`Sender::endpoint`]); readers
 //! connect and say they are ready; then [`Sender::prepare`] waits until every reader can
 //! receive (accepted, subscribed, connected) so no chunk is sent into the void.
 
-use std::time::Duration;
+pub use rtloop_transport::{Receiver, Sender, TransportError};
 
 use crate::{PeerError, Transport, Trial};
 
@@ -15,23 +18,21 @@ pub mod stream;
 pub mod unix;
 pub mod zmq;
 
-/// The writer's side of a transport.
-pub trait Sender {
-    /// Where readers connect (a stream name, a socket path, a ZeroMQ endpoint, ...).
-    fn endpoint(&self) -> String;
-    /// Wait until `readers` readers can receive; `timeout` bounds the wait.
-    fn prepare(&mut self, readers: usize, timeout: Duration) -> Result<(), PeerError>;
-    /// Hand one chunk (whole samples) to every reader. Blocks while a reader is full (every
-    /// transport here is run lossless).
-    fn send(&mut self, chunk: &[u8]) -> Result<(), PeerError>;
+/// A message of another size than the trial's chunks (the message-based transports hand
+/// out one chunk per message).
+#[derive(Debug, thiserror::Error)]
+#[error("a message of {got} bytes; chunks are {chunk}")]
+pub struct WrongSize {
+    /// Bytes received.
+    pub got: usize,
+    /// Bytes of a chunk.
+    pub chunk: usize,
 }
 
-/// A reader's side of a transport.
-pub trait Receiver {
-    /// The next whole samples (copied into the reader's memory, or in place for the
-    /// shared-memory transports, valid until the next call); empty after `timeout` with
-    /// nothing received. A zero `timeout` never blocks (a poll).
-    fn recv(&mut self, timeout: Duration) -> Result<&[u8], PeerError>;
+impl WrongSize {
+    pub(crate) fn error(transport: Transport, got: usize, chunk: usize) -> TransportError {
+        TransportError::library(transport.name(), "recv")(WrongSize { got, chunk })
+    }
 }
 
 /// The most samples a reader takes at once where the transport lets it batch (stream, UNIX
@@ -54,8 +55,8 @@ pub(crate) fn history_bytes(t: &Trial) -> usize {
 pub fn open_sender(t: &Trial) -> Result<Box<dyn Sender>, PeerError> {
     t.validate()?;
     Ok(match t.transport {
-        Transport::Stream => Box::new(stream::StreamSender::open(t)?),
-        Transport::Unix => Box::new(unix::UnixSender::open(t)?),
+        Transport::Stream => Box::new(stream::open_sender(t)?),
+        Transport::Unix => Box::new(unix::open_sender(t)?),
         Transport::ZmqIpc | Transport::ZmqTcp => Box::new(zmq::ZmqSender::open(t)?),
         Transport::Lsl => Box::new(lsl::LslSender::open(t)?),
         #[cfg(feature = "iceoryx2")]
@@ -69,8 +70,8 @@ pub fn open_sender(t: &Trial) -> Result<Box<dyn Sender>, PeerError> {
 pub fn open_receiver(t: &Trial, endpoint: &str) -> Result<Box<dyn Receiver>, PeerError> {
     t.validate()?;
     Ok(match t.transport {
-        Transport::Stream => Box::new(stream::StreamReceiver::open(t, endpoint)?),
-        Transport::Unix => Box::new(unix::UnixReceiver::open(t, endpoint)?),
+        Transport::Stream => Box::new(stream::open_receiver(t, endpoint)?),
+        Transport::Unix => Box::new(unix::open_receiver(t, endpoint)?),
         Transport::ZmqIpc | Transport::ZmqTcp => Box::new(zmq::ZmqReceiver::open(t, endpoint)?),
         Transport::Lsl => Box::new(lsl::LslReceiver::open(t, endpoint)?),
         #[cfg(feature = "iceoryx2")]

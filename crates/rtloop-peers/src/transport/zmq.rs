@@ -10,8 +10,8 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{Receiver, Sender};
-use crate::{terr, PeerError, Transport, Trial};
+use super::{Receiver, Sender, TransportError, WrongSize};
+use crate::{PeerError, Transport, Trial};
 
 const XPUB: c_int = 9;
 const SUB: c_int = 2;
@@ -53,6 +53,25 @@ const LIBZMQ: rtloop_native::Library = rtloop_native::Library {
     system: &["libzmq.so.5", "libzmq.so"],
     install: "pyzmq (`pip install pyzmq`, which bundles libzmq)",
 };
+
+/// A libzmq call that failed: libzmq's errno and its message for it.
+#[derive(Debug, thiserror::Error)]
+pub enum ZmqError {
+    /// The call returned an error.
+    #[error("{message} (errno {errno})")]
+    Errno {
+        /// `zmq_errno()`.
+        errno: i32,
+        /// `zmq_strerror(errno)`.
+        message: String,
+    },
+    /// `zmq_ctx_new` returned null.
+    #[error("no context")]
+    NoContext,
+    /// An endpoint with a NUL byte in it.
+    #[error("endpoint {0:?} holds a NUL")]
+    Nul(String),
+}
 
 /// libzmq, loaded.
 pub struct Zmq {
@@ -107,7 +126,8 @@ impl Socket {
         // SAFETY: no arguments; a null context is checked below.
         let ctx = unsafe { (z.api.zmq_ctx_new)() };
         if ctx.is_null() {
-            return Err(terr(transport, "zmq_ctx_new failed"));
+            let e = TransportError::library(transport.name(), "zmq_ctx_new")(ZmqError::NoContext);
+            return Err(e.into());
         }
         // SAFETY: a live context; a null socket is checked below.
         let sock = unsafe { (z.api.zmq_socket)(ctx, kind) };
@@ -118,26 +138,33 @@ impl Socket {
             transport,
         };
         if sock.is_null() {
-            return Err(s.err("zmq_socket"));
+            return Err(s.err("zmq_socket").into());
         }
         s.set_int(LINGER, 0)?;
         Ok(s)
     }
 
-    fn err(&self, what: &str) -> PeerError {
-        let (_, msg) = self.z.last_error();
-        terr(self.transport, format!("{what}: {msg}"))
+    /// The error of the libzmq call `action` that just failed.
+    fn err(&self, action: &'static str) -> TransportError {
+        self.fail(action, {
+            let (errno, message) = self.z.last_error();
+            ZmqError::Errno { errno, message }
+        })
     }
 
-    fn set_int(&self, opt: c_int, v: c_int) -> Result<(), PeerError> {
+    fn fail(&self, action: &'static str, e: ZmqError) -> TransportError {
+        TransportError::library(self.transport.name(), action)(e)
+    }
+
+    fn set_int(&self, opt: c_int, v: c_int) -> Result<(), TransportError> {
         self.set_bytes(opt, &v.to_ne_bytes())
     }
 
-    fn set_bytes(&self, opt: c_int, v: &[u8]) -> Result<(), PeerError> {
+    fn set_bytes(&self, opt: c_int, v: &[u8]) -> Result<(), TransportError> {
         // SAFETY: a live socket; the option value is `v.len()` readable bytes.
         let rc = unsafe { (self.z.api.zmq_setsockopt)(self.sock, opt, v.as_ptr().cast(), v.len()) };
         if rc != 0 {
-            return Err(self.err(&format!("zmq_setsockopt({opt})")));
+            return Err(self.err("zmq_setsockopt"));
         }
         Ok(())
     }
@@ -145,18 +172,25 @@ impl Socket {
     fn endpoint_call(
         &self,
         f: unsafe extern "C" fn(Sock, *const c_char) -> c_int,
-        what: &str,
+        what: &'static str,
         ep: &str,
-    ) -> Result<(), PeerError> {
-        let c = CString::new(ep).map_err(|_| terr(self.transport, "endpoint holds a NUL"))?;
+    ) -> Result<(), TransportError> {
+        let c = CString::new(ep).map_err(|_| self.fail(what, ZmqError::Nul(ep.to_owned())))?;
         // SAFETY: a live socket and a NUL-terminated endpoint that lives for the call.
         if unsafe { f(self.sock, c.as_ptr()) } != 0 {
-            return Err(self.err(&format!("{what} {ep}")));
+            // the endpoint calls fail with the system's errno values (EADDRINUSE, ENOENT, ...)
+            let (errno, _) = self.z.last_error();
+            return Err(TransportError::Endpoint {
+                transport: self.transport.name(),
+                action: what,
+                endpoint: ep.to_owned(),
+                source: std::io::Error::from_raw_os_error(errno),
+            });
         }
         Ok(())
     }
 
-    fn last_endpoint(&self) -> Result<String, PeerError> {
+    fn last_endpoint(&self) -> Result<String, TransportError> {
         let mut buf = [0u8; 256];
         let mut len = buf.len();
         // SAFETY: a live socket; libzmq writes at most `len` bytes and updates `len`.
@@ -172,7 +206,7 @@ impl Socket {
 
     /// Receive one message into `buf` (its full length is returned, even if cut);
     /// `None` when the receive timeout passed (at once with `dontwait`).
-    fn recv(&self, buf: &mut [u8], dontwait: bool) -> Result<Option<usize>, PeerError> {
+    fn recv(&self, buf: &mut [u8], dontwait: bool) -> Result<Option<usize>, TransportError> {
         let flags = if dontwait { DONTWAIT } else { 0 };
         loop {
             // SAFETY: a live socket; libzmq writes at most `buf.len()` bytes.
@@ -190,7 +224,7 @@ impl Socket {
         }
     }
 
-    fn set_timeout(&self, t: Duration) -> Result<(), PeerError> {
+    fn set_timeout(&self, t: Duration) -> Result<(), TransportError> {
         self.set_int(RCVTIMEO, t.as_millis().clamp(1, i32::MAX as u128) as c_int)
     }
 }
@@ -251,7 +285,7 @@ impl Sender for ZmqSender {
         self.endpoint.clone()
     }
 
-    fn prepare(&mut self, readers: usize, timeout: Duration) -> Result<(), PeerError> {
+    fn prepare(&mut self, readers: usize, timeout: Duration) -> Result<(), TransportError> {
         // every SUB's subscription arrives as a message "\x01" + topic (XPUB_VERBOSE)
         let deadline = Instant::now() + timeout;
         let mut subscribed = 0;
@@ -259,10 +293,12 @@ impl Sender for ZmqSender {
         while subscribed < readers {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(terr(
-                    self.s.transport,
-                    format!("{subscribed} of {readers} readers subscribed within {timeout:?}"),
-                ));
+                return Err(TransportError::NotConnected {
+                    transport: self.s.transport.name(),
+                    connected: subscribed,
+                    wanted: readers,
+                    timeout,
+                });
             }
             self.s.set_timeout(left)?;
             if let Some(n) = self.s.recv(&mut msg, false)? {
@@ -274,7 +310,7 @@ impl Sender for ZmqSender {
         Ok(())
     }
 
-    fn send(&mut self, chunk: &[u8]) -> Result<(), PeerError> {
+    fn send(&mut self, chunk: &[u8]) -> Result<(), TransportError> {
         loop {
             // SAFETY: a live socket; libzmq copies `chunk` into a message before returning.
             let rc = unsafe {
@@ -312,7 +348,7 @@ impl ZmqReceiver {
 }
 
 impl Receiver for ZmqReceiver {
-    fn recv(&mut self, timeout: Duration) -> Result<&[u8], PeerError> {
+    fn recv(&mut self, timeout: Duration) -> Result<&[u8], TransportError> {
         let poll = timeout.is_zero();
         if !poll && self.timeout != Some(timeout) {
             self.s.set_timeout(timeout)?;
@@ -321,10 +357,7 @@ impl Receiver for ZmqReceiver {
         match self.s.recv(&mut self.buf, poll)? {
             None => Ok(&[]),
             Some(n) if n == self.buf.len() => Ok(&self.buf),
-            Some(n) => Err(terr(
-                self.s.transport,
-                format!("a message of {n} bytes; chunks are {}", self.buf.len()),
-            )),
+            Some(n) => Err(WrongSize::error(self.s.transport, n, self.buf.len())),
         }
     }
 }
