@@ -29,6 +29,7 @@ __all__ = [
     "RecordSession",
     "BridgeSession",
     "brainflow_boards",
+    "bench_run",
     "xdf_from_recording",
     "TickMemory",
     "FieldTripClient",
@@ -130,6 +131,7 @@ class BridgeSession:
     def stop(self) -> str: ...
 
 def brainflow_boards() -> List[Tuple[str, int, List[str]]]: ...
+def bench_run(name: str, config_json: str) -> str: ...
 def xdf_from_recording(
     dir: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"], chunk: int = 4096
 ) -> int: ...

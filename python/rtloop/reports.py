@@ -279,3 +279,117 @@ class BrainFlowBridgeReport(Report):
     outages: int
     reconnects: int
     ended: str
+
+
+# ---- the benchmarks: rtloop.bench.* -------------------------------------------------------
+# The top level of each report is declared (and checked against the library's type); rows and
+# nested tables stay dicts, as `--json` prints them.
+
+
+class BenchMachine(Report):
+    """What the stream benchmark ran on."""
+
+    cpus: int
+    pm_qos: bool
+
+
+class StreamBenchReport(Report):
+    """`rtloop.bench.stream` (``rtloop bench stream --json``): throughput against memcpy and
+    a bare ring, hand-off latency against a cache-line ping-pong, per row."""
+
+    machine: BenchMachine
+    repeats: int
+    throughput: List[Dict[str, Any]]
+    latency: List[Dict[str, Any]]
+
+
+class FieldTripBenchReport(Report):
+    """`rtloop.bench.fieldtrip` (``rtloop bench fieldtrip --json``): the FAQ table and the
+    time per write, each against the reference server measured in the same run."""
+
+    seconds_per_cell: float
+    poll: str
+    versus_reference: List[Dict[str, Any]]
+    faq_best_dma_values_per_s: float
+    faq: List[Dict[str, Any]]
+    latency: List[Dict[str, Any]]
+
+
+class PipelineBenchReport(Report):
+    """`rtloop.bench.pipeline` (``rtloop bench pipeline --json``): each stage's rate against
+    the profile's, the recorder and replay against their same-run references."""
+
+    profile: str
+    channels: int
+    rate: float
+    dtype: str
+    required_mb_per_s: float
+    disk_raw_mb_per_s: float
+    disk_same_writes_mb_per_s: float
+    recorder_over_disk: float
+    recorder_goal: float
+    recorder_verdict: str
+    replay_mb_per_s: float
+    replay_needed_verdict: str
+    replay_reference_mb_per_s: float
+    replay_over_reference: float
+    replay_goal: float
+    replay_verdict: str
+    stages: List[Dict[str, Any]]
+    together_mb_per_s: float
+    together_headroom: float
+    limiting_stage: str
+    verdict: str
+
+
+class RuntimeBenchReport(Report):
+    """`rtloop.bench.runtime` (``rtloop bench runtime --json``): tick jitter against a bare
+    timer loop, UDP echo against plain loopback and the same work, the closed loop, numerics."""
+
+    machine: str
+    bare_timer: Optional[Summary]
+    runtime_tick_start: Optional[Summary]
+    empty_python_module: Optional[Summary]
+    udp_echo: List[Dict[str, Any]]
+    udp_reference: List[Dict[str, Any]]
+    udp_same_work: List[Dict[str, Any]]
+    closed_loop: Optional[Summary]
+    closed_loop_bare: Optional[Summary]
+    closed_loop_on_arrival: Optional[Summary]
+    numerics: Optional[Summary]
+    numerics_misses: Optional[int]
+    rows: List[Dict[str, Any]]
+
+
+class PeersBenchReport(Report):
+    """`rtloop.bench.peers` (``rtloop bench peers --json``): the stream beside LSL, ZeroMQ, a
+    UNIX socket and iceoryx2, latency and throughput per transport, chunk and readers."""
+
+    machine: str
+    channels: int
+    rate: float
+    sample_bytes: int
+    rounds: int
+    transports: List[Dict[str, Any]]
+    rows: List[Dict[str, Any]]
+    verdict: Dict[str, Any]
+
+
+class VerifyReport(Report):
+    """`rtloop.bench.verify` (``rtloop verify --json``): every packet checked end to end;
+    ``errors``, ``lost`` and ``missing`` are 0 in a passing run."""
+
+    packets_per_pair: int
+    pairs: int
+    packet_bytes: int
+    capacity: int
+    mode: str
+    check: str  # type: ignore[assignment]  # read it as report["check"]: check() is the method
+    batch: int
+    ok: int
+    errors: int
+    lost: int
+    missing: int
+    packets_per_s: float
+    gb_per_s: float
+    results: List[Dict[str, Any]]

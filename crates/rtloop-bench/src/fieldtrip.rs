@@ -45,7 +45,7 @@ const FLOAT32: u32 = 9;
 
 /// What to run.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Short runs (smoke tests): 0.1 s per cell and fewer latency rounds.
     pub quick: bool,
@@ -461,8 +461,31 @@ fn msps(v: f64) -> String {
     format!("{:.2}", v / 1e6)
 }
 
+impl Config {
+    /// Refuse what the command line's options would refuse, saying what is allowed.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        use crate::check;
+        check::positive("seconds", self.seconds)?;
+        if self.transports.is_empty() {
+            return Err(BenchError::Config(
+                "transports: one or more of tcp, unix, inproc".into(),
+            ));
+        }
+        for t in &self.transports {
+            check::one_of("transports", t, &["tcp", "unix", "inproc"])?;
+        }
+        check::range("latency_channels", self.latency_channels, 1, 4096)?;
+        check::range("rounds", self.rounds, 10, 1_000_000)?;
+        self.poll
+            .parse::<Polling>()
+            .map_err(|e| BenchError::Config(format!("poll = {:?}: {e}", self.poll)))?;
+        Ok(())
+    }
+}
+
 /// Run the benchmark.
 pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
+    a.validate()?;
     let secs = if a.quick { 0.1 } else { a.seconds };
     let rounds = if a.quick { 100 } else { a.rounds };
     a.poll.parse::<Polling>().map_err(BenchError::Config)?;

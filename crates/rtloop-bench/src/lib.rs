@@ -196,3 +196,55 @@ pub(crate) fn write_results<T: serde::Serialize>(
     )?;
     Ok(())
 }
+
+/// The checks a benchmark's `Config::validate` makes: the same ranges the command line's
+/// options allow, so a config from Python or a file is refused as the command refuses it.
+pub(crate) mod check {
+    use super::BenchError;
+
+    /// `value` within `lo..=hi`.
+    pub fn range<T: PartialOrd + std::fmt::Display>(
+        name: &str,
+        value: T,
+        lo: T,
+        hi: T,
+    ) -> Result<(), BenchError> {
+        if value < lo || value > hi {
+            return Err(BenchError::Config(format!(
+                "{name} = {value}: allowed {lo} to {hi}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A finite number > 0.
+    pub fn positive(name: &str, value: f64) -> Result<(), BenchError> {
+        if !(value.is_finite() && value > 0.0) {
+            return Err(BenchError::Config(format!(
+                "{name} = {value}: a number > 0"
+            )));
+        }
+        Ok(())
+    }
+
+    /// One of `allowed`.
+    pub fn one_of(name: &str, value: &str, allowed: &[&str]) -> Result<(), BenchError> {
+        if !allowed.contains(&value) {
+            return Err(BenchError::Config(format!(
+                "{name} = {value:?}: allowed {}",
+                allowed.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// A list with at least one entry, each at least 1.
+    pub fn counts(name: &str, values: &[usize]) -> Result<(), BenchError> {
+        if values.is_empty() || values.contains(&0) {
+            return Err(BenchError::Config(format!(
+                "{name} = {values:?}: one or more counts, each at least 1"
+            )));
+        }
+        Ok(())
+    }
+}

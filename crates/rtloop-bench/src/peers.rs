@@ -26,7 +26,7 @@ type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 /// What to run.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Transports to compare (None: all; those whose library is missing are listed as not
     /// measured). Named here, a missing one is an error.
@@ -560,8 +560,36 @@ fn plots(dir: &std::path::Path, rep: &PeersReport) -> Result<()> {
     Ok(())
 }
 
+impl Config {
+    /// Refuse what the command line's options would refuse, saying what is allowed.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        use crate::check;
+        check::counts("chunks", &self.chunks)?;
+        check::counts("readers", &self.readers)?;
+        check::range(
+            "channels",
+            self.channels,
+            1,
+            rtloop_stream::MAX_CHANNELS as usize,
+        )?;
+        check::positive("rate", self.rate)?;
+        if self.wait.is_empty() {
+            return Err(BenchError::Config(
+                "wait: one or more of auto, block, spin".into(),
+            ));
+        }
+        check::range("rounds", self.rounds, 1, 20)?;
+        check::positive("seconds", self.seconds)?;
+        check::range("min_chunks", self.min_chunks, 1, u64::MAX)?;
+        check::positive("throughput_seconds", self.throughput_seconds)?;
+        check::range("stream_spin_us", self.stream_spin_us, 0, 10_000)?;
+        Ok(())
+    }
+}
+
 /// Run the peers benchmark.
 pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<PeersReport> {
+    a.validate()?;
     let (seconds, tput_seconds, min_chunks) = if a.quick {
         (0.3, 0.3, 50)
     } else {

@@ -27,7 +27,7 @@ macro_rules! bail {
 
 /// What to run.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// neuropixels (384 ch x 30 kHz int16 per probe), intan64 (64 ch x 30 kHz int16), or
     /// custom (`channels`, `rate`, `dtype`).
@@ -429,8 +429,31 @@ fn replay_reference(bin: &Path, sh: &Shape, capacity: u64) -> Result<f64> {
     Ok(mbps(map.len() as u64, t.elapsed()))
 }
 
+impl Config {
+    /// Refuse what the command line's options would refuse, saying what is allowed.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        use crate::check;
+        check::one_of(
+            "profile",
+            &self.profile,
+            &["neuropixels", "intan64", "custom"],
+        )?;
+        check::range("probes", self.probes, 1, 64)?;
+        check::range("readers", self.readers, 1, 8)?;
+        check::positive("seconds", self.seconds)?;
+        if let Some(c) = self.channels {
+            check::range("channels", c, 1, rtloop_stream::MAX_CHANNELS as usize)?;
+        }
+        if let Some(r) = self.rate {
+            check::positive("rate", r)?;
+        }
+        Ok(())
+    }
+}
+
 /// Run the analyser.
 pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
+    a.validate()?;
     let sh = match a.profile.as_str() {
         "neuropixels" => Shape {
             channels: 384 * a.probes as usize,

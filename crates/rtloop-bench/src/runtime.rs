@@ -22,7 +22,7 @@ use crate::{BenchError, Context, Progress};
 
 /// What to run.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Seconds of 1 ms ticks for the jitter comparison (bare loop, then the model).
     pub seconds: f64,
@@ -182,8 +182,20 @@ fn ratio(a: u64, b: u64) -> String {
     }
 }
 
+impl Config {
+    /// Refuse what the command line's options would refuse, saying what is allowed.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        use crate::check;
+        check::positive("seconds", self.seconds)?;
+        check::positive("part_seconds", self.part_seconds)?;
+        check::range("packets", self.packets, 1, 100_000)?;
+        Ok(())
+    }
+}
+
 /// Run the runtime benchmark.
 pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError> {
+    a.validate()?;
     let (seconds, part) = if a.quick {
         (2.0, 2.0)
     } else {

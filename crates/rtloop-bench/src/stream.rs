@@ -17,7 +17,7 @@ use crate::{ensure, median, BenchError, Context, Progress};
 
 /// What to run.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Short runs (for smoke tests): fewer packets, rounds and repeats.
     pub quick: bool,
@@ -361,8 +361,18 @@ fn throughput_row(
     })
 }
 
+impl Config {
+    /// Refuse what the command line's options would refuse, saying what is allowed.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        use crate::check;
+        check::range("repeats", self.repeats, 1, 50)?;
+        Ok(())
+    }
+}
+
 /// Run the stream benchmark.
 pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError> {
+    c.validate()?;
     if c.repeats == 0 {
         return Err(BenchError::Config("repeats must be at least 1".into()));
     }

@@ -17,7 +17,7 @@ use crate::{ensure, BenchError, Context, Progress};
 
 /// What to run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Packets each generator sends (HMF ran 10^9).
     pub packets: u64,

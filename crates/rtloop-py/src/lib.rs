@@ -6,6 +6,7 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
 
+mod bench;
 mod blocking;
 mod bridge;
 mod convert;
@@ -226,6 +227,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::TickMemory>()?;
     m.add_class::<fieldtrip::PyFieldTripClient>()?;
     m.add_class::<bridge::BridgeSession>()?;
+    m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_function(wrap_pyfunction!(bridge::brainflow_boards, m)?)?;
     m.add_function(wrap_pyfunction!(fieldtrip::fieldtrip_address, m)?)?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;

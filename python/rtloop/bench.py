@@ -1,0 +1,96 @@
+"""The benchmarks, from Python: each function runs the library code ``rtloop bench ...`` (and
+``rtloop verify``) runs, with the same options as keyword arguments (the command's long
+options with ``_`` for ``-``), and returns its report typed, the object ``--json`` prints::
+
+    import rtloop.bench
+    r = rtloop.bench.verify(packets=100_000)
+    print(r.ok, r.errors, r.lost, r.packets_per_s)
+
+Every figure in a report sits next to a reference measured in the same run. Progress goes to
+the ``rtloop.bench`` logger. The child processes a benchmark starts run ``python -m rtloop``
+with this interpreter. A keyword the benchmark does not have, or a value out of its range,
+raises ``ValueError`` saying what is allowed; a run that fails raises ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Dict, Type, TypeVar
+
+from .reports import (
+    FieldTripBenchReport,
+    PeersBenchReport,
+    PipelineBenchReport,
+    Report,
+    RuntimeBenchReport,
+    StreamBenchReport,
+    VerifyReport,
+)
+
+__all__ = ["stream", "fieldtrip", "pipeline", "runtime", "peers", "verify"]
+
+R = TypeVar("R", bound=Report)
+
+
+def _run(name: str, report: Type[R], config: Dict[str, Any]) -> R:
+    from ._rtloop import bench_run
+
+    # the benchmark's child processes run `python -m rtloop` with this interpreter
+    os.environ.setdefault("RTLOOP_PYTHON", sys.executable)
+    for k, v in list(config.items()):
+        if isinstance(v, os.PathLike):
+            config[k] = os.fspath(v)
+    return report.of(json.loads(bench_run(name, json.dumps(config))))
+
+
+def stream(**config: Any) -> StreamBenchReport:
+    """Stream throughput against single-thread memcpy and a bare ring, and one-way latency
+    against a cache-line ping-pong (``rtloop bench stream``). Options: ``quick``,
+    ``repeats`` (1-50, default 5), ``pm_qos``, ``out`` (a directory for results.json and the
+    PNG charts)."""
+    return _run("stream", StreamBenchReport, config)
+
+
+def fieldtrip(**config: Any) -> FieldTripBenchReport:
+    """FieldTrip's buffer benchmark against ``rtloop serve`` and a reference server doing
+    what FieldTrip's C server does, measured in the same run (``rtloop bench fieldtrip``).
+    Options: ``quick``, ``seconds``, ``transports`` (of tcp, unix, inproc), ``stateless``,
+    ``latency_channels`` (1-4096), ``rounds`` (10-1000000), ``poll``, ``no_reference``,
+    ``out``."""
+    return _run("fieldtrip", FieldTripBenchReport, config)
+
+
+def pipeline(**config: Any) -> PipelineBenchReport:
+    """Where an acquisition pipeline's ceiling is, stage by stage, against a profile's data
+    rate (``rtloop bench pipeline``). Options: ``profile`` (neuropixels, intan64, custom),
+    ``probes`` (1-64), ``channels``, ``rate`` and ``dtype`` (custom profile), ``readers``
+    (1-8), ``seconds``, ``quick``, ``dir`` (where the recorder and replay stages write),
+    ``out``."""
+    return _run("pipeline", PipelineBenchReport, config)
+
+
+def runtime(**config: Any) -> RuntimeBenchReport:
+    """The tick runtime against same-run references (``rtloop bench runtime``). Options:
+    ``seconds``, ``part_seconds``, ``quick``, ``packets`` (UDP packets per 1 ms tick),
+    ``no_python``, ``out``."""
+    return _run("runtime", RuntimeBenchReport, config)
+
+
+def peers(**config: Any) -> PeersBenchReport:
+    """The stream beside LSL, ZeroMQ, a UNIX socket and iceoryx2 (``rtloop bench peers``).
+    Options: ``transports`` (stream, lsl, zmq-ipc, zmq-tcp, unix, iceoryx2), ``chunks``,
+    ``readers``, ``channels``, ``rate``, ``wait`` (auto, block, spin), ``rounds`` (1-20),
+    ``seconds``, ``min_chunks``, ``throughput_seconds``, ``stream_spin_us`` (0-10000),
+    ``quick``, ``out``."""
+    return _run("peers", PeersBenchReport, config)
+
+
+def verify(**config: Any) -> VerifyReport:
+    """Every packet checked end to end through streams, generator and receiver each in its
+    own process (``rtloop verify``). Options: ``packets``, ``pairs``, ``packet_bytes`` (a
+    multiple of 8), ``capacity``, ``mode`` (lossless, latest), ``batch``, ``check`` (all,
+    first). The report's ``check`` field is ``report["check"]`` (``check`` is also the
+    method that compares a report with its type)."""
+    return _run("verify", VerifyReport, config)
