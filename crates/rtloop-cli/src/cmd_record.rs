@@ -143,6 +143,7 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         println!("{}", t.render());
     }
     if !errors.is_empty() {
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
         bail!("{}", errors.join("; "));
     }
     Ok(())

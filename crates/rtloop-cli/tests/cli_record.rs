@@ -83,7 +83,8 @@ fn pipeline_analyser_runs_end_to_end() {
 fn bad_input_is_named() {
     let o = rtloop(&["bench", "pipeline", "--profile", "np9"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("allowed: neuropixels, intan64, custom"));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("profile = \"np9\": allowed neuropixels, intan64, custom"));
     let o = rtloop(&["bench", "pipeline", "--profile", "custom"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("needs --channels and --rate"));
     let o = rtloop(&["record", "no-such-stream-cli", "--out", "/tmp"]);

@@ -460,7 +460,11 @@ impl RecordSession {
         if !errors.is_empty() {
             return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
                 "rtloop record failed: {}",
-                errors.join("; ")
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )));
         }
         serde_json::to_string(&reports)

@@ -147,12 +147,20 @@ impl Header {
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
     /// The stream could not be opened or read.
-    #[error("stream {stream:?}: {detail}")]
+    #[error("stream {stream:?}: {source}{hint}")]
     Stream {
         /// The stream.
         stream: String,
-        /// What failed.
-        detail: String,
+        /// The stream's error.
+        source: Box<rtloop_stream::Error>,
+        /// What to do about it, where there is something to say.
+        hint: &'static str,
+    },
+    /// A recorder's thread panicked (a bug); what it recorded before stays readable.
+    #[error("stream {stream:?}: the recorder's thread panicked")]
+    Panicked {
+        /// The stream.
+        stream: String,
     },
     /// A file could not be written (not writable, disk full, ...). What was written so far
     /// stays readable.
@@ -192,7 +200,8 @@ impl Session {
             if let Err(e) = rtloop_stream::Stream::open(s) {
                 return Err(RecordError::Stream {
                     stream: s.clone(),
-                    detail: format!("{e}; nothing to record (see `rtloop stream list`)"),
+                    source: Box::new(e.into()),
+                    hint: "; nothing to record (see `rtloop stream list`)",
                 });
             }
         }
@@ -253,14 +262,14 @@ impl Session {
     /// Wait for every recorder: the reports of those that ended well, and the errors of
     /// the others (what they recorded before stays readable).
     #[must_use]
-    pub fn join(self) -> (Vec<RecordReport>, Vec<String>) {
+    pub fn join(self) -> (Vec<RecordReport>, Vec<RecordError>) {
         let mut reports = Vec::new();
         let mut errors = Vec::new();
-        for h in self.handles {
+        for (h, stream) in self.handles.into_iter().zip(self.streams) {
             match h.join() {
                 Ok(Ok(r)) => reports.push(r),
-                Ok(Err(e)) => errors.push(e.to_string()),
-                Err(_) => errors.push("a recorder thread panicked".into()),
+                Ok(Err(e)) => errors.push(e),
+                Err(_) => errors.push(RecordError::Panicked { stream }),
             }
         }
         (reports, errors)
@@ -472,20 +481,21 @@ pub fn record(
     cfg: &RecordConfig,
     control: &Control,
 ) -> Result<RecordReport, RecordError> {
-    let serr = |detail: String| RecordError::Stream {
+    let serr = |e: rtloop_stream::Error| RecordError::Stream {
         stream: name.to_owned(),
-        detail,
+        source: Box::new(e),
+        hint: "",
     };
-    let stream = Stream::open(name).map_err(|e| serr(e.to_string()))?;
+    let stream = Stream::open(name).map_err(|e| serr(e.into()))?;
     let info = stream.info().clone();
     let mode = if cfg.lossless {
         ReaderMode::Lossless
     } else {
         ReaderMode::Latest
     };
-    let mut reader = stream.reader(mode).map_err(|e| serr(e.to_string()))?;
+    let mut reader = stream.reader(mode).map_err(|e| serr(e.into()))?;
     if let Some(first) = cfg.start_at {
-        reader.seek(first).map_err(|e| serr(e.to_string()))?;
+        reader.seek(first).map_err(|e| serr(e.into()))?;
     }
     let mut header = Header {
         format: FORMAT.into(),

@@ -477,12 +477,12 @@ pub enum ReplayError {
     #[error(transparent)]
     Source(#[from] SourceError),
     /// The stream cannot be created or written.
-    #[error("stream {stream:?}: {detail}")]
+    #[error("stream {stream:?}: {source}")]
     Stream {
         /// The stream.
         stream: String,
-        /// What failed.
-        detail: String,
+        /// The stream's error.
+        source: Box<rtloop_stream::Error>,
     },
 }
 
@@ -522,15 +522,15 @@ pub fn play(
     stop: &AtomicBool,
 ) -> Result<ReplayReport, ReplayError> {
     let info = src.info();
-    let serr = |detail: String| ReplayError::Stream {
+    let serr = |e: rtloop_stream::Error| ReplayError::Stream {
         stream: name.to_owned(),
-        detail,
+        source: Box::new(e),
     };
     let cfg = info.stream_config(opts.capacity)?;
     // a stream of that name left by an earlier replay (closed or dead) is replaced; one
     // that a live writer holds is never touched
-    let stream = Stream::create_replacing(name, &cfg).map_err(|e| serr(e.to_string()))?;
-    let mut writer = stream.writer().map_err(|e| serr(e.to_string()))?;
+    let stream = Stream::create_replacing(name, &cfg).map_err(|e| serr(e.into()))?;
+    let mut writer = stream.writer().map_err(|e| serr(e.into()))?;
     let sb = stream.info().sample_bytes;
     let cap = stream.info().capacity as usize;
     let max_rows = match opts.speed {
@@ -565,14 +565,14 @@ pub fn play(
         }
         writer
             .write_bytes(b.bytes, None)
-            .map_err(|e| serr(e.to_string()))?;
+            .map_err(|e| serr(e.into()))?;
         row += b.rows as u64;
         bytes += b.bytes.len() as u64;
         while let Some(e) = events.get(next_event).filter(|e| e.row < row) {
             let mut ev = Event::new(e.kind.clone(), e.value.clone(), e.row);
             ev.offset = e.offset;
             ev.duration = e.duration;
-            writer.push_event(&ev).map_err(|er| serr(er.to_string()))?;
+            writer.push_event(&ev).map_err(|er| serr(er.into()))?;
             next_event += 1;
         }
     }
