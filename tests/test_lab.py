@@ -87,3 +87,28 @@ def test_ctrl_c_ends_a_load_test_with_its_report_and_removes_its_streams() -> No
     assert report["host"]["seconds"] < 30, "it ended at the signal, not at --seconds"
     left = set(rtloop.Stream.list()) - before
     assert not left, f"left behind: {sorted(left)}"
+
+
+def test_tune_from_python_is_the_commands_sweep(tmp_path: Any) -> None:
+    """`rtloop.lab.tune` runs the sweep `rtloop lab tune` runs (the lab library's `tune`):
+    ReadSize halved from `start` to the smallest a frame allows, each step measured, and a
+    recommendation; `out` writes results.json and tune.png as the command does."""
+    r = rtloop.lab.tune("intan64", start=2048, loopbacks=100, max_seconds=1.0, out=tmp_path)
+    rtloop.reports.TuneReport.check(r)
+    assert r.sweep == "read size" and r.load.fps == 30_000
+    sizes = [s["read_size"] for s in r.steps]
+    assert sizes[0] == 2048 and sizes == sorted(sizes, reverse=True)
+    assert all(s["class"] for s in r.steps)
+    assert json.loads((tmp_path / "results.json").read_text())["steps"] == json.loads(json.dumps(r.steps))
+    assert (tmp_path / "tune.png").stat().st_size > 0
+
+
+def test_tune_refuses_bad_settings_saying_what_is_allowed() -> None:
+    with pytest.raises(ValueError, match="allowed: 2xnp2, intan64"):
+        rtloop.lab.tune("np9")
+    with pytest.raises(ValueError, match="max seconds 0 per step: a number of seconds > 0"):
+        rtloop.lab.tune("intan64", max_seconds=0)
+    with pytest.raises(ValueError, match='unknown transport "pigeon"'):
+        rtloop.lab.tune("intan64", transport="pigeon")
+    with pytest.raises(ValueError, match='ReadSize "big" is not a number of bytes'):
+        rtloop.lab.tune("intan64", rate_sweep=True, read_size="big")

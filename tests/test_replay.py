@@ -374,3 +374,62 @@ def test_nwb_series_with_timestamps_plays_at_its_stamps(tmp_path: Path, stream_n
         np.testing.assert_array_equal(data[:, 0], ts.data[:])
         assert s.dtype == np.float64 and s.n_channels == 1 and s.ch_units == ["Pa"]
         assert abs(s.sfreq - (len(ts.timestamps) - 1) / (ts.timestamps[-1] - ts.timestamps[0])) < 1e-9
+
+
+def test_play_from_python_runs_in_process_and_returns_the_commands_report(tmp_path: Path, make_name: Callable[[], str]) -> None:
+    """`rtloop.replay.play` plays a file with the library `rtloop replay` runs, in this
+    process: the stream exists when it returns, holds the file's samples bit for bit, and the
+    reports are the command's."""
+    traces = (np.arange(3000 * 5) % 2000 - 1000).astype(np.int16).reshape(3000, 5)
+    bin_path = write_spikeglx(tmp_path / "run", traces, [500] * 384)
+    name = make_name()
+    with rtloop.replay.play(bin_path, stream=name, speed=None) as r:
+        assert r.streams == [name]
+        s = rtloop.Stream.open(name)  # it exists on return
+        assert r.wait(60)
+    assert r.reports is not None
+    [report] = r.reports
+    rtloop.reports.ReplayReport.check(report)
+    assert (report.stream, report.samples, report.format) == (name, 3000, "spikeglx")
+    data, _ = s.reader().read(0, 3000)
+    np.testing.assert_array_equal(data, traces)
+    cli = replay(str(bin_path), "--fast", "--stream", make_name())
+    assert cli.returncode == 0, cli.stderr
+    assert set(json.loads(cli.stdout)) == set(report)
+
+
+def test_play_paced_can_be_stopped_and_keeps_what_it_wrote(tmp_path: Path, make_name: Callable[[], str]) -> None:
+    traces = np.zeros((int(RATE) * 20, 5), dtype=np.int16)  # 20 s at the original pace
+    bin_path = write_spikeglx(tmp_path / "run", traces, [500] * 384)
+    name = make_name()
+    r = rtloop.replay.play(bin_path, stream=name)
+    assert r.running and not r.wait(0.3)
+    [report] = r.stop()
+    assert not r.running and 0 < report.samples < len(traces)
+    assert rtloop.Stream.open(name).written == report.samples
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,message",
+    [
+        ({"speed": 0}, ValueError, "speed=0: a number > 0"),
+        ({"capacity": 0}, ValueError, "capacity=0: at least 1 sample"),
+        ({"stream": "bad/name"}, ValueError, 'stream name "bad/name"'),
+        ({"series": "lf"}, ValueError, "has no series \"lf\""),
+        ({"series": ["ap", "ap"]}, ValueError, "two series would play into stream"),
+    ],
+)
+def test_play_refuses_bad_input_before_anything_plays(
+    tmp_path: Path, kwargs: Dict[str, Any], exc: type, message: str
+) -> None:
+    bin_path = write_spikeglx(tmp_path / "run", np.zeros((300, 5), dtype=np.int16), [500] * 384)
+    before = set(rtloop.Stream.list())
+    with pytest.raises(exc) as e:
+        rtloop.replay.play(bin_path, **kwargs)
+    assert message in str(e.value)
+    assert set(rtloop.Stream.list()) == before
+
+
+def test_play_of_a_missing_file_is_an_oserror(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="no-such.bin"):
+        rtloop.replay.play(tmp_path / "no-such.bin")

@@ -24,12 +24,14 @@ __all__ = [
     "stream_path",
     "cli_main",
     "lab_loadtest",
+    "lab_tune",
     "runtime_module",
     "runtime_run",
     "RecordSession",
     "BridgeSession",
     "brainflow_boards",
     "bench_run",
+    "ReplaySession",
     "xdf_from_recording",
     "TickMemory",
     "FieldTripClient",
@@ -78,6 +80,17 @@ def lab_loadtest(
     out: Optional[str],
     work: Callable[[NDArray[Any]], Any],
     publish: Optional[str] = None,
+) -> str: ...
+def lab_tune(
+    profile: str,
+    transport: str,
+    every: int,
+    fps: Optional[int],
+    received_words: Optional[int],
+    fifo_bytes: Optional[int],
+    spin_us: Optional[int],
+    config_json: str,
+    out: Optional[Union[str, "os.PathLike[str]"]] = None,
 ) -> str: ...
 def runtime_module(args: List[str]) -> int: ...
 @final
@@ -132,6 +145,24 @@ class BridgeSession:
 
 def brainflow_boards() -> List[Tuple[str, int, List[str]]]: ...
 def bench_run(name: str, config_json: str) -> str: ...
+@final
+class ReplaySession:
+    def __new__(
+        cls,
+        path: Union[str, "os.PathLike[str]"],
+        series: List[str],
+        all: bool,
+        stream: Optional[str],
+        speed: Optional[float],
+        capacity: Optional[int],
+    ) -> "ReplaySession": ...
+    @property
+    def streams(self) -> List[str]: ...
+    @property
+    def running(self) -> bool: ...
+    def wait(self, timeout: Optional[float] = None) -> bool: ...
+    def stop(self) -> str: ...
+    def join_reports(self) -> str: ...
 def xdf_from_recording(
     dir: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"], chunk: int = 4096
 ) -> int: ...

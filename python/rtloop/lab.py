@@ -11,6 +11,9 @@ on every block, so tuning includes the computation your closed loop will really 
 The device runs in its own process as with the command; the function runs in this process,
 with the GIL, once per block, after the next read has been posted (as the tutorial's loop does).
 An exception in it ends the run and is raised here.
+
+`tune` sweeps ReadSize (or the rate) as ``rtloop lab tune`` does and returns the
+recommendation.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Union
 
 from . import _rtloop
-from .reports import LoadtestReport
+from .reports import LoadtestReport, TuneReport
 
-__all__ = ["loadtest", "PROFILES"]
+__all__ = ["loadtest", "tune", "PROFILES"]
 
 #: the presets: (frames/s, 16-bit words per frame, 32-bit words back)
 PROFILES = {"2xnp2": (60_000, 392, 100), "intan64": (30_000, 63, 100)}
@@ -75,3 +78,46 @@ def loadtest(
         None if out is None else str(out), work, publish,
     )
     return LoadtestReport.of(json.loads(text))
+
+
+def tune(
+    profile: str = "2xnp2",
+    *,
+    transport: str = "stream",
+    every: int = 100,
+    fps: Optional[int] = None,
+    received_words: Optional[int] = None,
+    fifo_bytes: Optional[int] = None,
+    spin_us: Optional[int] = None,
+    loopbacks: int = 10_000,
+    max_seconds: float = 30.0,
+    start: int = 16384,
+    bisect: bool = False,
+    margin: int = 1,
+    rate_sweep: bool = False,
+    read_size: Union[int, str] = 2048,
+    quick: bool = False,
+    out: Optional[Union[str, "os.PathLike[str]"]] = None,
+) -> TuneReport:
+    """Find the smallest ReadSize the host keeps up with (``rtloop lab tune``): a load test
+    per step, ReadSize halved from ``start`` down to the smallest a frame allows (``bisect``
+    refines between the last stable and first unstable size), the recommendation keeping
+    ``margin`` stable sizes below it. ``rate_sweep=True`` holds ``read_size`` and raises the
+    rate instead, as liboni's onix-loadtest does. ``quick`` runs short steps. Returns a
+    `rtloop.reports.TuneReport`; ``out`` also writes results.json and tune.png there.
+
+    Raises ``ValueError`` for a setting out of range (naming what is allowed) and
+    ``RuntimeError`` when a step cannot run."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    os.environ.setdefault("RTLOOP_PYTHON", sys.executable)
+    config = {
+        "loopbacks": int(loopbacks), "max_seconds": float(max_seconds), "start": int(start),
+        "bisect": bool(bisect), "margin": int(margin), "rate_sweep": bool(rate_sweep),
+        "read_size": str(read_size), "quick": bool(quick),
+    }
+    text = _rtloop.lab_tune(
+        profile, transport, int(every), fps, received_words, fifo_bytes, spin_us,
+        json.dumps(config), None if out is None else os.fspath(out),
+    )
+    return TuneReport.of(json.loads(text))

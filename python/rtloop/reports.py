@@ -185,6 +185,21 @@ class LoadtestReport(Report):
     verdict_notes: str
 
 
+class TuneReport(Report):
+    """What `rtloop.lab.tune` returns (``rtloop lab tune --json``): every step, the smallest
+    stable ReadSize and the one recommended (or, for a rate sweep, the last stable rate)."""
+
+    sweep: str
+    load: LoadTester
+    min_read_size: int
+    # per step: read_size, fps, class (stable, unstable, ...), latency, percent_used_*, notes
+    steps: List[Dict[str, Any]]
+    recommended_read_size: Optional[int]
+    smallest_stable: Optional[int]
+    last_good_fps: Optional[int]
+    last_good_bytes_per_s: Optional[float]
+
+
 # ---- the runtime: rtloop.runtime.run --------------------------------------------------
 
 
@@ -393,3 +408,19 @@ class VerifyReport(Report):
     packets_per_s: float
     gb_per_s: float
     results: List[Dict[str, Any]]
+
+
+# ---- replay: rtloop.replay.play(...).stop() ----------------------------------------------
+
+
+class ReplayReport(Report):
+    """One series played into a stream (``rtloop replay --json``)."""
+
+    stream: str
+    format: str
+    series: str
+    samples: int
+    events: int
+    seconds: float
+    recorded_seconds: float
+    bytes: int

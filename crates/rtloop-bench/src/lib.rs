@@ -238,12 +238,10 @@ pub(crate) mod check {
         Ok(())
     }
 
-    /// A list with at least one entry, each at least 1.
-    pub fn counts(name: &str, values: &[usize]) -> Result<(), BenchError> {
-        if values.is_empty() || values.contains(&0) {
-            return Err(BenchError::Config(format!(
-                "{name} = {values:?}: one or more counts, each at least 1"
-            )));
+    /// A list with at least one entry.
+    pub fn non_empty(name: &str, len: usize) -> Result<(), BenchError> {
+        if len == 0 {
+            return Err(BenchError::Config(format!("{name} = []: give one or more")));
         }
         Ok(())
     }

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use rtloop_lab::frame::{self, LoadTester};
 use rtloop_lab::host;
 use rtloop_lab::loadtest::{LabSettings, LoadtestConfig, LoadtestReport, WorkKind};
-use rtloop_lab::tune::{self, Step};
+use rtloop_lab::tune;
 use rtloop_metrics::{fmt_ns, Table};
 
 use crate::Global;
@@ -374,51 +374,24 @@ fn print_loadtest(j: &LoadtestReport) {
 
 fn tune_cmd(a: &TuneArgs, g: &Global) -> Result<()> {
     let lab = a.load.settings()?;
-    let lt = lab.load;
-    let (loopbacks, max_s) = if a.quick {
-        (1000, 3.0)
-    } else {
-        (a.loopbacks, a.max_seconds)
+    let cfg = rtloop_lab::loadtest::TuneConfig {
+        loopbacks: a.loopbacks,
+        max_seconds: a.max_seconds,
+        start: a.start,
+        bisect: a.bisect,
+        margin: a.margin,
+        rate_sweep: a.rate_sweep,
+        read_size: a.read_size.clone(),
+        quick: a.quick,
     };
     let quiet = g.json;
-    let run_step = |read_size: u64, fps: Option<u64>| -> Result<Step> {
-        if rtloop_lab::interrupted() {
-            bail!("interrupted: the sweep stopped (steps so far are above)");
-        }
-        let mut lt2 = lt;
-        if let Some(f) = fps {
-            lt2.fps = f;
-        }
+    let result = rtloop_lab::loadtest::tune(&lab, &cfg, &mut |read_size, fps| {
         if !quiet {
-            eprintln!("ReadSize {read_size} B at {} frames/s ...", lt2.fps);
+            eprintln!("ReadSize {read_size} B at {fps} frames/s ...");
         }
-        let r = rtloop_lab::loadtest::run_step(
-            &lab,
-            &lt2,
-            read_size,
-            max_s,
-            0.5,
-            Some(loopbacks),
-            &mut |_| {},
-            None,
-        )?;
-        Ok(r.classify(read_size, &lt2, lab.fifo_bytes))
-    };
-    let result = if a.rate_sweep {
-        let read_size = frame::read_size(&a.read_size, &lt)?;
-        tune::rate_sweep(&lt, read_size, &mut |rs, fps| run_step(rs, Some(fps)))?
-    } else {
-        tune::read_size_sweep(&lt, a.start, a.bisect, a.margin, &mut |rs| {
-            run_step(rs, None)
-        })?
-    };
+    })?;
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        std::fs::write(
-            dir.join("results.json"),
-            serde_json::to_string_pretty(&result)?,
-        )?;
-        tune::plot(&dir.join("tune.png"), &result)?;
+        rtloop_lab::loadtest::write_tuning(dir, &result)?;
     }
     if g.json {
         println!("{}", serde_json::to_string_pretty(&result)?);

@@ -269,35 +269,19 @@ pub struct ReplayArgs {
 /// Replay a recorded file into a stream (or several series into a stream each, in step).
 pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
     use rtloop_record::ReplaySource as _;
-    let wanted: Vec<Option<String>> = if a.all {
-        rtloop_record::formats::series(&a.dir)?
-            .into_iter()
-            .map(Some)
-            .collect()
-    } else if !a.series.is_empty() {
-        a.series.iter().cloned().map(Some).collect()
+    // --xdf-stream is the old spelling of one --series
+    let series = if a.series.is_empty() {
+        a.xdf_stream.iter().cloned().collect()
     } else {
-        vec![a.xdf_stream.clone()]
+        a.series.clone()
     };
-    if wanted.len() > 1 && a.stream.is_some() {
-        bail!(
-            "--stream names one stream; with several series each stream is named after its series"
-        );
-    }
+    let sel = rtloop_record::replay::ReplaySelection {
+        series,
+        all: a.all,
+        stream: a.stream.clone(),
+    };
     // every source opened (and every name checked) before anything plays
-    let mut plays = Vec::new();
-    for w in &wanted {
-        let src = rtloop_record::formats::open(&a.dir, w.as_deref())?;
-        let name = a
-            .stream
-            .clone()
-            .unwrap_or_else(|| src.info().default_stream_name());
-        rtloop_stream::validate_name(&name).with_context(|| format!("--stream {name:?}"))?;
-        if plays.iter().any(|(n, _)| *n == name) {
-            bail!("two series would play into stream {name:?}; pick them apart with --series");
-        }
-        plays.push((name, src));
-    }
+    let plan = rtloop_record::replay::ReplayPlan::open(&a.dir, &sel)?;
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -305,7 +289,7 @@ pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
     if !g.json {
-        for (name, src) in &plays {
+        for (name, src) in plan.plays() {
             let info = src.info();
             eprintln!(
                 "replaying {} {} {:?} ({} samples of {} channels at {} Hz) into stream {name:?} {}",
@@ -323,36 +307,7 @@ pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
             );
         }
     }
-    // paced: one moment for every series' first sample, a little after the streams are made
-    let speed = (!a.fast).then_some(a.speed);
-    let opts = rtloop_record::PlayOptions {
-        speed,
-        capacity: a.capacity,
-        start: speed.map(|_| std::time::Instant::now() + Duration::from_millis(50)),
-    };
-    let results: Vec<_> = std::thread::scope(|sc| {
-        let handles: Vec<_> = plays
-            .iter()
-            .map(|(name, src)| {
-                let (opts, stop) = (&opts, &stop);
-                sc.spawn(move || rtloop_record::play(src, name, opts, stop))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a replay thread panicked"))
-            .collect()
-    });
-    let mut reports = Vec::new();
-    for r in results {
-        match r {
-            Ok(r) => reports.push(r),
-            Err(e) => {
-                stop.store(true, Ordering::Relaxed);
-                return Err(e.into());
-            }
-        }
-    }
+    let reports = plan.play((!a.fast).then_some(a.speed), a.capacity, &stop, &|_| {})?;
     if g.json {
         if let [r] = reports.as_slice() {
             println!("{}", serde_json::to_string_pretty(r)?);

@@ -196,6 +196,12 @@ pub enum LabError {
     /// The device process failed.
     #[error("the device: {0}")]
     Device(String),
+    /// A sweep's time per step that is not a number of seconds > 0.
+    #[error("max seconds {0} per step: a number of seconds > 0")]
+    MaxSeconds(f64),
+    /// Interrupted (Ctrl-C) between the steps of a sweep.
+    #[error("interrupted: the sweep stopped (steps so far are above)")]
+    Interrupted,
     /// The results could not be written.
     #[error("cannot write the results into {dir}: {why}")]
     Output {
@@ -464,4 +470,109 @@ pub fn write_results(dir: &std::path::Path, report: &LoadtestReport) -> Result<(
         .map_err(|e| fail(e.to_string()))?;
     }
     Ok(())
+}
+
+/// A ReadSize (or rate) sweep's settings: what `rtloop lab tune` runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TuneConfig {
+    /// Loopbacks measured per step (the step ends at this count or `max_seconds`).
+    pub loopbacks: u64,
+    /// Seconds a step runs at most.
+    pub max_seconds: f64,
+    /// The largest ReadSize, where the sweep starts halving (bytes).
+    pub start: u64,
+    /// Bisect between the last stable and the first unstable size, in steps of 4 bytes.
+    pub bisect: bool,
+    /// Stable sizes needed below the recommended one.
+    pub margin: u32,
+    /// Hold `read_size` and raise the rate instead (liboni's onix-loadtest).
+    pub rate_sweep: bool,
+    /// The ReadSize of a rate sweep (bytes, or `min`).
+    pub read_size: String,
+    /// Short steps (1000 loopbacks, 3 s at most) for smoke tests.
+    pub quick: bool,
+}
+
+impl Default for TuneConfig {
+    fn default() -> Self {
+        TuneConfig {
+            loopbacks: 10_000,
+            max_seconds: 30.0,
+            start: 16_384,
+            bisect: false,
+            margin: 1,
+            rate_sweep: false,
+            read_size: "2048".into(),
+            quick: false,
+        }
+    }
+}
+
+/// Sweep `lab`'s load: ReadSize from `cfg.start` down by halves (or the rate, with
+/// `cfg.rate_sweep`), a measured load test per step, and the recommendation. `progress` is
+/// told each step before it runs (ReadSize, frames/s). [`interrupt`](crate::interrupt) stops
+/// it between steps.
+///
+/// # Errors
+/// A setting out of range, a step that could not run, or an interruption.
+pub fn tune(
+    lab: &LabSettings,
+    cfg: &TuneConfig,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<crate::tune::Tuning, LabError> {
+    lab.validate()?;
+    if !(cfg.max_seconds.is_finite() && cfg.max_seconds > 0.0) {
+        return Err(LabError::MaxSeconds(cfg.max_seconds));
+    }
+    let lt = lab.load;
+    let (loopbacks, max_s) = if cfg.quick {
+        (1000, 3.0)
+    } else {
+        (cfg.loopbacks, cfg.max_seconds)
+    };
+    let mut run_step = |read_size: u64, fps: Option<u64>| -> Result<crate::tune::Step, LabError> {
+        if crate::interrupted() {
+            return Err(LabError::Interrupted);
+        }
+        let mut lt2 = lt;
+        if let Some(f) = fps {
+            lt2.fps = f;
+        }
+        progress(read_size, lt2.fps);
+        let r = run_step(
+            lab,
+            &lt2,
+            read_size,
+            max_s,
+            0.5,
+            Some(loopbacks),
+            &mut |_| {},
+            None,
+        )?;
+        Ok(r.classify(read_size, &lt2, lab.fifo_bytes))
+    };
+    if cfg.rate_sweep {
+        let read_size = frame::read_size(&cfg.read_size, &lt)?;
+        crate::tune::rate_sweep(&lt, read_size, &mut |rs, fps| run_step(rs, Some(fps)))
+    } else {
+        crate::tune::read_size_sweep(&lt, cfg.start, cfg.bisect, cfg.margin, &mut |rs| {
+            run_step(rs, None)
+        })
+    }
+}
+
+/// A sweep's results.json and tune.png in `dir`.
+///
+/// # Errors
+/// The directory or a file cannot be written.
+pub fn write_tuning(dir: &std::path::Path, t: &crate::tune::Tuning) -> Result<(), LabError> {
+    let fail = |why: String| LabError::Output {
+        dir: dir.to_owned(),
+        why,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    let json = serde_json::to_string_pretty(t).map_err(|e| fail(e.to_string()))?;
+    std::fs::write(dir.join("results.json"), json).map_err(|e| fail(e.to_string()))?;
+    crate::tune::plot(&dir.join("tune.png"), t).map_err(|e| fail(e.to_string()))
 }

@@ -13,6 +13,7 @@ mod convert;
 mod errors;
 mod fieldtrip;
 mod reader;
+mod replay;
 mod runtime;
 mod stream;
 mod writer;
@@ -162,6 +163,56 @@ fn lab_loadtest(
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
 
+/// Sweep ReadSize (or the rate) as `rtloop lab tune` does (`rtloop_lab::loadtest::tune`):
+/// the load from `profile` with the same overrides as `lab_loadtest`, the sweep's settings as
+/// JSON (`TuneConfig`'s fields). Returns the result as JSON; each step is logged before it
+/// runs. The GIL is released for the whole sweep.
+#[pyfunction]
+#[pyo3(signature = (profile, transport, every, fps, received_words, fifo_bytes, spin_us, config_json, out=None))]
+#[allow(clippy::too_many_arguments)] // the sweep's settings, each a keyword in Python
+fn lab_tune(
+    py: Python<'_>,
+    profile: &str,
+    transport: String,
+    every: u64,
+    fps: Option<u64>,
+    received_words: Option<u64>,
+    fifo_bytes: Option<u64>,
+    spin_us: Option<u64>,
+    config_json: &str,
+    out: Option<std::path::PathBuf>,
+) -> PyResult<String> {
+    use rtloop_lab::loadtest::{LabError, LabSettings, TuneConfig};
+    let value_error = |e: LabError| match e {
+        LabError::Config(_)
+        | LabError::Profile(_)
+        | LabError::Transport { .. }
+        | LabError::MaxSeconds(_) => pyo3::exceptions::PyValueError::new_err(e.to_string()),
+        other => pyo3::exceptions::PyRuntimeError::new_err(other.to_string()),
+    };
+    let cfg: TuneConfig = serde_json::from_str(config_json)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("rtloop.lab.tune: {e}")))?;
+    let mut lab = LabSettings::profile(profile).map_err(value_error)?;
+    lab.load.fps = fps.unwrap_or(lab.load.fps);
+    lab.load.received_words = received_words.unwrap_or(lab.load.received_words);
+    lab.transport = transport;
+    lab.every = every;
+    lab.fifo_bytes = fifo_bytes.unwrap_or(lab.fifo_bytes);
+    lab.spin_us = spin_us.unwrap_or(lab.spin_us);
+    let result = py
+        .detach(|| {
+            rtloop_lab::loadtest::tune(&lab, &cfg, &mut |read_size, fps| {
+                tracing::info!(target: "rtloop.lab", "ReadSize {read_size} B at {fps} frames/s ...");
+            })
+        })
+        .map_err(value_error)?;
+    if let Some(dir) = &out {
+        rtloop_lab::loadtest::write_tuning(dir, &result).map_err(value_error)?;
+    }
+    serde_json::to_string(&result)
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+}
+
 /// The number of an `ExitCode` (std has no getter; it has equality).
 fn exit_code_number(code: ExitCode) -> i32 {
     (0..=u8::MAX)
@@ -220,6 +271,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream_path, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(lab_loadtest, m)?)?;
+    m.add_function(wrap_pyfunction!(lab_tune, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::runtime_module, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::runtime_run, m)?)?;
     m.add_class::<runtime::RecordSession>()?;
@@ -228,6 +280,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fieldtrip::PyFieldTripClient>()?;
     m.add_class::<bridge::BridgeSession>()?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
+    m.add_class::<replay::ReplaySession>()?;
     m.add_function(wrap_pyfunction!(bridge::brainflow_boards, m)?)?;
     m.add_function(wrap_pyfunction!(fieldtrip::fieldtrip_address, m)?)?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;

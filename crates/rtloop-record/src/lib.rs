@@ -31,7 +31,10 @@ pub mod formats;
 pub mod replay;
 pub mod xdf;
 
-pub use replay::{play, replay, PlayOptions, ReplayError, ReplayReport, ReplaySource, SourceError};
+pub use replay::{
+    play, play_with, replay, PlayOptions, ReplayError, ReplayPlan, ReplayReport, ReplaySelection,
+    ReplaySource, SourceError,
+};
 
 /// The format name written in every header.
 pub const FORMAT: &str = "rtloop-recording";

@@ -484,6 +484,26 @@ pub enum ReplayError {
         /// The stream's error.
         source: Box<rtloop_stream::Error>,
     },
+    /// A stream name that cannot be one.
+    #[error("stream name {name:?}: {source}")]
+    Name {
+        /// The name given.
+        name: String,
+        /// Why it cannot be.
+        source: rtloop_stream::NameError,
+    },
+    /// One stream name given for several series.
+    #[error("--stream names one stream; with several series ({series}) each stream is named after its series")]
+    OneStreamForSeveral {
+        /// How many series were chosen.
+        series: usize,
+    },
+    /// Two series whose streams would have the same name.
+    #[error("two series would play into stream {name:?}; pick them apart with --series")]
+    SameStream {
+        /// The stream.
+        name: String,
+    },
 }
 
 impl From<LoadError> for ReplayError {
@@ -521,6 +541,21 @@ pub fn play(
     opts: &PlayOptions,
     stop: &AtomicBool,
 ) -> Result<ReplayReport, ReplayError> {
+    play_with(src, name, opts, stop, &|_| {})
+}
+
+/// [`play`], calling `created` with the stream's name once the stream exists and this
+/// replay holds its writer (before the first sample: a caller can open its reader then).
+///
+/// # Errors
+/// As [`play`].
+pub fn play_with(
+    src: &dyn ReplaySource,
+    name: &str,
+    opts: &PlayOptions,
+    stop: &AtomicBool,
+    created: &dyn Fn(&str),
+) -> Result<ReplayReport, ReplayError> {
     let info = src.info();
     let serr = |e: rtloop_stream::Error| ReplayError::Stream {
         stream: name.to_owned(),
@@ -531,6 +566,7 @@ pub fn play(
     // that a live writer holds is never touched
     let stream = Stream::create_replacing(name, &cfg).map_err(|e| serr(e.into()))?;
     let mut writer = stream.writer().map_err(|e| serr(e.into()))?;
+    created(name);
     let sb = stream.info().sample_bytes;
     let cap = stream.info().capacity as usize;
     let max_rows = match opts.speed {
@@ -675,4 +711,114 @@ pub fn replay(
         },
         stop,
     )
+}
+
+/// Which series of a file or directory to replay, and into which streams (what `rtloop
+/// replay`'s `--series`, `--all` and `--stream` choose).
+#[derive(Debug, Clone, Default)]
+pub struct ReplaySelection {
+    /// Series to play, each into its own stream (empty: the file's only series; a file of
+    /// several refuses to guess and lists them).
+    pub series: Vec<String>,
+    /// Every series of the file, each into its own stream.
+    pub all: bool,
+    /// The stream's name (one series only; default: the recorded stream's name, or the
+    /// series name made a valid stream name).
+    pub stream: Option<String>,
+}
+
+/// Every chosen series opened and its stream name checked, before anything plays.
+pub struct ReplayPlan {
+    plays: Vec<(String, crate::replay::FlatSource)>,
+}
+
+impl ReplayPlan {
+    /// Open what `sel` chooses of `path`.
+    ///
+    /// # Errors
+    /// The file cannot be read or holds no such series; a stream name is not a valid one,
+    /// or two series would go into one stream.
+    pub fn open(path: &Path, sel: &ReplaySelection) -> Result<ReplayPlan, ReplayError> {
+        let wanted: Vec<Option<String>> = if sel.all {
+            crate::formats::series(path)?
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else if sel.series.is_empty() {
+            vec![None]
+        } else {
+            sel.series.iter().cloned().map(Some).collect()
+        };
+        if wanted.len() > 1 && sel.stream.is_some() {
+            return Err(ReplayError::OneStreamForSeveral {
+                series: wanted.len(),
+            });
+        }
+        let mut plays: Vec<(String, FlatSource)> = Vec::new();
+        for w in &wanted {
+            let src = crate::formats::open(path, w.as_deref())?;
+            let name = sel
+                .stream
+                .clone()
+                .unwrap_or_else(|| src.info().default_stream_name());
+            rtloop_stream::validate_name(&name).map_err(|source| ReplayError::Name {
+                name: name.clone(),
+                source,
+            })?;
+            if plays.iter().any(|(n, _)| *n == name) {
+                return Err(ReplayError::SameStream { name });
+            }
+            plays.push((name, src));
+        }
+        Ok(ReplayPlan { plays })
+    }
+
+    /// The streams and the sources that play into them.
+    pub fn plays(&self) -> impl Iterator<Item = (&str, &FlatSource)> {
+        self.plays.iter().map(|(n, s)| (n.as_str(), s))
+    }
+
+    /// Play every series, each on its own thread into its own stream; paced series
+    /// (`speed` given) start together, their first samples due at one moment a little after
+    /// the streams are made; `created` is called with each stream's name once it exists.
+    /// The first error stops the others.
+    ///
+    /// # Errors
+    /// The first series that failed, as [`play`] fails.
+    pub fn play(
+        &self,
+        speed: Option<f64>,
+        capacity: Option<u64>,
+        stop: &AtomicBool,
+        created: &(dyn Fn(&str) + Sync),
+    ) -> Result<Vec<ReplayReport>, ReplayError> {
+        let opts = PlayOptions {
+            speed,
+            capacity,
+            start: speed.map(|_| Instant::now() + Duration::from_millis(50)),
+        };
+        let results: Vec<_> = std::thread::scope(|sc| {
+            let handles: Vec<_> = self
+                .plays
+                .iter()
+                .map(|(name, src)| {
+                    let opts = &opts;
+                    sc.spawn(move || {
+                        let r = play_with(src, name, opts, stop, created);
+                        if r.is_err() {
+                            // Relaxed: a flag polled by the other replays; nothing is
+                            // published through it
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        r
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a replay thread panicked"))
+                .collect()
+        });
+        results.into_iter().collect()
+    }
 }
