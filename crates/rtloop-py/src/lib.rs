@@ -117,23 +117,17 @@ fn lab_loadtest(
     work: Py<PyAny>,
     publish: Option<String>,
 ) -> PyResult<String> {
-    use rtloop_lab::loadtest::{LabError, LabSettings, LoadtestConfig};
-    let value_error = |e: LabError| match e {
-        LabError::Config(_)
-        | LabError::Profile(_)
-        | LabError::Transport { .. }
-        | LabError::Live(rtloop_lab::live::LiveError::Create(rtloop_stream::CreateError::Name(
-            _,
-        ))) => pyo3::exceptions::PyValueError::new_err(e.to_string()),
-        other => pyo3::exceptions::PyRuntimeError::new_err(other.to_string()),
-    };
-    let mut lab = LabSettings::profile(profile).map_err(value_error)?;
-    lab.load.fps = fps.unwrap_or(lab.load.fps);
-    lab.load.received_words = received_words.unwrap_or(lab.load.received_words);
-    lab.transport = transport;
-    lab.every = every;
-    lab.fifo_bytes = fifo_bytes.unwrap_or(lab.fifo_bytes);
-    lab.spin_us = spin_us.unwrap_or(lab.spin_us);
+    use rtloop_lab::loadtest::LoadtestConfig;
+    let value_error = lab_error;
+    let mut lab = lab_settings(
+        profile,
+        transport,
+        every,
+        fps,
+        received_words,
+        fifo_bytes,
+        spin_us,
+    )?;
     lab.publish = publish;
     let cfg = LoadtestConfig {
         lab,
@@ -163,6 +157,42 @@ fn lab_loadtest(
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
 
+/// The Python exception for a lab error: settings out of range are ValueError.
+fn lab_error(e: rtloop_lab::loadtest::LabError) -> PyErr {
+    use rtloop_lab::loadtest::LabError;
+    match e {
+        LabError::Config(_)
+        | LabError::Profile(_)
+        | LabError::Transport { .. }
+        | LabError::MaxSeconds(_)
+        | LabError::Live(rtloop_lab::live::LiveError::Create(rtloop_stream::CreateError::Name(
+            _,
+        ))) => pyo3::exceptions::PyValueError::new_err(e.to_string()),
+        other => pyo3::exceptions::PyRuntimeError::new_err(other.to_string()),
+    }
+}
+
+/// A profile's lab settings with Python's overrides.
+#[allow(clippy::too_many_arguments)] // the overrides, each a keyword in Python
+fn lab_settings(
+    profile: &str,
+    transport: String,
+    every: u64,
+    fps: Option<u64>,
+    received_words: Option<u64>,
+    fifo_bytes: Option<u64>,
+    spin_us: Option<u64>,
+) -> PyResult<rtloop_lab::loadtest::LabSettings> {
+    let mut lab = rtloop_lab::loadtest::LabSettings::profile(profile).map_err(lab_error)?;
+    lab.load.fps = fps.unwrap_or(lab.load.fps);
+    lab.load.received_words = received_words.unwrap_or(lab.load.received_words);
+    lab.transport = transport;
+    lab.every = every;
+    lab.fifo_bytes = fifo_bytes.unwrap_or(lab.fifo_bytes);
+    lab.spin_us = spin_us.unwrap_or(lab.spin_us);
+    Ok(lab)
+}
+
 /// Sweep ReadSize (or the rate) as `rtloop lab tune` does (`rtloop_lab::loadtest::tune`):
 /// the load from `profile` with the same overrides as `lab_loadtest`, the sweep's settings as
 /// JSON (`TuneConfig`'s fields). Returns the result as JSON; each step is logged before it
@@ -182,23 +212,19 @@ fn lab_tune(
     config_json: &str,
     out: Option<std::path::PathBuf>,
 ) -> PyResult<String> {
-    use rtloop_lab::loadtest::{LabError, LabSettings, TuneConfig};
-    let value_error = |e: LabError| match e {
-        LabError::Config(_)
-        | LabError::Profile(_)
-        | LabError::Transport { .. }
-        | LabError::MaxSeconds(_) => pyo3::exceptions::PyValueError::new_err(e.to_string()),
-        other => pyo3::exceptions::PyRuntimeError::new_err(other.to_string()),
-    };
+    use rtloop_lab::loadtest::TuneConfig;
+    let value_error = lab_error;
     let cfg: TuneConfig = serde_json::from_str(config_json)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("rtloop.lab.tune: {e}")))?;
-    let mut lab = LabSettings::profile(profile).map_err(value_error)?;
-    lab.load.fps = fps.unwrap_or(lab.load.fps);
-    lab.load.received_words = received_words.unwrap_or(lab.load.received_words);
-    lab.transport = transport;
-    lab.every = every;
-    lab.fifo_bytes = fifo_bytes.unwrap_or(lab.fifo_bytes);
-    lab.spin_us = spin_us.unwrap_or(lab.spin_us);
+    let lab = lab_settings(
+        profile,
+        transport,
+        every,
+        fps,
+        received_words,
+        fifo_bytes,
+        spin_us,
+    )?;
     let result = py
         .detach(|| {
             rtloop_lab::loadtest::tune(&lab, &cfg, &mut |read_size, fps| {
