@@ -536,3 +536,48 @@ def test_a_polling_client_is_answered_fast_and_a_quiet_one_costs_nothing(
     assert clients[1].get_header().n_samples == 10
     for c in clients:
         c.close()
+
+
+def test_a_server_started_from_python_serves_clients_into_its_stream(tmp_path: Path, make_name: Callable[[], str]) -> None:
+    """`rtloop.fieldtrip.Server` is `rtloop serve`'s server in this process: a client's
+    header and samples land in the stream, over TCP (a free port) and a UNIX socket; stop()
+    closes it and removes the stream (unless keep)."""
+    from rtloop.fieldtrip import Server
+
+    name = make_name()
+    sock = tmp_path / "ft.sock"
+    with Server(name, bind="127.0.0.1:0", unix=str(sock)) as srv:
+        host, port = srv.tcp_address or ("", 0)
+        assert host == "127.0.0.1" and port > 0 and srv.unix_path == str(sock)
+        assert srv.address == f"127.0.0.1:{port}" and srv.stream == name
+        with Client.open(srv.address) as c:
+            c.put_header(3, 500.0, "int16", labels=["a", "b", "c"])
+            data = np.arange(30, dtype=np.int16).reshape(10, 3)
+            c.put_data(data)
+            assert srv.clients == 1
+        with Client.open(f"unix:{sock}") as c:
+            np.testing.assert_array_equal(c.get_data(0, 9), data)
+        s = rtloop.Stream.open(name)
+        assert s.written == 10 and s.ch_names == ["a", "b", "c"]
+        np.testing.assert_array_equal(s.reader().read(0, 10)[0], data)
+    assert not srv.running and name not in rtloop.Stream.list()
+    with pytest.raises(ConnectionError):
+        Client.open(f"127.0.0.1:{port}")
+
+
+def test_server_options_are_refused_saying_what_is_allowed(make_name: Callable[[], str]) -> None:
+    from rtloop.fieldtrip import Server
+
+    with pytest.raises(ValueError, match="tcp=False needs unix=PATH"):
+        Server(make_name(), tcp=False)
+    with pytest.raises(ValueError, match="max_clients=0: allowed 1 to 65536"):
+        Server(make_name(), bind="127.0.0.1:0", max_clients=0)
+    with pytest.raises(ValueError, match="message_timeout=0: a number of seconds > 0"):
+        Server(make_name(), bind="127.0.0.1:0", message_timeout=0)
+    with pytest.raises(ValueError, match='poll="often"'):
+        Server(make_name(), bind="127.0.0.1:0", poll="often")
+    with pytest.raises(ValueError, match='stream="bad/name"'):
+        Server("bad/name", bind="127.0.0.1:0")
+    with Server(make_name(), bind="127.0.0.1:0") as srv:
+        with pytest.raises(OSError, match="cannot listen"):
+            Server(make_name(), bind=srv.address)

@@ -35,6 +35,7 @@ __all__ = [
     "xdf_from_recording",
     "TickMemory",
     "FieldTripClient",
+    "FieldTripServer",
     "fieldtrip_address",
     "_init_logging",
     "_reset_logging",
@@ -178,6 +179,37 @@ class TickMemory: ...
 
 # (type code, type bytes, value code, value bytes, sample, offset, duration)
 _FieldTripEvent = Tuple[int, bytes, int, bytes, int, int, int]
+
+@final
+class FieldTripServer:
+    def __new__(
+        cls,
+        stream: str,
+        bind: str,
+        tcp: bool,
+        unix: Optional[Union[str, "os.PathLike[str]"]],
+        capacity: int,
+        max_bytes: int,
+        events: int,
+        max_message: int,
+        max_clients: int,
+        message_timeout: float,
+        memory_mb: int,
+        poll: str,
+        pm_qos: bool,
+        keep: bool,
+    ) -> "FieldTripServer": ...
+    @property
+    def tcp_address(self) -> Optional[Tuple[str, int]]: ...
+    @property
+    def unix_path(self) -> Optional[pathlib.Path]: ...
+    @property
+    def stream(self) -> str: ...
+    @property
+    def clients(self) -> int: ...
+    @property
+    def running(self) -> bool: ...
+    def stop(self) -> None: ...
 
 @final
 class FieldTripClient:

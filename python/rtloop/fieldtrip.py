@@ -42,7 +42,7 @@ from numpy.typing import ArrayLike, NDArray
 from rtloop import _rtloop
 from rtloop._rtloop import FieldTripError
 
-__all__ = ["DATATYPES", "Client", "Event", "FieldTripError", "Header"]
+__all__ = ["DATATYPES", "Client", "Event", "FieldTripError", "Header", "Server"]
 
 # FieldTrip.py's names of the protocol's numbers, for scripts that use them
 VERSION = 1
@@ -532,3 +532,90 @@ class Client:
     def flushEvents(self) -> None:  # noqa: N802
         """FieldTrip.py: FLUSH_EVT."""
         self.flush_events()
+
+
+class Server:
+    """A FieldTrip buffer server on an rtloop stream, in this process (``rtloop serve``'s
+    server, on threads of its own that never need the GIL). Clients put a header and
+    samples as to any FieldTrip buffer; the samples land in the stream ``stream``, where
+    rtloop readers, models and recorders see them::
+
+        with Server("ft", bind="127.0.0.1:0") as srv:     # port 0: a free port
+            c = Client.open(srv.address)
+            c.put_header(4, 1000.0, "float32")
+            c.put_data(np.zeros((10, 4), np.float32))
+            rtloop.Stream.open("ft").written                # 10
+
+    Options are ``rtloop serve``'s: ``bind`` (``HOST:PORT``), ``tcp=False`` with ``unix=PATH``
+    for a UNIX socket only, ``capacity`` (samples kept), ``max_bytes``, ``events``,
+    ``max_message``, ``max_clients``, ``message_timeout`` (s), ``memory_mb``, ``poll``
+    (``adaptive``, ``off`` or microseconds), ``pm_qos``, ``keep`` (keep the stream after
+    stop). A bad option raises ``ValueError``; an address in use ``OSError``."""
+
+    def __init__(
+        self,
+        stream: str = "fieldtrip",
+        *,
+        bind: str = "127.0.0.1:1972",
+        tcp: bool = True,
+        unix: Optional[str] = None,
+        capacity: int = 600_000,
+        max_bytes: int = 512 << 20,
+        events: int = 1024,
+        max_message: int = 1 << 30,
+        max_clients: int = 256,
+        message_timeout: float = 10.0,
+        memory_mb: int = 2048,
+        poll: Union[str, int] = "adaptive",
+        pm_qos: bool = True,
+        keep: bool = False,
+    ) -> None:
+        self._native = _rtloop.FieldTripServer(
+            stream, bind, bool(tcp), unix, int(capacity), int(max_bytes), int(events), int(max_message),
+            int(max_clients), float(message_timeout), int(memory_mb), str(poll), bool(pm_qos), bool(keep),
+        )
+
+    @property
+    def address(self) -> str:
+        """What `Client.open` takes: ``"host:port"``, or ``"unix:/path"`` without TCP."""
+        tcp = self._native.tcp_address
+        if tcp is not None:
+            return f"{tcp[0]}:{tcp[1]}"
+        path = self._native.unix_path
+        return "" if path is None else f"unix:{path}"
+
+    @property
+    def tcp_address(self) -> Optional[Tuple[str, int]]:
+        return self._native.tcp_address
+
+    @property
+    def unix_path(self) -> Optional[str]:
+        p = self._native.unix_path
+        return None if p is None else str(p)
+
+    @property
+    def stream(self) -> str:
+        return str(self._native.stream)
+
+    @property
+    def clients(self) -> int:
+        """Clients connected now."""
+        return int(self._native.clients)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._native.running)
+
+    def stop(self) -> None:
+        """Stop listening and close every connection and the buffer (the stream is removed
+        unless ``keep``). Idempotent."""
+        self._native.stop()
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<rtloop.fieldtrip.Server {self.address} stream={self.stream!r}{'' if self.running else ' (stopped)'}>"

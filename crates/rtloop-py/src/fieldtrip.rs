@@ -339,3 +339,151 @@ pub(crate) fn fieldtrip_address(host: &str, port: u16) -> PyResult<(String, u16)
         ))),
     }
 }
+
+/// A FieldTrip buffer server on a stream (`rtloop serve`'s `rtloop_fieldtrip::Server`), in
+/// this process: it listens on its own threads, none of which needs the GIL.
+#[pyclass(module = "rtloop._rtloop", name = "FieldTripServer")]
+pub(crate) struct PyFieldTripServer {
+    server: Option<rtloop_fieldtrip::Server>,
+    buffer: Arc<rtloop_fieldtrip::Buffer>,
+    stream: String,
+}
+
+fn range(name: &str, v: u64, lo: u64, hi: u64) -> PyResult<()> {
+    if v < lo || v > hi {
+        return Err(PyValueError::new_err(format!(
+            "{name}={v}: allowed {lo} to {hi}"
+        )));
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl PyFieldTripServer {
+    /// Start serving: TCP on `bind` (`HOST:PORT`; port 0 picks a free one) unless `tcp` is
+    /// False, and/or a UNIX socket at `unix`. The buffer's settings are `rtloop serve`'s.
+    #[new]
+    #[pyo3(signature = (stream, bind, tcp, unix, capacity, max_bytes, events, max_message, max_clients, message_timeout, memory_mb, poll, pm_qos, keep))]
+    #[allow(clippy::too_many_arguments)] // `rtloop serve`'s options, each a keyword in Python
+    fn new(
+        py: Python<'_>,
+        stream: String,
+        bind: String,
+        tcp: bool,
+        unix: Option<PathBuf>,
+        capacity: u64,
+        max_bytes: u64,
+        events: u64,
+        max_message: u64,
+        max_clients: u64,
+        message_timeout: f64,
+        memory_mb: u64,
+        poll: &str,
+        pm_qos: bool,
+        keep: bool,
+    ) -> PyResult<Self> {
+        use rtloop_fieldtrip::polling::Polling;
+        rtloop_stream::validate_name(&stream)
+            .map_err(|e| PyValueError::new_err(format!("stream={stream:?}: {e}")))?;
+        if !tcp && unix.is_none() {
+            return Err(PyValueError::new_err(
+                "tcp=False needs unix=PATH: the server must listen somewhere",
+            ));
+        }
+        range("capacity", capacity, 1, u64::MAX)?;
+        range("max_bytes", max_bytes, 1, u64::MAX)?;
+        range("events", events, 1, 1_000_000)?;
+        range("max_message", max_message, 64, u64::from(u32::MAX))?;
+        range("max_clients", max_clients, 1, 65_536)?;
+        range("memory_mb", memory_mb, 1, 1_048_576)?;
+        if !(message_timeout.is_finite() && message_timeout > 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "message_timeout={message_timeout}: a number of seconds > 0"
+            )));
+        }
+        let polling: Polling = poll
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("poll={poll:?}: {e}")))?;
+        let mut bcfg = rtloop_fieldtrip::BufferConfig::new(&stream);
+        bcfg.capacity = capacity;
+        bcfg.max_bytes = max_bytes;
+        bcfg.events = events;
+        bcfg.remove_on_drop = !keep;
+        let buffer = Arc::new(rtloop_fieldtrip::Buffer::new(bcfg));
+        let scfg = rtloop_fieldtrip::ServerConfig {
+            tcp: tcp.then_some(bind),
+            unix,
+            max_message: max_message as usize,
+            max_clients: max_clients as usize,
+            message_timeout: std::time::Duration::from_secs_f64(message_timeout),
+            memory_budget: (memory_mb as usize).saturating_mul(1 << 20),
+            polling: match polling {
+                Polling::Adaptive { .. } => Polling::Adaptive { pm_qos },
+                p => p,
+            },
+        };
+        let b = buffer.clone();
+        let server = py
+            .detach(move || rtloop_fieldtrip::Server::start(b, scfg))
+            .map_err(|e| PyOSError::new_err(format!("the FieldTrip server cannot listen: {e}")))?;
+        Ok(PyFieldTripServer {
+            server: Some(server),
+            buffer,
+            stream,
+        })
+    }
+
+    /// `(host, port)` of the TCP listener (None without TCP, or once stopped).
+    #[getter]
+    fn tcp_address(&self) -> Option<(String, u16)> {
+        let a = self.server.as_ref()?.tcp_addr()?;
+        Some((a.ip().to_string(), a.port()))
+    }
+
+    /// The UNIX socket's path (None without one, or once stopped).
+    #[getter]
+    fn unix_path(&self) -> Option<PathBuf> {
+        Some(self.server.as_ref()?.unix_path()?.to_owned())
+    }
+
+    /// The stream the buffer writes.
+    #[getter]
+    fn stream(&self) -> String {
+        self.stream.clone()
+    }
+
+    /// Clients connected now.
+    #[getter]
+    fn clients(&self) -> usize {
+        self.server
+            .as_ref()
+            .map_or(0, rtloop_fieldtrip::Server::clients)
+    }
+
+    /// True until `stop()`.
+    #[getter]
+    fn running(&self) -> bool {
+        self.server.is_some()
+    }
+
+    /// Stop listening, close the clients' connections and the buffer (its stream is removed
+    /// unless `keep`). A second call does nothing.
+    fn stop(&mut self, py: Python<'_>) {
+        if let Some(s) = self.server.take() {
+            let buffer = self.buffer.clone();
+            py.detach(move || {
+                s.shutdown();
+                buffer.close();
+            });
+        }
+    }
+}
+
+impl Drop for PyFieldTripServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+            self.buffer.close();
+        }
+    }
+}

@@ -304,6 +304,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::xdf_from_recording, m)?)?;
     m.add_class::<runtime::TickMemory>()?;
     m.add_class::<fieldtrip::PyFieldTripClient>()?;
+    m.add_class::<fieldtrip::PyFieldTripServer>()?;
     m.add_class::<bridge::BridgeSession>()?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_class::<replay::ReplaySession>()?;
