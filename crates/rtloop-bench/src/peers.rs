@@ -564,8 +564,8 @@ impl Config {
     /// Refuse what the command line's options would refuse, saying what is allowed.
     pub fn validate(&self) -> Result<(), BenchError> {
         use crate::check;
-        // chunk, reader, channel, rate and min_chunks ranges are the trials' own checks
-        // (rtloop_peers::Trial::validate), made before anything starts
+        // chunk, reader, channel and rate ranges are the trials' own checks
+        // (rtloop_peers::Trial::validate), which `run` makes before anything starts
         check::non_empty("chunks", self.chunks.len())?;
         check::non_empty("readers", self.readers.len())?;
         if self.wait.is_empty() {
@@ -577,6 +577,12 @@ impl Config {
         check::positive("seconds", self.seconds)?;
         check::positive("throughput_seconds", self.throughput_seconds)?;
         check::range("stream_spin_us", self.stream_spin_us, 0, 10_000)?;
+        if self.min_chunks > 1_000_000 {
+            return Err(BenchError::Config(format!(
+                "--min-chunks {} out of range: allowed 0..=1000000",
+                self.min_chunks
+            )));
+        }
         Ok(())
     }
 }
@@ -596,19 +602,6 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<PeersReport> {
         .unwrap_or_else(|| Transport::ALL.to_vec());
     let mut seen = std::collections::HashSet::new();
     wanted.retain(|t| seen.insert(*t));
-    if a.chunks.is_empty() || a.readers.is_empty() || a.wait.is_empty() {
-        return Err(BenchError::Config(
-            "--chunks, --readers and --wait need at least one value each".into(),
-        ));
-    }
-    if min_chunks > 1_000_000 {
-        return Err(BenchError::Config(format!(
-            "--min-chunks {min_chunks} out of range: allowed 0..=1000000"
-        )));
-    }
-    if a.rounds == 0 {
-        return Err(BenchError::Config("rounds must be at least 1".into()));
-    }
     // the configurations, in order; every setting is checked before anything starts
     let mut configs = Vec::new();
     for &chunk in &a.chunks {
@@ -630,7 +623,9 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<PeersReport> {
                     tag: String::new(),
                     stream_spin_us: a.stream_spin_us,
                 };
-                t.validate()?;
+                // a setting out of range is the config's error, as `validate`'s are
+                t.validate()
+                    .map_err(|e| BenchError::Config(e.to_string()))?;
                 configs.push(t);
             }
         }

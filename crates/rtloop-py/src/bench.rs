@@ -28,9 +28,7 @@ fn config<C: serde::de::DeserializeOwned>(name: &str, json: &str) -> PyResult<C>
 fn report(r: Result<impl serde::Serialize, BenchError>) -> PyResult<String> {
     match r {
         Ok(r) => serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string())),
-        Err(e @ (BenchError::Config(_) | BenchError::Peer(rtloop_peers::PeerError::Config(_)))) => {
-            Err(PyValueError::new_err(e.to_string()))
-        }
+        Err(e @ BenchError::Config(_)) => Err(PyValueError::new_err(e.to_string())),
         Err(e) => Err(PyRuntimeError::new_err(e.to_string())),
     }
 }
