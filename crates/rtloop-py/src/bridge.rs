@@ -2,9 +2,8 @@
 //! own that never needs the GIL: the same library calls `rtloop bridge lsl-in`, `lsl-out` and
 //! `brainflow-in` make, returning the same reports.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::exceptions::{PyImportError, PyRuntimeError, PyTimeoutError, PyValueError};
@@ -12,7 +11,8 @@ use pyo3::prelude::*;
 use rtloop_brainflow::BrainFlowError;
 use rtloop_lsl::LslError;
 
-use crate::errors::ToPyErr;
+use crate::errors::stream_exception;
+use crate::task::{Notifier, Task};
 
 /// Why a bridge failed; kept as the library's error until it reaches Python's thread.
 enum Failure {
@@ -30,18 +30,6 @@ impl From<BrainFlowError> for Failure {
     fn from(e: BrainFlowError) -> Self {
         Failure::BrainFlow(e)
     }
-}
-
-/// A stream error inside a bridge's error: the stream's own exception class (so
-/// `StreamExistsError` stays catchable), with the bridge's whole message; the stream's
-/// exception, with its attributes, is the `__cause__`.
-fn stream_exception(message: String, source: &rtloop_stream::Error) -> PyErr {
-    let inner = source.to_py_err();
-    Python::attach(|py| {
-        let err = PyErr::from_type(inner.get_type(py), message);
-        err.set_cause(py, Some(inner));
-        err
-    })
 }
 
 impl Failure {
@@ -78,35 +66,10 @@ impl Failure {
     }
 }
 
-/// What the bridge's thread tells the caller once it is bridging.
-#[derive(Default)]
-struct Ready {
-    /// The streams it writes or reads (None until ready).
-    streams: Option<Vec<String>>,
-    /// What it bridges, in words (the line `rtloop bridge` prints when ready).
-    description: String,
-    /// The thread has ended (with a report or an error).
-    ended: bool,
-}
-
-type Shared = Arc<(Mutex<Ready>, Condvar)>;
-
-fn announce(shared: &Shared, streams: Vec<String>, description: String) {
-    let (lock, cv) = &**shared;
-    let mut r = lock
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    r.streams = Some(streams);
-    r.description = description;
-    cv.notify_all();
-}
-
 /// One running bridge (`rtloop.bridge.Bridge` wraps it).
 #[pyclass(module = "rtloop._rtloop")]
 pub(crate) struct BridgeSession {
-    stop: Arc<AtomicBool>,
-    shared: Shared,
-    thread: Option<JoinHandle<Result<String, Failure>>>,
+    task: Task<Result<String, Failure>>,
     /// The report, once the thread was joined.
     report: Option<String>,
 }
@@ -117,43 +80,13 @@ impl BridgeSession {
     fn start(
         py: Python<'_>,
         what: &str,
-        body: impl FnOnce(&AtomicBool, &Shared) -> Result<String, Failure> + Send + 'static,
+        body: impl FnOnce(&AtomicBool, &Notifier) -> Result<String, Failure> + Send + 'static,
     ) -> PyResult<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let shared: Shared = Arc::default();
-        let thread = {
-            let (stop, shared) = (stop.clone(), shared.clone());
-            std::thread::Builder::new()
-                .name(format!("rtloop-bridge-{what}"))
-                .spawn(move || {
-                    let out = body(&stop, &shared);
-                    let (lock, cv) = &*shared;
-                    lock.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .ended = true;
-                    cv.notify_all();
-                    out
-                })
-                .map_err(|e| PyRuntimeError::new_err(format!("cannot start the bridge: {e}")))?
-        };
         let mut session = BridgeSession {
-            stop,
-            shared,
-            thread: Some(thread),
+            task: Task::start(py, &format!("rtloop-bridge-{what}"), body)?,
             report: None,
         };
-        let ready = py.detach(|| {
-            let (lock, cv) = &*session.shared;
-            let r = cv
-                .wait_while(
-                    lock.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                    |r| r.streams.is_none() && !r.ended,
-                )
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            r.streams.is_some()
-        });
-        if !ready {
+        if !session.task.is_ready() {
             // it ended before it was ready: its error (or a report, for a bridge with nothing
             // to do)
             session.join(py)?;
@@ -162,14 +95,8 @@ impl BridgeSession {
     }
 
     fn join(&mut self, py: Python<'_>) -> PyResult<String> {
-        if let Some(t) = self.thread.take() {
-            let out = py.detach(move || t.join());
-            let report = match out {
-                Ok(Ok(report)) => report,
-                Ok(Err(failure)) => return Err(failure.into_py_err()),
-                Err(_) => return Err(PyRuntimeError::new_err("the bridge's thread panicked")),
-            };
-            self.report = Some(report);
+        if let Some(out) = self.task.join(py) {
+            self.report = Some(out?.map_err(Failure::into_py_err)?);
         }
         Ok(self.report.clone().unwrap_or_else(|| "null".into()))
     }
@@ -225,11 +152,11 @@ impl BridgeSession {
             duration: duration("seconds", seconds)?,
             remove_at_end: !keep,
         };
-        BridgeSession::start(py, "lsl-in", move |stop, shared| {
+        BridgeSession::start(py, "lsl-in", move |stop, ready| {
             let lsl = Arc::new(rtloop_lsl::Lsl::load()?);
             let report = rtloop_lsl::bridge::lsl_in(&lsl, &o, stop, &mut |meta, name| {
                 let text = format!("LSL {meta} -> stream {name:?} (liblsl {})", lsl.version());
-                announce(shared, vec![name.to_string()], text);
+                ready.ready(vec![name.to_string()], text);
             })?;
             Ok(report_json(&report))
         })
@@ -254,12 +181,12 @@ impl BridgeSession {
             source_id,
             duration: duration("seconds", seconds)?,
         };
-        BridgeSession::start(py, "lsl-out", move |stop, shared| {
+        BridgeSession::start(py, "lsl-out", move |stop, ready| {
             let lsl = Arc::new(rtloop_lsl::Lsl::load()?);
             let stream = o.stream.clone();
             let report = rtloop_lsl::bridge::lsl_out(&lsl, &o, stop, &mut |meta| {
                 let text = format!("stream {stream:?} -> LSL {meta} (liblsl {})", lsl.version());
-                announce(shared, vec![stream.clone()], text);
+                ready.ready(vec![stream.clone()], text);
             })?;
             Ok(report_json(&report))
         })
@@ -299,7 +226,7 @@ impl BridgeSession {
         o.params
             .check(b)
             .map_err(|e| Failure::from(e).into_py_err())?;
-        BridgeSession::start(py, "brainflow-in", move |stop, shared| {
+        BridgeSession::start(py, "brainflow-in", move |stop, ready| {
             let bf = rtloop_brainflow::BrainFlow::load()?;
             let version = bf.version();
             let report = rtloop_brainflow::bridge::brainflow_in(&bf, &o, stop, &mut |names| {
@@ -307,7 +234,7 @@ impl BridgeSession {
                     "BrainFlow {b} -> streams {} (BrainFlow {version})",
                     names.join(", ")
                 );
-                announce(shared, names.to_vec(), text);
+                ready.ready(names.to_vec(), text);
             })?;
             Ok(report_json(&report))
         })
@@ -316,32 +243,20 @@ impl BridgeSession {
     /// The streams the bridge writes (LSL in, BrainFlow) or reads (LSL out).
     #[getter]
     fn streams(&self) -> Vec<String> {
-        let (lock, _) = &*self.shared;
-        let r = lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        r.streams.clone().unwrap_or_default()
+        self.task.ready().0
     }
 
     /// What it bridges, in words.
     #[getter]
     fn description(&self) -> String {
-        let (lock, _) = &*self.shared;
-        let r = lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        r.description.clone()
+        self.task.ready().1
     }
 
     /// True until the bridge has ended (stopped, its `seconds` over, the end of a playback
     /// file, or an error `stop()` raises).
     #[getter]
     fn running(&self) -> bool {
-        let (lock, _) = &*self.shared;
-        !lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .ended
+        self.task.running()
     }
 
     /// Wait (the GIL released) until the bridge ends by itself or `timeout` seconds pass;
@@ -349,42 +264,14 @@ impl BridgeSession {
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         let limit = duration("timeout", timeout)?;
-        let shared = self.shared.clone();
-        Ok(py.detach(move || {
-            let (lock, cv) = &*shared;
-            let guard = lock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let guard = match limit {
-                Some(t) => {
-                    cv.wait_timeout_while(guard, t, |r| !r.ended)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .0
-                }
-                None => cv
-                    .wait_while(guard, |r| !r.ended)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            };
-            guard.ended
-        }))
+        Ok(self.task.wait(py, limit))
     }
 
     /// Stop the bridge (it removes its streams unless `keep`), wait for it and return its
     /// report as JSON; raises the error it failed with. Later calls return the same report.
     fn stop(&mut self, py: Python<'_>) -> PyResult<String> {
-        // Relaxed: a flag polled by the bridge's loop; the join below orders everything else
-        self.stop.store(true, Ordering::Relaxed);
+        self.task.stop();
         self.join(py)
-    }
-}
-
-impl Drop for BridgeSession {
-    fn drop(&mut self) {
-        // a bridge dropped unstopped ends with its owner, as `rtloop bridge` ends on Ctrl-C
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

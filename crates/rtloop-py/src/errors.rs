@@ -381,6 +381,18 @@ impl ToPyErr for rtloop_stream::Error {
     }
 }
 
+/// A stream error inside a library's error (a bridge's, a replay's): the stream's own
+/// exception class, so `StreamExistsError` stays catchable, with the whole `message`; the
+/// stream's exception, with its attributes, is the `__cause__`.
+pub(crate) fn stream_exception(message: String, source: &rtloop_stream::Error) -> PyErr {
+    let inner = source.to_py_err();
+    Python::attach(|py| {
+        let err = PyErr::from_type(inner.get_type(py), message);
+        err.set_cause(py, Some(inner));
+        err
+    })
+}
+
 /// `result` with its error converted (`.map_err(py_err)` at call sites).
 pub(crate) fn py_err<E: ToPyErr>(e: E) -> PyErr {
     e.to_py_err()

@@ -16,6 +16,7 @@ mod reader;
 mod replay;
 mod runtime;
 mod stream;
+mod task;
 mod writer;
 
 use std::process::ExitCode;
