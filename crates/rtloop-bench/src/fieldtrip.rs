@@ -720,17 +720,12 @@ fn write_outputs(dir: &std::path::Path, r: &FieldTripReport) -> Result<()> {
                 .collect(),
         ));
     }
-    let refs: Vec<(&str, &[(f64, f64)])> = series
-        .iter()
-        .map(|(n, p)| (n.as_str(), p.as_slice()))
-        .collect();
-    rtloop_metrics::charts::loglog_png(
+    loglog(
         &dir.join("faq_throughput.png"),
         "FieldTrip buffer throughput (FAQ blocks, float32)",
         "values per block (channels x samples)",
         "values per second",
-        &refs,
-        &[],
+        &series,
     )?;
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for t in &transports {
@@ -743,17 +738,27 @@ fn write_outputs(dir: &std::path::Path, r: &FieldTripReport) -> Result<()> {
                 .collect(),
         ));
     }
-    let refs: Vec<(&str, &[(f64, f64)])> = series
-        .iter()
-        .map(|(n, p)| (n.as_str(), p.as_slice()))
-        .collect();
-    rtloop_metrics::charts::loglog_png(
+    loglog(
         &dir.join("write_latency.png"),
         "Time per PUT_DAT",
         "samples per block",
         "microseconds (p50)",
-        &refs,
-        &[],
-    )?;
+        &series,
+    )
+}
+
+/// A log-log chart of named series.
+fn loglog(
+    path: &std::path::Path,
+    title: &str,
+    x: &str,
+    y: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<()> {
+    let refs: Vec<(&str, &[(f64, f64)])> = series
+        .iter()
+        .map(|(n, p)| (n.as_str(), p.as_slice()))
+        .collect();
+    rtloop_metrics::charts::loglog_png(path, title, x, y, &refs, &[])?;
     Ok(())
 }

@@ -536,14 +536,7 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
     let record_once = |sh: &Shape, secs: Duration| -> Result<(f64, u64)> {
         let (s, n) = new_stream(sh, "rec")?;
         let out = dir.join(format!("rtloop-pipe-rec-{}", sys::pid()));
-        let cfg = rtloop_record::RecordConfig {
-            lossless: true,
-            ..rtloop_record::RecordConfig::default()
-        };
-        let (nn, o2) = (n.clone(), out.clone());
-        let rec = std::thread::spawn(move || {
-            rtloop_record::record(&nn, &o2, &cfg, &rtloop_record::Control::default())
-        });
+        let rec = spawn_recorder(&n, &out);
         // the recorder registers its reader before the writer starts
         let t = Instant::now();
         while s.stats().readers.is_empty() && t.elapsed() < Duration::from_secs(5) {
@@ -651,14 +644,7 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
         let (mut sink, h) = socket_sink("unix")?;
         cs.push(consumer(&s, move |b| Ok(sink.write_all(b)?))?);
         let out = dir.join(format!("rtloop-pipe-all-{}", sys::pid()));
-        let cfg = rtloop_record::RecordConfig {
-            lossless: true,
-            ..rtloop_record::RecordConfig::default()
-        };
-        let (nn, o2) = (n.clone(), out.clone());
-        let rec = std::thread::spawn(move || {
-            rtloop_record::record(&nn, &o2, &cfg, &rtloop_record::Control::default())
-        });
+        let rec = spawn_recorder(&n, &out);
         let t = Instant::now();
         while s.stats().readers.len() < a.readers as usize + 2
             && t.elapsed() < Duration::from_secs(5)
@@ -797,4 +783,19 @@ impl PipelineReport {
         let _ = writeln!(out, "{}", report.verdict);
         out
     }
+}
+
+/// A lossless recorder of stream `name` into `out`, on its own thread.
+fn spawn_recorder(
+    name: &str,
+    out: &std::path::Path,
+) -> std::thread::JoinHandle<Result<rtloop_record::RecordReport, rtloop_record::RecordError>> {
+    let cfg = rtloop_record::RecordConfig {
+        lossless: true,
+        ..rtloop_record::RecordConfig::default()
+    };
+    let (name, out) = (name.to_owned(), out.to_owned());
+    std::thread::spawn(move || {
+        rtloop_record::record(&name, &out, &cfg, &rtloop_record::Control::default())
+    })
 }
