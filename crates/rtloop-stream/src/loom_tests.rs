@@ -98,6 +98,52 @@ fn loom_reader_never_sees_uncommitted_or_torn_samples() {
     });
 }
 
+/// (a2) The newest sample's copy in the publish line (`PublishLine::inline_*`): a reader
+/// pulling one sample at a time, and one reading the newest sample with its stamp, while the
+/// writer commits and laps, never accept a torn or stale copy or a stamp of another sample.
+#[test]
+fn loom_newest_sample_in_the_publish_line_is_never_torn() {
+    fn stamp_of(i: u64) -> u64 {
+        7 * i + 3
+    }
+    loom::model(|| {
+        as_process(1);
+        let s = heap(2);
+        let mut r = s.reader(ReaderMode::Latest).expect("reader");
+        let mut w = writer(&s);
+        let t = thread::spawn(move || {
+            as_process(1);
+            for i in 0..3 {
+                w.write_bytes(&samples(i, 1), Some(stamp_of(i)))
+                    .expect("write");
+            }
+        });
+        let (mut out, mut st) = ([0u8; 8], [0u64; 1]);
+        for _ in 0..2 {
+            match r.pull_into(&mut out, Some(&mut st), 1) {
+                Ok(p) if p.n == 1 => {
+                    assert_exact(p.first, &out);
+                    assert_eq!(st[0], stamp_of(p.first), "the stamp of another sample");
+                }
+                Ok(_) | Err(ReadError::Overrun { .. }) => {}
+                Err(e) => panic!("unexpected {e}"),
+            }
+        }
+        let end = s.written();
+        if end > 0 {
+            match s.read_into(end - 1, end, &mut out, Some(&mut st)) {
+                Ok(()) => {
+                    assert_exact(end - 1, &out);
+                    assert_eq!(st[0], stamp_of(end - 1), "the stamp of another sample");
+                }
+                Err(ReadError::Overrun { .. } | ReadError::TooOld { .. }) => {}
+                Err(e) => panic!("unexpected {e}"),
+            }
+        }
+        t.join().expect("writer");
+    });
+}
+
 /// (b) A latest reader lapped mid-pull is told (Overrun with the exact loss) and never
 /// accepts torn data; it goes on from the oldest kept sample.
 #[test]

@@ -593,9 +593,22 @@ fn copy_out<B: Backing>(
 ) -> Result<(), ReadError> {
     let c = map.control();
     let cap = map.capacity();
-    match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
+    let written = c.samples.written();
+    match ring::check_window(first, end, written, c.samples.reserved(), cap) {
         WindowCheck::Ok => {}
         other => return Err(window_error(other, first, end, cap)),
+    }
+    let sb = map.sample_bytes();
+    if end == first + 1 && end == written && sb <= ring::INLINE_BYTES && out.len() == sb {
+        // the newest sample, small: from the publish line if it still holds it intact
+        let mut words = [0u64; ring::INLINE_WORDS];
+        if let Some(stamp) = c.samples.load_inline(end, &mut words[..sb.div_ceil(8)]) {
+            out.copy_from_slice(&crate::writer::bytemuck_words(&mut words)[..sb]);
+            if let Some(st) = stamps {
+                st[0] = stamp;
+            }
+            return Ok(());
+        }
     }
     if !out.is_empty() {
         map.load_samples(first, out);
@@ -682,6 +695,26 @@ pub(crate) fn wait_until<B: Backing>(
     if w >= until {
         return Ok(w);
     }
+    let owner = &stream.map.control().owner;
+    if timeout == Some(Duration::ZERO) {
+        // A poll never sleeps, so it does not announce itself as a sleeper: a reader polling
+        // in a loop would otherwise keep the waiter count non-zero, and the writer would pay a
+        // futex wake system call for commits nobody sleeps through.
+        // SYNC: Acquire pairs with the Release of the word at close (as below).
+        if owner.writer.load(Ordering::Acquire) == writer_word::CLOSED {
+            let w = sync.written();
+            if w >= until {
+                return Ok(w);
+            }
+            return Err(WaitError::WriterClosed { written: w });
+        }
+        let w = sync.written();
+        return if w >= until {
+            Ok(w)
+        } else {
+            Err(WaitError::Timeout { until, written: w })
+        };
+    }
     let started = Instant::now();
     let deadline = timeout.map(|t| started + t);
     let spin_budget = timeout.map_or(spin, |t| t.min(spin));
@@ -699,7 +732,6 @@ pub(crate) fn wait_until<B: Backing>(
     // the writer's liveness costs system calls and two reads of /proc: judge it only once a
     // wait has lasted a whole slice, never on the way into an ordinary sleep
     let mut next_liveness = started + LIVENESS_SLICE;
-    let owner = &stream.map.control().owner;
     let result = loop {
         let w = sync.written();
         if w >= until {

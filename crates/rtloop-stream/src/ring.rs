@@ -14,6 +14,7 @@
 //! | `written` | writer, `publish` | the sample bytes and stamps of `[old, new)` | `written()` load in every read and wait | `loom_reader_never_sees_uncommitted_or_torn_samples` |
 //! | `reserved` | writer, `begin_overwrite` + `fence(Release)` | "slots of samples `< end - capacity` may now be overwritten" | `fence(Acquire)` + load in `validate_after_copy` (fence-fence) | `loom_writer_lapping_reader_is_reported_as_overrun` |
 //! | `data_wake.waiters` / `seq` | readers announce, writer bumps | SeqCst fences on both sides (Dekker): writer sees the waiter or waiter sees the sample | `seq` Acquire in the futex loop | `loom_announced_waiter_is_never_left_asleep` |
+//! | `inline_end` | writer, `store_inline` (0, `fence(Release)`, words, stamp, `end` Release) | the newest sample's copy in the publish line | `load_inline`: Acquire load, copy, `fence(Acquire)`, load again (seqlock) | `loom_newest_sample_in_the_publish_line_is_never_torn` |
 //! | `cursor` (lossless) | reader, `release_to` | "I am done with samples `< cursor`" | writer `min_lossless_cursor` Acquire | `loom_lossless_writer_never_overwrites_unread_samples`, `loom_lossless_writer_waits_for_the_slowest_of_two_readers` |
 //! | `space_wake.waiters` / `seq` | writer announces, readers bump | SeqCst fences (Dekker) as above | `seq` Acquire | `loom_space_waiter_is_woken_by_lossless_release` |
 
@@ -94,7 +95,20 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// Bytes of the newest sample the publish line carries beside `written` (see
+/// [`PublishLine`]); samples up to this size reach a reader in the line it polls.
+pub const INLINE_BYTES: usize = 32;
+
+/// Words of [`INLINE_BYTES`].
+pub const INLINE_WORDS: usize = INLINE_BYTES / 8;
+
 /// A cache line pair of its own (128 B: the x86 spatial prefetcher pulls lines in pairs).
+///
+/// The first 64 bytes also carry a copy of the newest sample when it is small (and its
+/// stamp), a seqlock of its own: a reader that waited for `written` to change then has the
+/// sample in the line it already fetched, one cache-line transfer per hand-off instead of
+/// two (the line of `written`, then the sample's slot). The ring slot holds the sample too;
+/// the copy only saves a transfer, and a reader that finds it changing reads the slot.
 #[repr(C, align(128))]
 #[derive(Default)]
 pub struct PublishLine {
@@ -102,6 +116,13 @@ pub struct PublishLine {
     pub written: AtomicU64,
     /// The writer may be overwriting slots of samples below `reserved - capacity`.
     pub reserved: AtomicU64,
+    /// `i + 1` while `inline_stamp` and `inline_words` hold sample `i`; 0 while the writer
+    /// changes them (and in streams whose writer never filled them).
+    pub inline_end: AtomicU64,
+    /// The stamp of the sample held.
+    pub inline_stamp: AtomicU64,
+    /// The sample's bytes (native order, zero-padded to whole words).
+    pub inline_words: [AtomicU64; INLINE_WORDS],
 }
 
 /// A futex word and the count of sleepers announced on it.
@@ -148,6 +169,53 @@ impl RingSync {
         }
         fence(Ordering::Release);
         reserved
+    }
+
+    /// Writer, before the `publish` that makes sample `end - 1` visible: carry that sample
+    /// (`words`, its bytes in whole words) and its stamp in the publish line.
+    #[inline]
+    pub fn store_inline(&self, end: u64, stamp: u64, words: &[u64]) {
+        let p = &self.publish;
+        // SYNC: Relaxed store + Release fence (seqlock): a reader whose copy observed any word
+        // stored below sees `inline_end` of 0 or later after its Acquire fence in
+        // `load_inline`, never the `end` of the sample those words replace.
+        p.inline_end.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        for (slot, &w) in p.inline_words.iter().zip(words) {
+            // SYNC: Relaxed: ordered by the fence above and the Release store below.
+            slot.store(w, Ordering::Relaxed);
+        }
+        // SYNC: Relaxed: as the words.
+        p.inline_stamp.store(stamp, Ordering::Relaxed);
+        // SYNC: Release publishes the words and the stamp with `end`; pairs with the Acquire
+        // load in `load_inline`.
+        p.inline_end.store(end, Ordering::Release);
+    }
+
+    /// Reader: copy the newest sample from the publish line if it holds sample `end - 1`
+    /// (`words.len()` words) and no commit changed it during the copy. Returns its stamp;
+    /// `None` means read the ring slot instead.
+    #[inline]
+    #[must_use]
+    pub fn load_inline(&self, end: u64, words: &mut [u64]) -> Option<u64> {
+        let p = &self.publish;
+        // SYNC: Acquire pairs with the Release store of `end` in `store_inline`: the words
+        // and stamp stored before it are visible.
+        if p.inline_end.load(Ordering::Acquire) != end {
+            return None;
+        }
+        for (w, slot) in words.iter_mut().zip(&p.inline_words) {
+            // SYNC: Relaxed: racy with the next commit, validated below.
+            *w = slot.load(Ordering::Relaxed);
+        }
+        // SYNC: Relaxed: as the words.
+        let stamp = p.inline_stamp.load(Ordering::Relaxed);
+        // SYNC: Acquire fence after the racy loads pairs with the Release fence in
+        // `store_inline`: if any word came from a later commit, the load below sees that
+        // commit's 0 or its own `end`, not ours.
+        fence(Ordering::Acquire);
+        // SYNC: Relaxed: ordered by the fence above.
+        (p.inline_end.load(Ordering::Relaxed) == end).then_some(stamp)
     }
 
     /// Writer: make samples below `new_written` visible. Returns whether a reader announced

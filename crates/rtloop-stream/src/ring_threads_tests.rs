@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::backing::HeapBacking;
+use crate::backing::{Backing, HeapBacking};
 use crate::{
     DType, Event, EventValue, ReadError, ReaderMode, Stream, StreamConfig, WaitError, Writer,
 };
@@ -121,4 +121,84 @@ fn an_event_wakes_a_reader_waiting_for_events() {
     let (_, events) = waiter.join().unwrap();
     assert_eq!(events, 1);
     assert_eq!(s.read_events(0, 1).unwrap()[0].kind.as_text(), Some("stim"));
+}
+
+/// A poll (a wait with a zero timeout) never sleeps, so it must never announce itself as a
+/// sleeper: a reader polling in a loop would keep the waiter count non-zero and make the
+/// writer pay a futex wake system call for commits nobody sleeps through. Counts the
+/// moments another thread sees an announced sleeper while one reader only polls.
+#[test]
+fn a_polling_reader_never_announces_itself_as_a_sleeper() {
+    use crate::sync::Ordering;
+    let s = heap(64);
+    let r = s.reader(ReaderMode::Latest).unwrap();
+    let polls = if cfg!(miri) { 200 } else { 200_000 };
+    let poller = std::thread::spawn(move || {
+        for _ in 0..polls {
+            match r.wait_available(1, Some(Duration::ZERO)) {
+                Err(WaitError::Timeout { written: 0, .. }) => {}
+                other => panic!("a poll of an empty stream gave {other:?}"),
+            }
+        }
+    });
+    let waiters = &s.map.control().samples.data_wake.waiters;
+    let (mut looks, mut announced) = (0u64, 0u64);
+    while !poller.is_finished() {
+        looks += 1;
+        // SYNC: Relaxed: a count of what this thread happens to see, nothing is published.
+        if waiters.load(Ordering::Relaxed) != 0 {
+            announced += 1;
+        }
+    }
+    poller.join().unwrap();
+    assert!(looks > 0);
+    assert_eq!(
+        announced, 0,
+        "{announced} of {looks} looks saw a polling reader announced as a sleeper"
+    );
+}
+
+/// The newest small sample reaches a reader from the publish line (one cache-line transfer
+/// per hand-off), with its stamp; older samples and a reader behind come from the ring. The
+/// ring slot is scribbled on here only to show which copy a read took.
+#[test]
+fn the_newest_small_sample_is_read_from_the_publish_line_and_older_ones_from_the_ring() {
+    let s = heap(8);
+    let mut w = s.writer().unwrap();
+    let mut r = s.reader(ReaderMode::Lossless).unwrap();
+    w.write_bytes(&samples(0, 2), Some(11)).unwrap();
+    w.write_bytes(&samples(2, 1), Some(22)).unwrap();
+    // scribble on the newest sample's ring slot (as no writer would)
+    s.map.store_samples(2, &[0xEE; SB]);
+    let (mut out, mut st) = (vec![0u8; SB], [0u64; 1]);
+    s.read_into(2, 3, &mut out, Some(&mut st)).unwrap();
+    check(2, &out);
+    assert_eq!(st[0], 22);
+    // an older sample comes from its slot
+    s.read_into(1, 2, &mut out, Some(&mut st)).unwrap();
+    check(1, &out);
+    assert_eq!(st[0], 11);
+    // a reader behind pulls from the ring, and at the newest from the publish line
+    let mut two = vec![0u8; 2 * SB];
+    assert_eq!(r.pull_into(&mut two, None, 2).unwrap().n, 2);
+    check(0, &two);
+    let p = r.pull_into(&mut out, Some(&mut st), 1).unwrap();
+    assert_eq!((p.first, p.n, st[0]), (2, 1, 22));
+    check(2, &out);
+    // a stream of larger samples leaves the publish line's copy empty
+    let big = Stream::in_heap(&StreamConfig::new(DType::U64, 5, 1000.0, 8));
+    let mut bw = big.writer().unwrap();
+    bw.write_bytes(&[1u8; 40], None).unwrap();
+    // SYNC: Relaxed: nothing else runs.
+    let held = big
+        .map
+        .control()
+        .samples
+        .publish
+        .inline_end
+        .load(crate::sync::Ordering::Relaxed);
+    assert_eq!(
+        held, 0,
+        "40-byte samples are not carried in the publish line"
+    );
 }

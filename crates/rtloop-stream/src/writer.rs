@@ -347,6 +347,15 @@ impl<B: Backing> Writer<B> {
             // only this writer stores there, after `begin_overwrite` covered sample `i`
             map.store_stamp(i, stamp);
         }
+        let sb = map.sample_bytes();
+        if k > 0 && sb <= ring::INLINE_BYTES {
+            // the newest sample rides in the line readers poll (see `PublishLine`)
+            let mut words = [0u64; ring::INLINE_WORDS];
+            let bytes = bytemuck_words(&mut words);
+            map.load_samples(self.written + k - 1, &mut bytes[..sb]);
+            c.samples
+                .store_inline(self.written + k, stamp, &words[..sb.div_ceil(8)]);
+        }
         self.written += k;
         self.commits += 1;
         if c.samples.publish(self.written) {
@@ -364,6 +373,15 @@ impl<B: Backing> Writer<B> {
         c.owner.heartbeat_ns.store(now, Ordering::Relaxed);
         c.owner.commits.store(self.commits, Ordering::Relaxed);
     }
+}
+
+/// The bytes of a few words (native order), to fill them from a slot.
+pub(crate) fn bytemuck_words(
+    words: &mut [u64; ring::INLINE_WORDS],
+) -> &mut [u8; ring::INLINE_BYTES] {
+    // SAFETY: `[u64; INLINE_WORDS]` and `[u8; INLINE_BYTES]` have the same size, every bit
+    // pattern is valid for both, and u8's alignment is 1; the borrow is carried over.
+    unsafe { &mut *words.as_mut_ptr().cast::<[u8; ring::INLINE_BYTES]>() }
 }
 
 impl<B: Backing> Drop for Writer<B> {
