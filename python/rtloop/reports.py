@@ -148,6 +148,8 @@ class HostReport(Report):
     queue_mean: float
     queue_max: int
     bytes_per_s: float
+    # times the host's thread was preempted in the measured window, if known
+    preempted: Optional[int]
     work: Optional[Summary]
     work_events: int
 
@@ -166,6 +168,8 @@ class DeviceReport(Report):
     fifo_high_water_run: int
     loopbacks: int
     lateness: Summary
+    # times the device process was preempted in the measured window, if known
+    preempted: Optional[int]
 
 
 class LoadtestReport(Report):
@@ -176,6 +180,8 @@ class LoadtestReport(Report):
     read_size: int
     bytes_per_s_configured: float
     reference_pingpong: Optional[Summary]
+    # the same ping-pong sampled as the run's loopbacks (same count, same seconds)
+    reference_paced: Optional[Summary]
     stolen_ms: Optional[float]
     stolen_percent: Optional[float]
     host: Optional[HostReport]

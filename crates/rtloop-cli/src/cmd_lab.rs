@@ -221,8 +221,9 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
     let lt = cfg.lab.load;
     if cfg.reference {
         eprintln!(
-            "reference: a bare cache-line ping-pong between the two CPUs for {:.0} s ...",
-            a.seconds.min(5.0)
+            "reference: a bare cache-line ping-pong between the two CPUs for {:.0} s (and after the run, the same ping-pong sampled as the run's loopbacks for {:.0} s) ...",
+            a.seconds.min(5.0),
+            a.seconds
         );
     }
     eprintln!(
@@ -355,6 +356,40 @@ fn print_loadtest(j: &LoadtestReport) {
             "reference: bare cache-line ping-pong p50 / p99.9 / max".to_string(),
             format!("{} / {} / {}", us(r.p50_ns), us(r.p999_ns), us(r.max_ns)),
         ]);
+    }
+    let preempted = (
+        j.host.as_ref().and_then(|h| h.preempted),
+        j.device.as_ref().and_then(|d| d.preempted),
+    );
+    if let (Some(h), Some(d)) = preempted {
+        t.row(&[
+            "preemptions in the measured window, host / device".to_string(),
+            format!("{h} / {d} (another task took their CPU; each stalls the loop)"),
+        ]);
+    }
+    if let Some(r) = &j.reference_paced {
+        t.row(&[
+            "reference sampled as the loopbacks: p50 / p99 / p99.9 / max".to_string(),
+            format!(
+                "{} / {} / {} / {} ({} round trips over the measured seconds)",
+                us(r.p50_ns),
+                us(r.p99_ns),
+                us(r.p999_ns),
+                us(r.max_ns),
+                r.count
+            ),
+        ]);
+        if let Some(h) = &j.host {
+            let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+            t.row(&[
+                "latency p99 / p99.9 against that reference".to_string(),
+                format!(
+                    "{:.1}x / {:.1}x",
+                    ratio(h.latency.p99_ns, r.p99_ns),
+                    ratio(h.latency.p999_ns, r.p999_ns)
+                ),
+            ]);
+        }
     }
     if let (Some(ms), Some(pct)) = (j.stolen_ms, j.stolen_percent) {
         t.row(&[

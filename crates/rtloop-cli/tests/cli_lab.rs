@@ -38,6 +38,12 @@ fn loadtest_runs_end_to_end() {
     assert_eq!(h["histogram_us"].as_array().unwrap().len(), 1000);
     assert!(h["work"]["count"].as_u64().unwrap() > 0);
     assert!(v["reference_pingpong"]["p50_ns"].as_u64().unwrap() > 0);
+    // the reference for the tails samples as the run did: one round trip per loopback
+    assert_eq!(
+        v["reference_paced"]["count"], h["latency"]["count"],
+        "{}",
+        v["reference_paced"]
+    );
     // the verdict lab tune gives a step, with its reason
     let verdict = v["verdict"].as_str().unwrap();
     assert!(

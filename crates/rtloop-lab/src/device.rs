@@ -96,6 +96,10 @@ pub struct DeviceReport {
     pub loopbacks: u64,
     /// How late this process produced frames against their schedule (not the host's doing).
     pub lateness: Summary,
+    /// Times this process was preempted in the measured window (another task took its CPU),
+    /// if known.
+    #[serde(default)]
+    pub preempted: Option<u64>,
 }
 
 /// A run that cannot go on.
@@ -135,6 +139,7 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
     let measure_from =
         start + Duration::from_secs_f64(cfg.warmup_seconds.max(0.0)).as_nanos() as u64;
     let mut measured_high_water = 0u64;
+    let mut preempted_at_start: Option<Option<u64>> = None;
     let ended = loop {
         let now = monotonic_ns();
         // the host's messages: posted reads, loopbacks, stop
@@ -204,6 +209,9 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
         high_water = high_water.max(fifo.len() as u64);
         if now >= measure_from {
             measured_high_water = measured_high_water.max(fifo.len() as u64);
+            if preempted_at_start.is_none() {
+                preempted_at_start = Some(rtloop_sys::thread_preemptions());
+            }
         }
         if fifo.len() as u64 > cfg.fifo_bytes {
             break "overflow";
@@ -226,5 +234,8 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
         fifo_high_water_run: high_water,
         loopbacks,
         lateness: lateness.summary(),
+        preempted: rtloop_sys::thread_preemptions()
+            .zip(preempted_at_start.flatten())
+            .map(|(end, start)| end.saturating_sub(start)),
     })
 }

@@ -87,6 +87,9 @@ pub struct HostReport {
     pub queue_max: u64,
     /// Data rate actually read, bytes/s.
     pub bytes_per_s: f64,
+    /// Times the host's thread was preempted in the measured window (another task took its
+    /// CPU), if known: where a spinning host's stalls come from, beside the hypervisor's.
+    pub preempted: Option<u64>,
     /// Time per block spent in the work step.
     pub work: Option<Summary>,
     /// Threshold crossings the work step found (if any).
@@ -139,6 +142,7 @@ pub fn run(
     let end = Duration::from_secs_f64(cfg.warmup + cfg.seconds);
     let mut next_progress = Duration::from_secs(1);
     let mut measuring_since: Option<Instant> = None;
+    let mut preempted_at_start: Option<u64> = None;
     let mut bytes_measured = 0u64;
     h2d::credit(&mut out, cfg.read_size as u32);
     link.send(&out)?;
@@ -148,6 +152,7 @@ pub fn run(
         let measuring = elapsed >= warm;
         if measuring && measuring_since.is_none() {
             measuring_since = Some(Instant::now());
+            preempted_at_start = rtloop_sys::thread_preemptions();
         }
         if elapsed >= end || cfg.loopbacks.is_some_and(|n| hist.len() >= n) || crate::interrupted()
         {
@@ -266,6 +271,9 @@ pub fn run(
         queue_mean: queue_sum as f64 / blocks.max(1) as f64,
         queue_max,
         bytes_per_s: bytes_measured as f64 / seconds.max(1e-9),
+        preempted: rtloop_sys::thread_preemptions()
+            .zip(preempted_at_start)
+            .map(|(end, start)| end.saturating_sub(start)),
         work: work.map(|_| work_hist.summary()),
         work_events,
         hist,

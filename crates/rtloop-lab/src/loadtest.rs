@@ -140,6 +140,10 @@ pub struct LoadtestReport {
     pub bytes_per_s_configured: f64,
     /// The bare ping-pong reference of the same run, if measured.
     pub reference_pingpong: Option<Summary>,
+    /// The same ping-pong sampled the way the run sampled its loopbacks (as many round trips
+    /// as loopbacks measured, spread evenly over the measured seconds, both sides spinning),
+    /// measured right after the run: the reference for the run's p99 and p99.9.
+    pub reference_paced: Option<Summary>,
     /// vCPU time the hypervisor reports it took during the run (/proc/stat steal), ms, both
     /// CPUs together; not every stall is counted there.
     pub stolen_ms: Option<f64>,
@@ -423,6 +427,13 @@ pub fn loadtest(
     )?;
     let stolen = steal_ms().zip(steal0).map(|(b, a)| b - a);
     let cpu_ms = t0.elapsed().as_secs_f64() * 1e3 * sys::online_cpus().min(2) as f64;
+    let reference_paced = match (&r.host, cfg.reference) {
+        (Some(h), true) if h.latency.count > 0 && h.seconds > 0.0 => Some(
+            reference::bare_pingpong_paced(h.latency.count, Duration::from_secs_f64(h.seconds))?
+                .summary(),
+        ),
+        _ => None,
+    };
     let step = r.classify(read_size, &lt, cfg.lab.fifo_bytes);
     Ok(LoadtestReport {
         verdict: step.class,
@@ -432,6 +443,7 @@ pub fn loadtest(
         read_size,
         bytes_per_s_configured: lt.bytes_per_s(),
         reference_pingpong,
+        reference_paced,
         stolen_ms: stolen,
         stolen_percent: stolen.map(|s| 100.0 * s / cpu_ms.max(1.0)),
         host: r.host,

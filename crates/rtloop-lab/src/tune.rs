@@ -502,6 +502,7 @@ mod tests {
             fifo_high_water_percent: 100.0,
             fifo_high_water_run: 0,
             loopbacks: 0,
+            preempted: None,
             lateness: rtloop_metrics::LatencyHistogram::new().summary(),
         };
         assert_eq!(

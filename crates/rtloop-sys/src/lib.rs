@@ -246,6 +246,19 @@ pub fn mem_available() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Times the calling thread was preempted so far: taken off its CPU while it could still
+/// run, because another task got the CPU (`nonvoluntary_ctxt_switches` of
+/// `/proc/thread-self/status`), if known. A spinning thread's stalls come from these (or from
+/// the hypervisor, which the guest does not count here).
+#[must_use]
+pub fn thread_preemptions() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("nonvoluntary_ctxt_switches:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,6 +73,57 @@ pub fn bare_pingpong(
     Ok(h)
 }
 
+/// The same ping-pong sampled the way a run samples its loopbacks: `count` round trips spread
+/// evenly over `span`, the measuring side on CPU 0 and the echo on CPU 1 (as the lab's host
+/// and device), both spinning in between as the lab's do. A hypervisor stall of a few
+/// milliseconds then weighs the same in both: one sample out of `count`, where a tight
+/// ping-pong of millions of rounds dilutes it below its p99.9.
+pub fn bare_pingpong_paced(count: u64, span: Duration) -> Result<LatencyHistogram, ReferenceError> {
+    let name = format!("ppp-{}-{}", sys::pid(), sys::monotonic_ns() % 1_000_000);
+    let lines = SharedLines::create(&name)?;
+    let two = sys::online_cpus() >= 2;
+    let (mut child, _out) = rtloop_launch::spawn_ready(&EchoRole {
+        lines: name,
+        cpu: two.then_some(1),
+    })?;
+    if two {
+        let _ = sys::pin_to_cpu(0);
+    }
+    let (ping, pong) = (lines.line(0), lines.line(1));
+    let mut h = LatencyHistogram::new();
+    let count = count.max(1);
+    let step_ns = (span.as_nanos() as u64 / count).max(1);
+    // warm both lines up, unmeasured
+    for i in 1..=1000 {
+        // SYNC: Release/Acquire pairs with the echo's; the values are the only data.
+        ping.store(i, Ordering::Release);
+        while pong.load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+    }
+    let start = sys::monotonic_ns();
+    for k in 0..count {
+        let due = start + k * step_ns;
+        while sys::monotonic_ns() < due {
+            std::hint::spin_loop();
+        }
+        let i = 1001 + k;
+        let t0 = sys::monotonic_ns();
+        // SYNC: as above.
+        ping.store(i, Ordering::Release);
+        while pong.load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+        h.record((sys::monotonic_ns() - t0) / 2);
+    }
+    ping.store(u64::MAX, Ordering::Release);
+    let _ = child.wait();
+    if two {
+        let _ = sys::allow_all_cpus();
+    }
+    Ok(h)
+}
+
 /// In the echo process: run [`EchoRole`].
 pub fn run_echo(role: &EchoRole) -> Result<(), ReferenceError> {
     if let Some(c) = role.cpu {
