@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rtloop_stream::{EventValue, Liveness, ReadError, ReaderMode, Stream};
+use rtloop_stream::{EventValue, Liveness, Pulled, ReadError, ReaderMode, Stream};
 use rtloop_sys as sys;
 use serde::{Deserialize, Serialize};
 
@@ -569,7 +569,41 @@ pub fn record(
         } else {
             chunk
         };
-        match reader.pull_into(&mut buf, Some(&mut st), want) {
+        // A lossless recorder writes the samples to the file where they lie in the ring (the
+        // writer waits for this reader's cursor, so they stay put until `seek` below): one
+        // copy fewer than pulling them out first. Anything else (a latest-mode recorder, a
+        // pause, a window that is no longer kept) takes the validated copy.
+        let in_place = if cfg.lossless && !paused {
+            let first = reader.cursor();
+            let n = reader.available().min(want as u64);
+            match (n > 0).then(|| reader.window(first, first + n)) {
+                Some(Ok(win)) => {
+                    // SAFETY: a lossless reader's window starting at its cursor: the writer
+                    // does not store to these samples until the cursor moves past them, which
+                    // happens only after the write below (`seek`).
+                    let bytes = unsafe { win.bytes() };
+                    let (w, path) = &mut seg.data;
+                    w.write_all(bytes).map_err(io_err(path))?;
+                    reader
+                        .read_stamps(first, first + n, &mut st[..n as usize])
+                        .map_err(|e| serr(e.into()))?;
+                    reader.seek(first + n).map_err(|e| serr(e.into()))?;
+                    Some(Ok(Pulled {
+                        first,
+                        n: n as usize,
+                    }))
+                }
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let written_already = in_place.is_some();
+        let pulled = match in_place {
+            Some(p) => p,
+            None => reader.pull_into(&mut buf, Some(&mut st), want),
+        };
+        match pulled {
             Ok(p) if p.n > 0 && paused => {
                 // waiting for `start`: the samples pass by unrecorded
                 if seg.header.samples == 0 {
@@ -581,8 +615,10 @@ pub fn record(
                     seg.header.first_sample = p.first;
                     seg.header.start_monotonic_ns = st[0];
                 }
-                let (w, path) = &mut seg.data;
-                w.write_all(&buf[..p.n * sb]).map_err(io_err(path))?;
+                if !written_already {
+                    let (w, path) = &mut seg.data;
+                    w.write_all(&buf[..p.n * sb]).map_err(io_err(path))?;
+                }
                 st_bytes.clear();
                 for s in &st[..p.n] {
                     st_bytes.extend_from_slice(&s.to_le_bytes());
