@@ -578,20 +578,23 @@ pub fn record(
             let n = reader.available().min(want as u64);
             match (n > 0).then(|| reader.window(first, first + n)) {
                 Some(Ok(win)) => {
-                    // SAFETY: a lossless reader's window starting at its cursor: the writer
-                    // does not store to these samples until the cursor moves past them, which
-                    // happens only after the write below (`seek`).
-                    let bytes = unsafe { win.bytes() };
-                    let (w, path) = &mut seg.data;
-                    w.write_all(bytes).map_err(io_err(path))?;
-                    reader
-                        .read_stamps(first, first + n, &mut st[..n as usize])
-                        .map_err(|e| serr(e.into()))?;
-                    reader.seek(first + n).map_err(|e| serr(e.into()))?;
-                    Some(Ok(Pulled {
-                        first,
-                        n: n as usize,
-                    }))
+                    // the stamps first: a read error then ends the recording (below) with
+                    // nothing of this window written, as for the copying path
+                    match reader.read_stamps(first, first + n, &mut st[..n as usize]) {
+                        Err(e) => Some(Err(e)),
+                        Ok(()) => {
+                            // SAFETY: a lossless reader's window starting at its cursor: the
+                            // writer does not store to these samples until the cursor moves
+                            // past them, which happens only after the write below (`seek`).
+                            let bytes = unsafe { win.bytes() };
+                            let (w, path) = &mut seg.data;
+                            w.write_all(bytes).map_err(io_err(path))?;
+                            Some(reader.seek(first + n).map(|()| Pulled {
+                                first,
+                                n: n as usize,
+                            }))
+                        }
+                    }
                 }
                 _ => None,
             }
