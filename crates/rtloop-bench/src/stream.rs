@@ -100,6 +100,33 @@ pub struct LatencyRow {
     pub reference_p50_ns: u64,
     /// This row's p50 over the reference's.
     pub ratio_p50_to_reference: f64,
+    /// The row's goal, in words (`-` for none).
+    pub goal: String,
+    /// "met" only when the row reaches its goal; "not met"; "-" for no goal.
+    pub verdict: &'static str,
+}
+
+/// Spin hand-off goal: one-way p50 at most this times the cache-line ping-pong's.
+const SPIN_GOAL_RATIO: f64 = 1.5;
+
+/// Blocking hand-off goal (a reader asleep on the futex, without `--pm-qos`): one-way p99.
+const BLOCKING_GOAL_P99_NS: u64 = 30_000;
+
+/// A latency row's goal and verdict: the spin row's p50 against the ping-pong's, the
+/// blocking row's p99 (only without `--pm-qos`, which the goal excludes), none for others.
+fn latency_goal(name: &str, s: &Summary, ratio: f64, pm_qos: bool) -> (String, &'static str) {
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    match name {
+        "stream, spin" => (
+            format!("p50 <= {SPIN_GOAL_RATIO}x the ping-pong"),
+            met(ratio <= SPIN_GOAL_RATIO),
+        ),
+        "stream, blocking" if !pm_qos => (
+            format!("p99 <= {} us without --pm-qos", BLOCKING_GOAL_P99_NS / 1000),
+            met(s.p99_ns <= BLOCKING_GOAL_P99_NS),
+        ),
+        _ => ("-".into(), "-"),
+    }
 }
 
 /// What the stream benchmark measured.
@@ -419,12 +446,16 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
     let reference = bare.summary();
     let lat = |name: &str, h: &LatencyHistogram, method| {
         let s = h.summary();
+        let ratio = s.p50_ns as f64 / reference.p50_ns.max(1) as f64;
+        let (goal, verdict) = latency_goal(name, &s, ratio, c.pm_qos);
         LatencyRow {
             name: name.into(),
             method,
             summary: s,
             reference_p50_ns: reference.p50_ns,
-            ratio_p50_to_reference: s.p50_ns as f64 / reference.p50_ns.max(1) as f64,
+            ratio_p50_to_reference: ratio,
+            goal,
+            verdict,
         }
     };
     let latency = vec![
@@ -576,7 +607,17 @@ impl StreamReport {
             "\none-way latency (RTT/2), reference: cache-line ping-pong p50 {}",
             fmt_ns(reference)
         );
-        let mut t = Table::new(&["path", "n", "p50", "p99", "p99.9", "max", "p50 / reference"]);
+        let mut t = Table::new(&[
+            "path",
+            "n",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "p50 / reference",
+            "goal",
+            "verdict",
+        ]);
         for l in &self.latency {
             let m = l.summary;
             t.row(&[
@@ -587,6 +628,8 @@ impl StreamReport {
                 fmt_ns(m.p999_ns),
                 fmt_ns(m.max_ns),
                 format!("{:.2}x", l.ratio_p50_to_reference),
+                l.goal.clone(),
+                l.verdict.to_owned(),
             ]);
         }
         s += &t.render();
@@ -606,6 +649,37 @@ mod tests {
         assert_eq!(verdict(0.95, Some(0.9)), "met");
         assert_eq!(verdict(0.85, Some(0.9)), "not met");
         assert_eq!(verdict(0.1, None), "-");
+        let s = |p50_ns, p99_ns| Summary {
+            p50_ns,
+            p99_ns,
+            ..LatencyHistogram::new().summary()
+        };
+        // spin: p50 at most 1.5x the ping-pong; blocking: p99 <= 30 us, judged only without
+        // --pm-qos; other rows have no goal
+        assert_eq!(
+            latency_goal("stream, spin", &s(82, 90), 1.49, false).1,
+            "met"
+        );
+        assert_eq!(
+            latency_goal("stream, spin", &s(90, 90), 1.64, false).1,
+            "not met"
+        );
+        assert_eq!(
+            latency_goal("stream, blocking", &s(1, 30_000), 9.0, false).1,
+            "met"
+        );
+        assert_eq!(
+            latency_goal("stream, blocking", &s(1, 30_001), 9.0, false).1,
+            "not met"
+        );
+        assert_eq!(
+            latency_goal("stream, blocking", &s(1, 1), 9.0, true),
+            ("-".into(), "-")
+        );
+        assert_eq!(
+            latency_goal("iceoryx2, spin (peer)", &s(1, 1), 9.0, false).1,
+            "-"
+        );
         assert_eq!(ring_size(8192 * 24989), "195 MiB");
         assert_eq!(ring_size(8192 * 131), "1.0 MiB");
         assert_eq!(ring_size(64 * 4096), "256 KiB");

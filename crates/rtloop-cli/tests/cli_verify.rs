@@ -166,6 +166,21 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
         assert!(l["summary"]["count"].as_u64().unwrap() > 0);
         assert!(l["reference_p50_ns"].as_u64().unwrap() > 0);
         assert!(l["ratio_p50_to_reference"].as_f64().unwrap() > 0.0);
+        // the spin and blocking rows carry their goals; a verdict says "met" only at the goal
+        let verdict = l["verdict"].as_str().unwrap();
+        match l["name"].as_str().unwrap() {
+            "stream, spin" => assert_eq!(
+                verdict == "met",
+                l["ratio_p50_to_reference"].as_f64().unwrap() <= 1.5,
+                "{l}"
+            ),
+            "stream, blocking" => assert_eq!(
+                verdict == "met",
+                l["summary"]["p99_ns"].as_u64().unwrap() <= 30_000,
+                "{l}"
+            ),
+            _ => assert_eq!(verdict, "-", "{l}"),
+        }
     }
     for f in [
         "results.json",
