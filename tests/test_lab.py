@@ -26,7 +26,8 @@ def test_a_python_function_is_the_work_step() -> None:
         x = block.astype(np.float32) - 32768.0
         return int((x < 0).sum() > 0)
 
-    r = rtloop.lab.loadtest("intan64", read_size=1024, seconds=1.0, warmup=0.2, every=10, work=detect)
+    r = rtloop.lab.loadtest("intan64", read_size=1024, seconds=1.0, warmup=0.2, every=10, work=detect,
+                            reference=True)
     # a typed report: the Python class names exactly the fields the lab library gives
     rtloop.reports.LoadtestReport.check(r)
     assert isinstance(r, rtloop.reports.LoadtestReport) and r.host is r["host"]
@@ -36,6 +37,9 @@ def test_a_python_function_is_the_work_step() -> None:
     assert h["latency"]["count"] > 50
     assert h["work"]["count"] > 100, "the function ran once per block"
     assert h["work_events"] > 0
+    # the tails' reference samples as the run did: one round trip per loopback measured
+    assert r.reference_paced is not None and r.reference_paced.count == h["latency"]["count"]
+    assert r.host.preempted is not None and r.host.preempted >= 0
     # each block holds whole frames of 63 channels of uint16
     assert all(s[1] == np.uint16 and s[0][1] == 63 for s in shapes)
     assert sum(s[0][0] for s in shapes) > 10_000

@@ -53,6 +53,11 @@ def loadtest(
     `rtloop.reports.LoadtestReport` (fields as attributes, still a dict: the same report ``rtloop lab loadtest --json`` prints: both come from rtloop's lab
     library). Settings are checked as the command checks them.
 
+    With ``reference=True`` the report also carries the bare cache-line ping-pong between the
+    same two CPUs, measured before the run (``reference_pingpong``) and after it sampled as the
+    loopbacks were: as many round trips over the measured seconds (``reference_paced``, the
+    reference for the run's p99 and p99.9).
+
     With ``publish="PREFIX"``, every loopback's HubClockDelta (µs) and every PercentUsed
     reading go live into the streams ``PREFIX.latency`` and ``PREFIX.percent_used`` while the
     run goes on (``rtloop view`` shows them); they are removed when it ends.

@@ -91,7 +91,9 @@ pub struct LoadtestArgs {
     /// Stop once this many loopback results were collected.
     #[arg(long)]
     pub loopbacks: Option<u64>,
-    /// Skip the bare cache-line ping-pong reference measured before the run.
+    /// Skip the bare cache-line ping-pong references: the one measured before the run (up to
+    /// 5 s) and the one after it sampled as the run's loopbacks were (as many round trips, over
+    /// the measured seconds).
     #[arg(long)]
     pub no_reference: bool,
     /// Write results.json, latency.png and percent_used.png into this directory.

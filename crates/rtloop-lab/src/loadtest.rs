@@ -123,7 +123,8 @@ pub struct LoadtestConfig {
     pub warmup: f64,
     /// Stop once this many loopback results were collected.
     pub loopbacks: Option<u64>,
-    /// Measure the bare cache-line ping-pong reference first (up to 5 s).
+    /// Measure the bare cache-line ping-pong references: first (up to 5 s), and after the
+    /// run sampled as its loopbacks were (`LoadtestReport::reference_paced`).
     pub reference: bool,
 }
 
