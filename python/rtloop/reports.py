@@ -322,6 +322,8 @@ class StreamBenchReport(Report):
     repeats: int
     throughput: List[Dict[str, Any]]
     latency: List[Dict[str, Any]]
+    # spin, then sleep: one row per spin budget (samples after random 0-100 µs gaps)
+    wake_sweep: List[Dict[str, Any]]
 
 
 class FieldTripBenchReport(Report):

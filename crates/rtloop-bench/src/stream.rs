@@ -140,6 +140,8 @@ pub struct StreamReport {
     pub throughput: Vec<ThroughputRow>,
     /// Latency rows, the reference first.
     pub latency: Vec<LatencyRow>,
+    /// The spin-then-sleep trade-off: samples after random gaps, one row per spin budget.
+    pub wake_sweep: Vec<WakeRow>,
     /// Where results.json and the charts were written.
     #[serde(skip)]
     pub out: Option<PathBuf>,
@@ -188,6 +190,7 @@ fn stream_pingpong(rounds: u64, spin: Duration) -> Result<LatencyHistogram, Benc
             to: b.clone(),
             spin_us: spin.as_micros() as u64,
             cpu: Some(1),
+            report_after: None,
         })?;
         let mut h = LatencyHistogram::new();
         let mut buf = [0u8; 8];
@@ -229,6 +232,22 @@ pub struct StreamEchoRole {
     pub spin_us: u64,
     /// The CPU to pin to.
     pub cpu: Option<usize>,
+    /// Report the hop from the sender's commit to this echo having the sample (its stamp to
+    /// now) after this many warm-up samples, and this thread's CPU time, as one JSON line at
+    /// the end (the wake-up sweep); `None`: report nothing.
+    #[serde(default)]
+    pub report_after: Option<u64>,
+}
+
+/// What a reporting echo measured (see [`StreamEchoRole::report_after`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct EchoReport {
+    /// Sender's commit to this echo having the sample.
+    hop: Summary,
+    /// This thread's CPU time over the measured samples.
+    cpu_ns: u64,
+    /// Wall time over the measured samples.
+    wall_ns: u64,
 }
 
 impl rtloop_launch::ChildRole for StreamEchoRole {
@@ -243,17 +262,136 @@ pub fn stream_echo_role(role: &StreamEchoRole) -> Result<(), BenchError> {
     let mut w = Stream::open(&role.to)?.writer()?;
     rtloop_launch::ready();
     let (mut buf, mut stamp) = ([0u8; 8], [0u64; 1]);
+    let mut hop = LatencyHistogram::new();
+    let (mut seen, mut cpu0, mut wall0) = (0u64, 0u64, 0u64);
     loop {
         r.wait_available(1, Some(Duration::from_secs(30)))?;
         r.pull_into(&mut buf, Some(&mut stamp), 1)?;
         let v = u64::from_ne_bytes(buf);
         if v == u64::MAX {
+            if role.report_after.is_some() {
+                let report = EchoReport {
+                    hop: hop.summary(),
+                    cpu_ns: thread_cpu_ns().saturating_sub(cpu0),
+                    wall_ns: sys::monotonic_ns().saturating_sub(wall0),
+                };
+                println!("{}", serde_json::to_string(&report)?);
+            }
             return Ok(());
+        }
+        if let Some(after) = role.report_after {
+            seen += 1;
+            if seen == after {
+                (cpu0, wall0) = (thread_cpu_ns(), sys::monotonic_ns());
+            } else if seen > after {
+                hop.record(sys::monotonic_ns().saturating_sub(stamp[0]));
+            }
         }
         // the echo keeps the sample's stamp (when it was made), as a processing stage keeps
         // acquisition time; no clock read on the hand-off
         w.write_bytes(&buf, Some(stamp[0]))?;
     }
+}
+
+/// This thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}
+
+/// Spin budgets of the wake-up sweep, µs (the library's default is 20).
+const WAKE_SPINS_US: [u64; 5] = [0, 10, 20, 50, 100];
+
+/// The sweep's gaps between samples: uniform over [0, this), ns.
+const WAKE_GAP_NS: u64 = 100_000;
+
+/// One spin budget of the wake-up sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeRow {
+    /// How long the reader spins before it sleeps on the futex.
+    pub spin_us: u64,
+    /// Share of the gaps shorter than the spin (the samples a spinning reader catches).
+    pub caught_spinning_percent: f64,
+    /// The hop from the writer's commit to the reader having the sample.
+    pub summary: Summary,
+    /// The reader's CPU time over its wall time, % of one core.
+    pub reader_cpu_percent: f64,
+}
+
+/// The spin-then-sleep trade-off, measured: samples arrive after random gaps (uniform over
+/// 0-100 µs) and the reader spins `spin_us` before it sleeps; one-way hop and the reader's CPU.
+fn wake_sweep(rounds: u64, p: &mut dyn Progress) -> Result<Vec<WakeRow>, BenchError> {
+    let mut rows = Vec::new();
+    for spin_us in WAKE_SPINS_US {
+        p.note(&format!(
+            "latency: samples after random gaps of 0-100 us, the reader spinning {spin_us} us then sleeping ..."
+        ));
+        rows.push(wake_row(rounds, spin_us)?);
+    }
+    Ok(rows)
+}
+
+fn wake_row(rounds: u64, spin_us: u64) -> Result<WakeRow, BenchError> {
+    let (a, b) = (
+        format!("bench-wa-{}", sys::pid()),
+        format!("bench-wb-{}", sys::pid()),
+    );
+    let cfg = StreamConfig::new(DType::U64, 1, 0.0, 512);
+    let sa = Stream::create(&a, &cfg)?;
+    let sb = Stream::create(&b, &cfg);
+    let result = (|| {
+        let sb = sb?;
+        let mut w = sa.writer()?;
+        let mut r = sb.reader(ReaderMode::Latest)?;
+        // this side always spins: only the echo's wait is measured
+        r.set_spin(Duration::from_secs(5));
+        let warm = (rounds / 10).max(10);
+        let (mut child, mut out) = rtloop_launch::spawn_ready(&StreamEchoRole {
+            from: a.clone(),
+            to: b.clone(),
+            spin_us,
+            cpu: Some(1),
+            report_after: Some(warm),
+        })?;
+        let mut buf = [0u8; 8];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ spin_us;
+        for i in 1..=rounds + warm {
+            // xorshift: a gap the reader cannot predict
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let due = sys::monotonic_ns() + x % WAKE_GAP_NS;
+            while sys::monotonic_ns() < due {
+                std::hint::spin_loop();
+            }
+            w.write_bytes(&i.to_ne_bytes(), Some(sys::monotonic_ns()))?;
+            r.wait_available(1, Some(Duration::from_secs(10)))?;
+            r.pull_into(&mut buf, None, 1)?;
+            ensure!(
+                u64::from_ne_bytes(buf) == i,
+                "echo returned {} for {i}",
+                u64::from_ne_bytes(buf)
+            );
+        }
+        w.write(&[u64::MAX])?;
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line)?;
+        child.wait()?;
+        let rep: EchoReport = serde_json::from_str(line.trim())
+            .map_err(|e| BenchError::Failed(format!("the echo's report {line:?}: {e}")))?;
+        Ok(WakeRow {
+            spin_us,
+            caught_spinning_percent: (100.0 * (spin_us * 1000) as f64 / WAKE_GAP_NS as f64)
+                .min(100.0),
+            summary: rep.hop,
+            reader_cpu_percent: 100.0 * rep.cpu_ns as f64 / rep.wall_ns.max(1) as f64,
+        })
+    })();
+    let _ = Stream::remove(&a);
+    let _ = Stream::remove(&b);
+    result
 }
 
 #[cfg(feature = "iceoryx2")]
@@ -441,6 +579,7 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
     )?;
     p.note("latency: stream ping-pong, blocking (futex, no spin) ...");
     let block = stream_pingpong(if c.quick { 300 } else { 5_000 }, Duration::ZERO)?;
+    let wake = wake_sweep(if c.quick { 300 } else { 3_000 }, p)?;
     let peer_lat = peer_latency(if c.quick { 5_000 } else { 100_000 }, p);
     let _ = sys::allow_all_cpus();
     let reference = bare.summary();
@@ -492,6 +631,7 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
         repeats,
         throughput: rows,
         latency,
+        wake_sweep: wake,
         out: c.out.clone(),
     };
     if let Some(dir) = &c.out {
@@ -630,6 +770,32 @@ impl StreamReport {
                 format!("{:.2}x", l.ratio_p50_to_reference),
                 l.goal.clone(),
                 l.verdict.to_owned(),
+            ]);
+        }
+        s += &t.render();
+        let _ = writeln!(
+            s,
+            "\nspin, then sleep: samples after random gaps (uniform 0-100 us), the reader spinning S us before it sleeps on the futex; the hop from the writer's commit to the reader having the sample"
+        );
+        let mut t = Table::new(&[
+            "spin S",
+            "gaps < S",
+            "n",
+            "p50",
+            "p99",
+            "p99.9",
+            "reader CPU, % of a core",
+        ]);
+        for w in &self.wake_sweep {
+            let m = w.summary;
+            t.row(&[
+                format!("{} us", w.spin_us),
+                format!("{:.0} %", w.caught_spinning_percent),
+                m.count.to_string(),
+                fmt_ns(m.p50_ns),
+                fmt_ns(m.p99_ns),
+                fmt_ns(m.p999_ns),
+                format!("{:.1}", w.reader_cpu_percent),
             ]);
         }
         s += &t.render();
