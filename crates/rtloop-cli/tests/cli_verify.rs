@@ -185,12 +185,18 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
     // the spin-then-sleep sweep: one row per spin budget, every sample measured, the share of
     // gaps (uniform 0-100 us) a spin of S catches, and the reader's CPU as a share of a core
     let sweep = v["wake_sweep"].as_array().unwrap();
-    let spins: Vec<u64> = sweep.iter().map(|w| w["spin_us"].as_u64().unwrap()).collect();
+    let spins: Vec<u64> = sweep
+        .iter()
+        .map(|w| w["spin_us"].as_u64().unwrap())
+        .collect();
     assert_eq!(spins, [0, 10, 20, 50, 100]);
     for w in sweep {
         assert_eq!(w["summary"]["count"].as_u64().unwrap(), 300, "{w}");
         let caught = w["caught_spinning_percent"].as_f64().unwrap();
-        assert!((caught - w["spin_us"].as_f64().unwrap()).abs() < 1e-9, "{w}");
+        assert!(
+            (caught - w["spin_us"].as_f64().unwrap()).abs() < 1e-9,
+            "{w}"
+        );
         let cpu = w["reader_cpu_percent"].as_f64().unwrap();
         assert!(cpu > 0.0 && cpu <= 110.0, "{w}");
     }
