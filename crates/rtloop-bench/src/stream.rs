@@ -173,6 +173,34 @@ fn memcpy_gbps(bytes: usize, rounds: u32) -> f64 {
 /// One-way = RTT/2 through two streams: we write `i` to A, the echo process waits for it
 /// (spinning for `spin`, then on the futex) and writes it to B, we wait for it on B.
 fn stream_pingpong(rounds: u64, spin: Duration) -> Result<LatencyHistogram, BenchError> {
+    let run = EchoRun {
+        rounds,
+        echo_spin: spin,
+        own_spin: spin,
+        max_gap_ns: 0,
+        report: false,
+    };
+    Ok(echo_run(&run)?.0)
+}
+
+/// One run through the echo process (the ping-pong and the wake-up sweep).
+struct EchoRun {
+    /// Measured rounds (a tenth more, at least 10, warm up first).
+    rounds: u64,
+    /// How long the echo's reader spins before it sleeps.
+    echo_spin: Duration,
+    /// How long this side's reader spins before it sleeps.
+    own_spin: Duration,
+    /// Before each sample, wait a random gap in [0, this) ns (0: none).
+    max_gap_ns: u64,
+    /// Have the echo report its own hop and CPU time.
+    report: bool,
+}
+
+/// We write `i` to A (stamped with the moment it was made, which the measurement reads
+/// anyway, so the commit reads no clock), the echo writes it to B, we wait for it on B.
+/// Returns RTT/2 per measured round, and the echo's report if asked for.
+fn echo_run(run: &EchoRun) -> Result<(LatencyHistogram, Option<EchoReport>), BenchError> {
     let (a, b) = (
         format!("bench-a-{}", sys::pid()),
         format!("bench-b-{}", sys::pid()),
@@ -184,21 +212,30 @@ fn stream_pingpong(rounds: u64, spin: Duration) -> Result<LatencyHistogram, Benc
         let sb = sb?;
         let mut w = sa.writer()?;
         let mut r = sb.reader(ReaderMode::Latest)?;
-        r.set_spin(spin);
-        let (mut child, _out) = rtloop_launch::spawn_ready(&StreamEchoRole {
+        r.set_spin(run.own_spin);
+        let warm = (run.rounds / 10).max(10);
+        let (mut child, mut out) = rtloop_launch::spawn_ready(&StreamEchoRole {
             from: a.clone(),
             to: b.clone(),
-            spin_us: spin.as_micros() as u64,
+            spin_us: run.echo_spin.as_micros() as u64,
             cpu: Some(1),
-            report_after: None,
+            report_after: run.report.then_some(warm),
         })?;
         let mut h = LatencyHistogram::new();
         let mut buf = [0u8; 8];
-        let warm = (rounds / 10).max(10);
-        for i in 1..=rounds + warm {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ run.echo_spin.as_nanos() as u64;
+        for i in 1..=run.rounds + warm {
+            if run.max_gap_ns > 0 {
+                // xorshift: a gap the echo cannot predict
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let due = sys::monotonic_ns() + x % run.max_gap_ns;
+                while sys::monotonic_ns() < due {
+                    std::hint::spin_loop();
+                }
+            }
             let t0 = sys::monotonic_ns();
-            // stamped with the moment it was made, which the measurement reads anyway: the
-            // commit takes the caller's stamp instead of reading the clock again
             w.write_bytes(&i.to_ne_bytes(), Some(t0))?;
             r.wait_available(1, Some(Duration::from_secs(10)))?;
             r.pull_into(&mut buf, None, 1)?;
@@ -213,8 +250,18 @@ fn stream_pingpong(rounds: u64, spin: Duration) -> Result<LatencyHistogram, Benc
             }
         }
         w.write(&[u64::MAX])?;
+        let report = if run.report {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut out, &mut line)?;
+            Some(
+                serde_json::from_str(line.trim())
+                    .map_err(|e| BenchError::Failed(format!("the echo's report {line:?}: {e}")))?,
+            )
+        } else {
+            None
+        };
         child.wait()?;
-        Ok(h)
+        Ok((h, report))
     })();
     let _ = Stream::remove(&a);
     let _ = Stream::remove(&b);
@@ -334,64 +381,23 @@ fn wake_sweep(rounds: u64, p: &mut dyn Progress) -> Result<Vec<WakeRow>, BenchEr
 }
 
 fn wake_row(rounds: u64, spin_us: u64) -> Result<WakeRow, BenchError> {
-    let (a, b) = (
-        format!("bench-wa-{}", sys::pid()),
-        format!("bench-wb-{}", sys::pid()),
-    );
-    let cfg = StreamConfig::new(DType::U64, 1, 0.0, 512);
-    let sa = Stream::create(&a, &cfg)?;
-    let sb = Stream::create(&b, &cfg);
-    let result = (|| {
-        let sb = sb?;
-        let mut w = sa.writer()?;
-        let mut r = sb.reader(ReaderMode::Latest)?;
-        // this side always spins: only the echo's wait is measured
-        r.set_spin(Duration::from_secs(5));
-        let warm = (rounds / 10).max(10);
-        let (mut child, mut out) = rtloop_launch::spawn_ready(&StreamEchoRole {
-            from: a.clone(),
-            to: b.clone(),
-            spin_us,
-            cpu: Some(1),
-            report_after: Some(warm),
-        })?;
-        let mut buf = [0u8; 8];
-        let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ spin_us;
-        for i in 1..=rounds + warm {
-            // xorshift: a gap the reader cannot predict
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let due = sys::monotonic_ns() + x % WAKE_GAP_NS;
-            while sys::monotonic_ns() < due {
-                std::hint::spin_loop();
-            }
-            w.write_bytes(&i.to_ne_bytes(), Some(sys::monotonic_ns()))?;
-            r.wait_available(1, Some(Duration::from_secs(10)))?;
-            r.pull_into(&mut buf, None, 1)?;
-            ensure!(
-                u64::from_ne_bytes(buf) == i,
-                "echo returned {} for {i}",
-                u64::from_ne_bytes(buf)
-            );
-        }
-        w.write(&[u64::MAX])?;
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line)?;
-        child.wait()?;
-        let rep: EchoReport = serde_json::from_str(line.trim())
-            .map_err(|e| BenchError::Failed(format!("the echo's report {line:?}: {e}")))?;
-        Ok(WakeRow {
-            spin_us,
-            caught_spinning_percent: (100.0 * (spin_us * 1000) as f64 / WAKE_GAP_NS as f64)
-                .min(100.0),
-            summary: rep.hop,
-            reader_cpu_percent: 100.0 * rep.cpu_ns as f64 / rep.wall_ns.max(1) as f64,
-        })
-    })();
-    let _ = Stream::remove(&a);
-    let _ = Stream::remove(&b);
-    result
+    // this side always spins: only the echo's wait is measured
+    let run = EchoRun {
+        rounds,
+        echo_spin: Duration::from_micros(spin_us),
+        own_spin: Duration::from_secs(5),
+        max_gap_ns: WAKE_GAP_NS,
+        report: true,
+    };
+    let rep = echo_run(&run)?
+        .1
+        .ok_or_else(|| BenchError::Failed("the echo sent no report".into()))?;
+    Ok(WakeRow {
+        spin_us,
+        caught_spinning_percent: (100.0 * (spin_us * 1000) as f64 / WAKE_GAP_NS as f64).min(100.0),
+        summary: rep.hop,
+        reader_cpu_percent: 100.0 * rep.cpu_ns as f64 / rep.wall_ns.max(1) as f64,
+    })
 }
 
 #[cfg(feature = "iceoryx2")]
