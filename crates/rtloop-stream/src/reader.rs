@@ -603,7 +603,7 @@ fn copy_out<B: Backing>(
         // the newest sample, small: from the publish line if it still holds it intact
         let mut words = [0u64; ring::INLINE_WORDS];
         if let Some(stamp) = c.samples.load_inline(end, &mut words[..sb.div_ceil(8)]) {
-            out.copy_from_slice(&crate::writer::bytemuck_words(&mut words)[..sb]);
+            out.copy_from_slice(&crate::writer::words_as_bytes(&mut words)[..sb]);
             if let Some(st) = stamps {
                 st[0] = stamp;
             }
@@ -684,6 +684,26 @@ const LIVENESS_SLICE: Duration = if cfg!(loom) {
     Duration::from_millis(100)
 };
 
+/// The end of a wait for sample `until` if the writer closed cleanly (it writes nothing more):
+/// `Ok` when everything up to `until` is there, else `WriterClosed`. `None` while it is open.
+fn ended_by_close(
+    owner: &crate::layout::OwnerLine,
+    sync: &ring::RingSync,
+    until: u64,
+) -> Option<Result<u64, WaitError>> {
+    // SYNC: Acquire pairs with the Release of the word at close: the `written` loaded after it
+    // holds every commit of the closed writer.
+    if owner.writer.load(Ordering::Acquire) != writer_word::CLOSED {
+        return None;
+    }
+    let w = sync.written();
+    Some(if w >= until {
+        Ok(w)
+    } else {
+        Err(WaitError::WriterClosed { written: w })
+    })
+}
+
 pub(crate) fn wait_until<B: Backing>(
     stream: &Stream<B>,
     until: u64,
@@ -700,13 +720,8 @@ pub(crate) fn wait_until<B: Backing>(
         // A poll never sleeps, so it does not announce itself as a sleeper: a reader polling
         // in a loop would otherwise keep the waiter count non-zero, and the writer would pay a
         // futex wake system call for commits nobody sleeps through.
-        // SYNC: Acquire pairs with the Release of the word at close (as below).
-        if owner.writer.load(Ordering::Acquire) == writer_word::CLOSED {
-            let w = sync.written();
-            if w >= until {
-                return Ok(w);
-            }
-            return Err(WaitError::WriterClosed { written: w });
+        if let Some(ended) = ended_by_close(owner, sync, until) {
+            return ended;
         }
         let w = sync.written();
         return if w >= until {
@@ -741,15 +756,8 @@ pub(crate) fn wait_until<B: Backing>(
         // is there. Checked after announcing: the writer's drop stores the word, then a
         // SeqCst fence, then looks for announced waiters to wake (Dekker with the fence in
         // `announce_data_waiter`), so a closing writer never leaves this loop asleep.
-        // SYNC: Acquire pairs with the Release of the word at close: the `written` loaded
-        // after it holds every commit of the closed writer.
-        if owner.writer.load(Ordering::Acquire) == writer_word::CLOSED {
-            let w = sync.written();
-            break if w >= until {
-                Ok(w)
-            } else {
-                Err(WaitError::WriterClosed { written: w })
-            };
+        if let Some(ended) = ended_by_close(owner, sync, until) {
+            break ended;
         }
         let now = Instant::now();
         let timed_out = deadline.is_some_and(|d| now >= d);

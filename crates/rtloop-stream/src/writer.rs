@@ -351,7 +351,7 @@ impl<B: Backing> Writer<B> {
         if k > 0 && sb <= ring::INLINE_BYTES {
             // the newest sample rides in the line readers poll (see `PublishLine`)
             let mut words = [0u64; ring::INLINE_WORDS];
-            let bytes = bytemuck_words(&mut words);
+            let bytes = words_as_bytes(&mut words);
             map.load_samples(self.written + k - 1, &mut bytes[..sb]);
             c.samples
                 .store_inline(self.written + k, stamp, &words[..sb.div_ceil(8)]);
@@ -376,7 +376,7 @@ impl<B: Backing> Writer<B> {
 }
 
 /// The bytes of a few words (native order), to fill them from a slot.
-pub(crate) fn bytemuck_words(
+pub(crate) fn words_as_bytes(
     words: &mut [u64; ring::INLINE_WORDS],
 ) -> &mut [u8; ring::INLINE_BYTES] {
     // SAFETY: `[u64; INLINE_WORDS]` and `[u8; INLINE_BYTES]` have the same size, every bit
