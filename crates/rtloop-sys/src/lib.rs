@@ -142,6 +142,38 @@ pub fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
     let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
 
+/// Register this process for `MEMBARRIER_CMD_GLOBAL_EXPEDITED`: from now on another
+/// process's [`membarrier_global`] makes every running thread of this one execute a full
+/// memory barrier. Registered once per process (a forked child registers again); `false`
+/// when the kernel refuses (too old, or a seccomp filter), and then nothing may rely on it.
+#[must_use]
+pub fn register_membarrier_global() -> bool {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    // the pid that registered (a forked child is a new process, with a new memory map)
+    static REGISTERED: AtomicU32 = AtomicU32::new(0);
+    let me = std::process::id();
+    // SYNC: Relaxed: a cache of a per-process kernel state; registering twice is harmless.
+    if REGISTERED.load(Ordering::Relaxed) == me {
+        return true;
+    }
+    let ok = rustix::thread::membarrier(rustix::thread::MembarrierCommand::RegisterGlobalExpedited)
+        .is_ok();
+    if ok {
+        // SYNC: Relaxed: as above.
+        REGISTERED.store(me, Ordering::Relaxed);
+    }
+    ok
+}
+
+/// `MEMBARRIER_CMD_GLOBAL_EXPEDITED`: when it returns, every thread of every registered
+/// process (see [`register_membarrier_global`]) that was running has executed a full memory
+/// barrier, and those not running will before they run again. Costs a system call and an
+/// interrupt of each CPU running such a thread (about 10 µs on a 2-vCPU virtual machine).
+pub fn membarrier_global() -> std::io::Result<()> {
+    rustix::thread::membarrier(rustix::thread::MembarrierCommand::GlobalExpedited)
+        .map_err(Into::into)
+}
+
 /// The page size.
 #[must_use]
 pub fn page_size() -> usize {
