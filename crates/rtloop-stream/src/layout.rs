@@ -19,7 +19,7 @@ use crate::sync::AtomicU64;
 /// First 8 bytes of every stream file.
 pub const MAGIC: [u8; 8] = *b"rtloopSM";
 /// Layout version; a stream of another version is refused on open.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 /// Header size.
 pub const HEADER_BYTES: usize = 4096;
 /// Longest stream name.
@@ -123,13 +123,25 @@ pub struct OwnerLine {
     /// holder's `sys::ProcessId` word (pid and start time together, so a claim is one
     /// compare-and-swap).
     pub writer: AtomicU64,
-    _spare: AtomicU64,
+    /// How the holder orders its `written` store before its `waiters` load:
+    /// [`publish_barrier::FENCE`] or [`publish_barrier::LIGHT`] (a sleeping reader must then
+    /// issue the heavy half, `membarrier`, before its last check). Set at each claim.
+    pub publish_barrier: AtomicU64,
     /// CLOCK_MONOTONIC ns of the last commit or explicit heartbeat.
     pub heartbeat_ns: AtomicU64,
     /// Commits so far.
     pub commits: AtomicU64,
     /// Writers that held this stream so far.
     pub generation: AtomicU64,
+}
+
+/// Values of [`OwnerLine::publish_barrier`].
+pub mod publish_barrier {
+    /// The writer issues a SeqCst fence after every publication (the word's value in a
+    /// stream no writer has held yet, and when the kernel refused `membarrier`).
+    pub const FENCE: u64 = 0;
+    /// The writer issues only a compiler barrier; sleepers issue `membarrier` first.
+    pub const LIGHT: u64 = 1;
 }
 
 /// Values of [`OwnerLine::writer`] that name no process (a held word has bit 63 set).

@@ -232,6 +232,29 @@ fn loom_waiting_reader_is_woken_by_a_commit() {
     });
 }
 
+/// (d') A writer that claims the stream while a reader is on its way to sleep still wakes
+/// it with its first commit: the reader may have read the publish-barrier word from before
+/// the claim (and so skipped its membarrier), and the claim's store of the word, its fence
+/// and the reader's fence after announcing make the first commit see the sleeper.
+#[test]
+fn loom_writer_claiming_while_a_reader_falls_asleep_wakes_it() {
+    loom::model(|| {
+        as_process(1);
+        let s = heap(2);
+        let mut r = s.reader(ReaderMode::Latest).expect("reader");
+        r.set_spin(Duration::ZERO);
+        let s2 = s.clone();
+        let t = thread::spawn(move || {
+            as_process(1);
+            let mut w = writer(&s2);
+            write(&mut w, 1);
+            w // keep the writer open: only the commit may end the wait
+        });
+        assert_eq!(r.wait(1, None), Ok(1));
+        drop(t.join().expect("writer"));
+    });
+}
+
 /// (e) A clean close wakes a reader waiting for samples that will never come, and the wait
 /// ends with `WriterClosed` (Dekker between the announcement and the close).
 #[test]

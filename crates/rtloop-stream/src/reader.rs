@@ -7,10 +7,10 @@ use crate::backing::Backing;
 use crate::claims;
 use crate::error::{ReadError, WaitError};
 use crate::events::Event;
-use crate::layout::{writer_word, EVENT_SLOT_BYTES};
+use crate::layout::{publish_barrier, writer_word, EVENT_SLOT_BYTES};
 use crate::ring::{self, slot_state, WindowCheck};
 use crate::stream::DefaultBacking;
-use crate::sync::{fence, Ordering};
+use crate::sync::{fence, heavy_barrier, Ordering};
 use crate::sys::ProcessId;
 use crate::{sys, Stream, StreamInfo};
 #[cfg(not(loom))]
@@ -82,6 +82,8 @@ pub struct Reader<B: Backing = DefaultBacking> {
     spin: Duration,
     /// Our slot word (holder and state): freeing compares against it.
     word: u64,
+    /// Publish the cursor with the light barrier (see `ReaderCursor::release_to`).
+    light: bool,
     /// [`sys::fork_generation`] when this reader registered: a forked child's copy of the
     /// handle neither reads through it nor frees the parent's slot.
     fork_generation: u64,
@@ -257,6 +259,11 @@ impl<T: Sample> TypedWindow<T> {
 impl<B: Backing> Reader<B> {
     /// A reader in `slot`, which [`claims::claim_slot`] took for `me` (state CLAIMING).
     pub(crate) fn new(stream: Stream<B>, slot: usize, mode: ReaderMode, me: ProcessId) -> Self {
+        // A lossless reader's cursor store needs no fence when the writer can make this
+        // process run one before it sleeps for room (`membarrier`). Registered first: the
+        // process's first registration is a slow system call, kept out of the moments
+        // between our slot turning active and our cursor being taken.
+        let light = mode == ReaderMode::Lossless && sys::membarrier_registered();
         let c = stream.map.control();
         let s = &c.readers[slot];
         let mut cursor = c.samples.written();
@@ -281,11 +288,20 @@ impl<B: Backing> Reader<B> {
             // that precedes ours — and then the `written` we load below is at least that
             // reservation's start, so starting there, nothing unread can be overwritten.
             fence(Ordering::SeqCst);
+            // A light writer passes no fence between its commits and the count check: make
+            // its CPU run one now (`membarrier`). Either its reservation saw us, or its last
+            // `written` store is visible to the load below. SYNC: Relaxed: ordered by our
+            // fence above and the fence after a claim stores the word.
+            if c.owner.publish_barrier.load(Ordering::Relaxed) == publish_barrier::LIGHT {
+                // refused (a seccomp filter): heavy_barrier warns; reads of copies are still
+                // validated, so a lost race shows as an overrun, never as wrong data
+                let _ = heavy_barrier();
+            }
             cursor = c.samples.written();
             // a writer that judged room by our first, lower cursor may be asleep waiting for
             // us: wake it (found by the registration model; before, it slept until its next
             // 10 ms timeout slice)
-            if c.readers[slot].release_to(cursor, &c.samples, true) {
+            if c.readers[slot].release_to(cursor, &c.samples, true, light) {
                 c.samples.space_wake.seq.wake_all();
             }
         }
@@ -299,6 +315,7 @@ impl<B: Backing> Reader<B> {
             high_water_seen: 0,
             spin: Duration::from_micros(20),
             word,
+            light,
             fork_generation: sys::fork_generation(),
         }
     }
@@ -391,7 +408,7 @@ impl<B: Backing> Reader<B> {
     fn publish_cursor(&self) {
         let c = self.stream.map.control();
         let lossless = self.mode == ReaderMode::Lossless;
-        if c.readers[self.slot].release_to(self.cursor, &c.samples, lossless) {
+        if c.readers[self.slot].release_to(self.cursor, &c.samples, lossless, self.light) {
             c.samples.space_wake.seq.wake_all();
         }
     }
@@ -743,7 +760,8 @@ pub(crate) fn wait_until<B: Backing>(
             crate::sync::spin_hint();
         }
     }
-    let mut seq = sync.announce_data_waiter();
+    let announced = sync.announce_data_waiter(&owner.publish_barrier);
+    let mut seq = announced.seq;
     // the writer's liveness costs system calls and two reads of /proc: judge it only once a
     // wait has lasted a whole slice, never on the way into an ordinary sleep
     let mut next_liveness = started + LIVENESS_SLICE;
@@ -790,9 +808,17 @@ pub(crate) fn wait_until<B: Backing>(
         sync.data_wake.seq.wait(
             seq,
             left.min(next_liveness.saturating_duration_since(now))
+                .min(announced.max_sleep.unwrap_or(Duration::MAX))
                 .max(Duration::from_micros(1)),
         );
+        let slept_on = seq;
         seq = sync.data_seq();
+        #[cfg(all(test, not(loom)))]
+        if seq == slept_on && sync.written() >= until {
+            crate::sync::tests_knobs::SLEPT_THROUGH_A_COMMIT
+                .set(crate::sync::tests_knobs::SLEPT_THROUGH_A_COMMIT.get() + 1);
+        }
+        let _ = slept_on;
     };
     sync.withdraw_data_waiter();
     result
@@ -922,7 +948,8 @@ impl<B: Backing> Stream<B> {
             return now;
         }
         let deadline = Instant::now() + timeout;
-        let mut seq = c.samples.announce_data_waiter();
+        let announced = c.samples.announce_data_waiter(&c.owner.publish_barrier);
+        let mut seq = announced.seq;
         let result = loop {
             // read after the announcement: see `Writer::push_event` for the handshake
             let now = counts();
@@ -933,10 +960,11 @@ impl<B: Backing> Stream<B> {
             if left.is_zero() || !keep_waiting() {
                 break now;
             }
-            c.samples
-                .data_wake
-                .seq
-                .wait(seq, left.min(Duration::from_millis(100)));
+            c.samples.data_wake.seq.wait(
+                seq,
+                left.min(Duration::from_millis(100))
+                    .min(announced.max_sleep.unwrap_or(Duration::MAX)),
+            );
             seq = c.samples.data_seq();
         };
         c.samples.withdraw_data_waiter();

@@ -13,12 +13,15 @@
 //! |---|---|---|---|---|
 //! | `written` | writer, `publish` | the sample bytes and stamps of `[old, new)` | `written()` load in every read and wait | `loom_reader_never_sees_uncommitted_or_torn_samples` |
 //! | `reserved` | writer, `begin_overwrite` + `fence(Release)` | "slots of samples `< end - capacity` may now be overwritten" | `fence(Acquire)` + load in `validate_after_copy` (fence-fence) | `loom_writer_lapping_reader_is_reported_as_overrun` |
-//! | `data_wake.waiters` / `seq` | readers announce, writer bumps | SeqCst fences on both sides (Dekker): writer sees the waiter or waiter sees the sample | `seq` Acquire in the futex loop | `loom_announced_waiter_is_never_left_asleep` |
+//! | `data_wake.waiters` / `seq` | readers announce, writer bumps | SeqCst fences on both sides (Dekker), or the writer's light barrier and the sleeper's `membarrier`: writer sees the waiter or waiter sees the sample | `seq` Acquire in the futex loop | `loom_waiting_reader_is_woken_by_a_commit`, `loom_writer_claiming_while_a_reader_falls_asleep_wakes_it` |
 //! | `inline_end` | writer, `store_inline` (0, `fence(Release)`, words, stamp, `end` Release) | the newest sample's copy in the publish line | `load_inline`: Acquire load, copy, `fence(Acquire)`, load again (seqlock) | `loom_newest_sample_in_the_publish_line_is_never_torn` |
 //! | `cursor` (lossless) | reader, `release_to` | "I am done with samples `< cursor`" | writer `min_lossless_cursor` Acquire | `loom_lossless_writer_never_overwrites_unread_samples`, `loom_lossless_writer_waits_for_the_slowest_of_two_readers` |
-//! | `space_wake.waiters` / `seq` | writer announces, readers bump | SeqCst fences (Dekker) as above | `seq` Acquire | `loom_space_waiter_is_woken_by_lossless_release` |
+//! | `space_wake.waiters` / `seq` | writer announces, readers bump | SeqCst fences (Dekker) as above, or the reader's light barrier and the writer's `membarrier` | `seq` Acquire | `loom_lossless_writer_never_overwrites_unread_samples_and_is_woken` |
 
-use crate::sync::{fence, spin_hint, AtomicU32, AtomicU64, FutexWord, Ordering};
+use crate::sync::{
+    fence, heavy_barrier, light_barrier, spin_hint, AtomicU32, AtomicU64, FutexWord, Ordering,
+};
+use std::time::Duration;
 
 /// Byte offset of sample `index` in a data region of `capacity` samples.
 #[inline]
@@ -125,6 +128,20 @@ pub struct PublishLine {
     pub inline_words: [AtomicU64; INLINE_WORDS],
 }
 
+/// What [`RingSync::announce_data_waiter`] hands a sleeper.
+#[derive(Debug, Clone, Copy)]
+pub struct Announced {
+    /// The futex value to sleep on.
+    pub seq: u32,
+    /// The longest one sleep may last (`None`: as long as the caller wants).
+    pub max_sleep: Option<Duration>,
+}
+
+/// How long a reader sleeps at most when the kernel refused its `membarrier` while the
+/// writer publishes with the light barrier: a wake-up may then be missed, and the reader
+/// finds the commit at its next look, this much later at worst.
+pub const UNBARRIERED_SLEEP: Duration = Duration::from_micros(200);
+
 /// A futex word and the count of sleepers announced on it.
 #[repr(C, align(128))]
 #[derive(Default)]
@@ -219,18 +236,31 @@ impl RingSync {
     }
 
     /// Writer: make samples below `new_written` visible. Returns whether a reader announced
-    /// it is sleeping (then call [`RingSync::bump_data_seq`] and wake the futex).
+    /// it is sleeping (then call [`RingSync::bump_data_seq`] and wake the futex). `light`:
+    /// this writer's process is registered for `membarrier` and its stream says
+    /// [`publish_barrier::LIGHT`](crate::layout::publish_barrier::LIGHT).
     #[inline]
     #[must_use]
-    pub fn publish(&self, new_written: u64) -> bool {
+    pub fn publish(&self, new_written: u64, light: bool) -> bool {
         // SYNC: Release publishes the sample bytes and stamps written before it; pairs with
         // the Acquire load in `written()`. Relaxed would let a reader see the count first.
         self.publish.written.store(new_written, Ordering::Release);
-        // SYNC: SeqCst fence orders the store above before the `waiters` load below (store→
-        // load, which Release/Acquire do not order). Pairs with the SeqCst fence in
-        // `announce_data_waiter`: either we see the waiter or the waiter sees `new_written`.
-        fence(Ordering::SeqCst);
-        // SYNC: Relaxed is enough after the SeqCst fence (the fence carries the ordering).
+        // SYNC: orders the store above before the `waiters` load below (store→load, which
+        // Release/Acquire do not order), Dekker with `announce_data_waiter`: either we see
+        // the waiter or the waiter sees `new_written`. A SeqCst fence pairs with the
+        // sleeper's SeqCst fence. The light barrier pairs with the sleeper's `membarrier`
+        // (`heavy_barrier`), which runs a full barrier on this CPU: the fence's cost, waiting
+        // for every store of the commit to reach the other CPUs, leaves the commit path.
+        if light {
+            light_barrier();
+        } else {
+            fence(Ordering::SeqCst);
+        }
+        #[cfg(all(test, not(loom)))]
+        if crate::sync::tests_knobs::WRITER_IGNORES_SLEEPERS.get() {
+            return false;
+        }
+        // SYNC: Relaxed is enough after the barrier (the barrier carries the ordering).
         self.data_wake.waiters.load(Ordering::Relaxed) != 0
     }
 
@@ -242,15 +272,15 @@ impl RingSync {
         self.data_wake.seq.fetch_add(1, Ordering::Release);
     }
 
-    /// Another ring's writer, right after its `publish` (whose SeqCst fence orders that
-    /// ring's `written` store before this load): has a reader announced itself on *this*
+    /// Another ring's writer, right after its `publish` (whose barrier orders that ring's
+    /// `written` store before this load): has a reader announced itself on *this*
     /// ring's data line? `Stream::wait_for` sleeps on the samples' line waiting for samples
     /// or events, so the event writer checks here and wakes it (Dekker across two rings:
     /// either the waiter sees the new event count or the event writer sees the waiter).
     #[inline]
     #[must_use]
     pub fn data_waiters_after_fence(&self) -> bool {
-        // SYNC: Relaxed: the caller's SeqCst fence (inside `publish`) carries the ordering.
+        // SYNC: Relaxed: the caller's barrier (inside `publish`) carries the ordering.
         self.data_wake.waiters.load(Ordering::Relaxed) != 0
     }
 
@@ -290,16 +320,34 @@ impl RingSync {
     }
 
     /// Reader: announce a sleeper before the last check of `written` and `FUTEX_WAIT`.
-    /// Returns the futex value to sleep on.
+    /// `publish_barrier` is the stream's [`OwnerLine::publish_barrier`](crate::layout::OwnerLine).
+    /// Returns the futex value to sleep on and how long a sleep may last at most.
     #[inline]
     #[must_use]
-    pub fn announce_data_waiter(&self) -> u32 {
+    pub fn announce_data_waiter(&self, publish_barrier: &AtomicU64) -> Announced {
         self.data_wake.waiters.fetch_add(1, Ordering::Relaxed);
-        // SYNC: SeqCst fence pairs with the one in `publish` (Dekker): after it, either our
-        // next `written()` sees the new count or the writer sees `waiters != 0` and wakes.
+        // SYNC: SeqCst fence pairs with the SeqCst fence in `publish` (Dekker): after it,
+        // either our next `written()` sees the new count or the writer sees `waiters != 0`
+        // and wakes. It also pairs with the fence after a writer's claim stores
+        // `publish_barrier`: a writer that claims after the load below read the old value
+        // sees our announcement at its first commit.
         fence(Ordering::SeqCst);
-        // SYNC: Acquire pairs with `bump_data_seq`'s Release.
-        self.data_wake.seq.load(Ordering::Acquire)
+        // SYNC: Relaxed: ordered by the fences on both sides (above, and the claim's).
+        let light =
+            publish_barrier.load(Ordering::Relaxed) == crate::layout::publish_barrier::LIGHT;
+        // a light writer skips its fence: make its CPU run one now, so that either it sees
+        // our announcement or its store of `written` is visible to our next check
+        let max_sleep = if !light || heavy_barrier() {
+            None
+        } else {
+            // the kernel refused: a commit may go unannounced to us, so never sleep long
+            Some(UNBARRIERED_SLEEP)
+        };
+        Announced {
+            // SYNC: Acquire pairs with `bump_data_seq`'s Release.
+            seq: self.data_wake.seq.load(Ordering::Acquire),
+            max_sleep,
+        }
     }
 
     /// Reader: the current futex value (re-read before each sleep).
@@ -317,15 +365,22 @@ impl RingSync {
         self.data_wake.waiters.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Lossless writer: announce it sleeps waiting for readers. Returns the futex value.
+    /// Lossless writer: announce it sleeps waiting for readers. Returns the futex value to
+    /// sleep on and how long a sleep may last at most.
     #[inline]
     #[must_use]
-    pub fn announce_space_waiter(&self) -> u32 {
+    pub fn announce_space_waiter(&self) -> Announced {
         self.space_wake.waiters.fetch_add(1, Ordering::Relaxed);
-        // SYNC: SeqCst fence pairs with the one in `ReaderCursor::release_to` (Dekker).
+        // SYNC: SeqCst fence pairs with the SeqCst fence in `ReaderCursor::release_to`
+        // (Dekker); `membarrier` with the light barrier there (readers registered for it
+        // skip the fence): either a reader sees us, or its cursor store is visible to us.
         fence(Ordering::SeqCst);
-        // SYNC: Acquire pairs with the reader's Release bump of `space_wake.seq`.
-        self.space_wake.seq.load(Ordering::Acquire)
+        let max_sleep = (!heavy_barrier()).then_some(UNBARRIERED_SLEEP);
+        Announced {
+            // SYNC: Acquire pairs with the reader's Release bump of `space_wake.seq`.
+            seq: self.space_wake.seq.load(Ordering::Acquire),
+            max_sleep,
+        }
     }
 
     /// Lossless writer: the current futex value of the space wake line.
@@ -394,9 +449,10 @@ pub struct ReaderCursor {
 
 impl ReaderCursor {
     /// Reader: consumed everything below `cursor`. For a lossless reader this also wakes a
-    /// writer that announced it waits for room.
+    /// writer that announced it waits for room; `light`: this reader's process is
+    /// registered for `membarrier`, so a light barrier orders the store before the load.
     #[inline]
-    pub fn release_to(&self, cursor: u64, sync: &RingSync, lossless: bool) -> bool {
+    pub fn release_to(&self, cursor: u64, sync: &RingSync, lossless: bool, light: bool) -> bool {
         // SYNC: Release publishes "done reading samples < cursor" (our copies happened
         // before); pairs with the Acquire load in `min_lossless_cursor`, after which the
         // writer overwrites those slots.
@@ -404,8 +460,14 @@ impl ReaderCursor {
         if !lossless {
             return false;
         }
-        // SYNC: SeqCst fence pairs with the one in `announce_space_waiter` (Dekker).
-        fence(Ordering::SeqCst);
+        // SYNC: orders the cursor store before the `waiters` load (Dekker with
+        // `announce_space_waiter`): a SeqCst fence pairs with the writer's SeqCst fence; the
+        // light barrier with the `membarrier` the writer issues before it sleeps for room.
+        if light {
+            light_barrier();
+        } else {
+            fence(Ordering::SeqCst);
+        }
         if sync.space_wake.waiters.load(Ordering::Relaxed) != 0 {
             // SYNC: Release so the woken writer's Acquire of `seq` also sees our cursor.
             sync.space_wake.seq.fetch_add(1, Ordering::Release);

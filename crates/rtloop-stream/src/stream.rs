@@ -6,9 +6,9 @@ use std::sync::Arc;
 use crate::backing::Backing;
 use crate::claims;
 use crate::error::ClaimError;
-use crate::layout::MAX_READERS;
+use crate::layout::{publish_barrier, MAX_READERS};
 use crate::ring::slot_state;
-use crate::sync::Ordering;
+use crate::sync::{fence, Ordering};
 use crate::sys::{self, ProcessId};
 use crate::{DType, Reader, ReaderMode, Writer};
 
@@ -219,12 +219,27 @@ impl<B: Backing> Stream<B> {
             }
             claims::WriterClaim::Won { replaced: None } => {}
         }
+        // Publish with the light barrier when sleepers can make this process run the heavy
+        // half (`membarrier`). SYNC: Relaxed store, then a SeqCst fence before any commit's
+        // `waiters` load: a reader that announced itself and then read the old word (and so
+        // skipped `membarrier`) is seen by our first commit (its announcement precedes its
+        // load, which precedes our store, in the fences' single order).
+        let light = sys::membarrier_registered();
+        owner.publish_barrier.store(
+            if light {
+                publish_barrier::LIGHT
+            } else {
+                publish_barrier::FENCE
+            },
+            Ordering::Relaxed,
+        );
+        fence(Ordering::SeqCst);
         // SYNC: Relaxed: statistics and a liveness hint, read without ordering.
         owner.generation.fetch_add(1, Ordering::Relaxed);
         owner
             .heartbeat_ns
             .store(sys::monotonic_ns(), Ordering::Relaxed);
-        Ok(Writer::new(self.clone(), me))
+        Ok(Writer::new(self.clone(), me, light))
     }
 
     /// Register a reader in `mode`, starting at the newest sample (nothing old is pulled;

@@ -36,6 +36,71 @@ pub(crate) fn spin_hint() {
     core::hint::spin_loop();
 }
 
+/// The writer's half of an asymmetric store→load barrier (its `written` store before its
+/// `waiters` load, Dekker with a sleeping reader): a compiler barrier only. The sleeper's
+/// half is [`heavy_barrier`], which makes the writer's CPU execute a full barrier, so the
+/// pair orders as two SeqCst fences would, and the writer's every commit skips the one
+/// instruction that waits for its stores to reach other CPUs (see docs/memory-ordering.md).
+///
+/// Under loom this is a SeqCst fence: that is what the sleeper's `membarrier` guarantees
+/// the writer executed between the store and the load, whenever the two could race.
+#[inline]
+pub(crate) fn light_barrier() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+    #[cfg(not(loom))]
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+}
+
+/// The sleeper's half of the asymmetric barrier (see [`light_barrier`]): after it, every
+/// writer process registered with `register_membarrier_global` has executed a full barrier
+/// on each CPU it was running on. `false` when the kernel refused the call (then nothing
+/// orders a light writer's load after its store, and the sleeper must not sleep long).
+///
+/// Under loom the writer's light barrier is already a fence, so this is nothing.
+#[inline]
+pub(crate) fn heavy_barrier() -> bool {
+    #[cfg(loom)]
+    return true;
+    #[cfg(not(loom))]
+    {
+        #[cfg(test)]
+        if tests_knobs::SKIP_HEAVY_BARRIER.get() {
+            return true;
+        }
+        if crate::sys::membarrier() {
+            return true;
+        }
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                "the kernel refused membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED): readers waiting for a writer that publishes without a fence sleep at most {} µs at a time",
+                crate::ring::UNBARRIERED_SLEEP.as_micros()
+            );
+        });
+        false
+    }
+}
+
+/// What unit tests switch and count on the calling thread only (tests run side by side).
+#[cfg(all(test, not(loom)))]
+pub(crate) mod tests_knobs {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Leave out the sleeper's membarrier: the protocol broken on purpose, to show
+        /// what a stress test counts without it.
+        pub(crate) static SKIP_HEAVY_BARRIER: Cell<bool> = const { Cell::new(false) };
+        /// A writer that never sees announced sleepers (a lost wake-up on every commit that
+        /// races a sleeper): shows that `SLEPT_THROUGH_A_COMMIT` counts them.
+        pub(crate) static WRITER_IGNORES_SLEEPERS: Cell<bool> = const { Cell::new(false) };
+        /// Sleeps of a waiting reader that ended with the samples it waited for committed
+        /// but the futex word unchanged: the writer published them without seeing the
+        /// announced sleeper (a lost wake-up; the sleep ended only at its time limit).
+        pub(crate) static SLEPT_THROUGH_A_COMMIT: Cell<u64> = const { Cell::new(0) };
+    }
+}
+
 /// A 32-bit word that threads of any process can sleep on until it changes (`FUTEX_WAIT` /
 /// `FUTEX_WAKE` on shared memory). In shared memory it is exactly an `AtomicU32`.
 ///

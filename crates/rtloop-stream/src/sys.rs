@@ -80,6 +80,33 @@ impl ProcessId {
     }
 }
 
+/// Register this process for `membarrier` (see `rtloop_sys::register_membarrier_global`),
+/// so that its writers and lossless readers may publish with the light barrier. `false`
+/// when refused, or when `RTLOOP_PUBLISH_FENCE=1` asks for a fence per publication (for a
+/// peer process whose sandbox refuses `membarrier`, or to compare). Miri cannot make the
+/// system call: there everything fences.
+#[must_use]
+pub fn membarrier_registered() -> bool {
+    #[cfg(miri)]
+    return false;
+    #[cfg(not(miri))]
+    {
+        if std::env::var_os("RTLOOP_PUBLISH_FENCE").is_some_and(|v| v == "1") {
+            return false;
+        }
+        register_membarrier_global()
+    }
+}
+
+/// The sleeper's `membarrier` (see `rtloop_sys::membarrier_global`); `false` if refused.
+#[must_use]
+pub fn membarrier() -> bool {
+    #[cfg(miri)]
+    return false;
+    #[cfg(not(miri))]
+    membarrier_global().is_ok()
+}
+
 /// How many times this process's ancestry forked since rtloop first looked (0 in the
 /// process that made the handles). A handle records the value it was made under; a
 /// different value means it is a forked child's copy, which must neither use nor release

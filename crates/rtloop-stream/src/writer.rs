@@ -36,6 +36,9 @@ pub struct Writer<B: Backing = DefaultBacking> {
     spin: Duration,
     /// The process that claimed the writer word (compared by the release at drop).
     me: ProcessId,
+    /// Publish with the light barrier (this process is registered for `membarrier` and the
+    /// stream says so to sleepers); else a SeqCst fence per publication.
+    light: bool,
     /// [`sys::fork_generation`] at the claim: a forked child's copy of the handle neither
     /// writes through it nor gives the parent's writer up.
     fork_generation: u64,
@@ -57,7 +60,7 @@ pub struct WriteGuard<'a, B: Backing = DefaultBacking> {
 }
 
 impl<B: Backing> Writer<B> {
-    pub(crate) fn new(stream: Stream<B>, me: ProcessId) -> Self {
+    pub(crate) fn new(stream: Stream<B>, me: ProcessId, light: bool) -> Self {
         let c = stream.map.control();
         let written = c.samples.written();
         let events_written = c.events.written();
@@ -72,6 +75,7 @@ impl<B: Backing> Writer<B> {
             lossless_timeout: DEFAULT_LOSSLESS_TIMEOUT,
             spin: Duration::from_micros(20),
             me,
+            light,
             fork_generation: sys::fork_generation(),
         }
     }
@@ -247,12 +251,12 @@ impl<B: Backing> Writer<B> {
         // only this writer stores there, after `begin_overwrite` (readers validate copies)
         map.store_event(index, &slot);
         self.events_written = index + 1;
-        if sync.publish(index + 1) {
+        if sync.publish(index + 1, self.light) {
             sync.bump_data_seq();
             sync.data_wake.seq.wake_all();
         }
         // `Stream::wait_for` sleeps on the samples' futex for samples *or* events; the
-        // SeqCst fence inside `publish` above pairs with its announcement (loom model
+        // barrier inside `publish` above pairs with its announcement (loom model
         // `loom_event_wakes_a_waiter_on_the_sample_line`).
         let samples = &map.control().samples;
         if samples.data_waiters_after_fence() {
@@ -284,7 +288,7 @@ impl<B: Backing> Writer<B> {
         }
         let mut last_reclaim = Instant::now();
         loop {
-            let seq = c.samples.announce_space_waiter();
+            let announced = c.samples.announce_space_waiter();
             let ok = room();
             if !ok {
                 let left = self.lossless_timeout.saturating_sub(started.elapsed());
@@ -292,10 +296,11 @@ impl<B: Backing> Writer<B> {
                     c.samples.withdraw_space_waiter();
                     return Err(self.timeout_error(need, end, started));
                 }
-                c.samples
-                    .space_wake
-                    .seq
-                    .wait(seq, left.min(Duration::from_millis(10)));
+                c.samples.space_wake.seq.wait(
+                    announced.seq,
+                    left.min(Duration::from_millis(10))
+                        .min(announced.max_sleep.unwrap_or(Duration::MAX)),
+                );
             }
             c.samples.withdraw_space_waiter();
             if ok || room() {
@@ -358,7 +363,7 @@ impl<B: Backing> Writer<B> {
         }
         self.written += k;
         self.commits += 1;
-        if c.samples.publish(self.written) {
+        if c.samples.publish(self.written, self.light) {
             c.samples.bump_data_seq();
             c.samples.data_wake.seq.wake_all();
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{check, create, payload_bytes, CH};
 use rtloop_stream::{
     stream_path, ClaimError, CreateError, DType, Event, EventValue, Liveness, NameError, OpenError,
-    ReadError, ReaderMode, RemoveError, Stream, StreamConfig, WriteError,
+    ReadError, ReaderMode, RemoveError, Stream, StreamConfig, WriteError, LAYOUT_VERSION,
 };
 use rtloop_testkit::{role, spawn_role, unique_name, StreamGuard, Watchdog};
 
@@ -228,17 +228,21 @@ fn stream_of_another_layout_version_is_refused_and_left_untouched() {
             found,
             expected,
         } => {
-            assert_eq!((p, *found, *expected), (&path, 7, 2));
+            assert_eq!((p, *found, *expected), (&path, 7, LAYOUT_VERSION));
         }
         other => panic!("expected LayoutVersion, got {other:?}"),
     }
     assert_says(
         &err,
-        &["layout version 7", "reads version 2", "recreate the stream"],
+        &[
+            "layout version 7",
+            &format!("reads version {LAYOUT_VERSION}"),
+            "recreate the stream",
+        ],
     );
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "open changed nothing");
     // the samples are still there for a matching version
-    bytes[8..12].copy_from_slice(&2u32.to_ne_bytes());
+    bytes[8..12].copy_from_slice(&LAYOUT_VERSION.to_ne_bytes());
     std::fs::write(&path, &bytes).unwrap();
     assert_intact(&Stream::open(stream.name()).unwrap(), 0, 10);
 }
