@@ -315,8 +315,8 @@ class BenchMachine(Report):
 
 
 class StreamBenchReport(Report):
-    """`rtloop.bench.stream` (``rtloop bench stream --json``): throughput against memcpy and
-    a bare ring, hand-off latency against a cache-line ping-pong, per row."""
+    """`rtloop.bench.stream` (``rtloop bench stream --json``): throughput against a bare ring
+    (and memcpy for the copy-out row), hand-off latency against a cache-line ping-pong."""
 
     machine: BenchMachine
     repeats: int
