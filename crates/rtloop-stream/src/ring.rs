@@ -328,13 +328,15 @@ impl RingSync {
         self.data_wake.waiters.fetch_add(1, Ordering::Relaxed);
         // SYNC: SeqCst fence pairs with the SeqCst fence in `publish` (Dekker): after it,
         // either our next `written()` sees the new count or the writer sees `waiters != 0`
-        // and wakes. It also pairs with the fence after a writer's claim stores
-        // `publish_barrier`: a writer that claims after the load below read the old value
-        // sees our announcement at its first commit.
+        // and wakes. It also pairs with the fence after a writer stores `publish_barrier`
+        // (at its claim, or switching, see `Writer::choose_barrier`): a writer that stores
+        // after the load below read the old value sees our announcement at its next commit.
         fence(Ordering::SeqCst);
-        // SYNC: Relaxed: ordered by the fences on both sides (above, and the claim's).
+        // SYNC: Acquire pairs with the writer's Release store of the word: a word that turned
+        // to FENCE comes with every earlier (light) commit visible to our re-check. The rest
+        // is ordered by the fences on both sides.
         let light =
-            publish_barrier.load(Ordering::Relaxed) == crate::layout::publish_barrier::LIGHT;
+            publish_barrier.load(Ordering::Acquire) == crate::layout::publish_barrier::LIGHT;
         // a light writer skips its fence: make its CPU run one now, so that either it sees
         // our announcement or its store of `written` is visible to our next check
         let max_sleep = if !light || heavy_barrier() {

@@ -220,7 +220,7 @@ impl<B: Backing> Stream<B> {
             claims::WriterClaim::Won { replaced: None } => {}
         }
         // Publish with the light barrier when sleepers can make this process run the heavy
-        // half (`membarrier`). SYNC: Relaxed store, then a SeqCst fence before any commit's
+        // half (`membarrier`). SYNC: Release store, then a SeqCst fence before any commit's
         // `waiters` load: a reader that announced itself and then read the old word (and so
         // skipped `membarrier`) is seen by our first commit (its announcement precedes its
         // load, which precedes our store, in the fences' single order).
@@ -231,7 +231,7 @@ impl<B: Backing> Stream<B> {
             } else {
                 publish_barrier::FENCE
             },
-            Ordering::Relaxed,
+            Ordering::Release,
         );
         fence(Ordering::SeqCst);
         // SYNC: Relaxed: statistics and a liveness hint, read without ordering.

@@ -6,7 +6,7 @@ use crate::backing::{Backing, ZeroCopy};
 use crate::claims;
 use crate::error::WriteError;
 use crate::events::Event;
-use crate::layout::{EVENT_PAYLOAD_MAX, EVENT_SLOT_BYTES};
+use crate::layout::{publish_barrier, EVENT_PAYLOAD_MAX, EVENT_SLOT_BYTES};
 use crate::ring::{self, min_lossless_cursor, slot_state};
 use crate::stream::DefaultBacking;
 use crate::sync::{fence, Ordering};
@@ -36,9 +36,15 @@ pub struct Writer<B: Backing = DefaultBacking> {
     spin: Duration,
     /// The process that claimed the writer word (compared by the release at drop).
     me: ProcessId,
-    /// Publish with the light barrier (this process is registered for `membarrier` and the
-    /// stream says so to sleepers); else a SeqCst fence per publication.
+    /// This process is registered for `membarrier`: it may publish with the light barrier.
+    light_capable: bool,
+    /// Publishing with the light barrier now (the owner line's `publish_barrier` says so).
     light: bool,
+    /// CLOCK_MONOTONIC ns until which to keep fencing: the last time a commit found a
+    /// sleeping reader, plus [`FENCE_HOLD`].
+    pub(crate) fence_until_ns: u64,
+    /// [`FENCE_HOLD`] in ns (tests shorten it to switch at every commit).
+    pub(crate) fence_hold_ns: u64,
     /// [`sys::fork_generation`] at the claim: a forked child's copy of the handle neither
     /// writes through it nor gives the parent's writer up.
     fork_generation: u64,
@@ -75,7 +81,10 @@ impl<B: Backing> Writer<B> {
             lossless_timeout: DEFAULT_LOSSLESS_TIMEOUT,
             spin: Duration::from_micros(20),
             me,
+            light_capable: light,
             light,
+            fence_until_ns: 0,
+            fence_hold_ns: FENCE_HOLD.as_nanos() as u64,
             fork_generation: sys::fork_generation(),
         }
     }
@@ -363,7 +372,8 @@ impl<B: Backing> Writer<B> {
         }
         self.written += k;
         self.commits += 1;
-        if c.samples.publish(self.written, self.light) {
+        let woke = c.samples.publish(self.written, self.light);
+        if woke {
             c.samples.bump_data_seq();
             c.samples.data_wake.seq.wake_all();
         }
@@ -377,6 +387,53 @@ impl<B: Backing> Writer<B> {
         // SYNC: Relaxed: liveness and statistics, read without ordering.
         c.owner.heartbeat_ns.store(now, Ordering::Relaxed);
         c.owner.commits.store(self.commits, Ordering::Relaxed);
+        if self.light_capable {
+            self.choose_barrier(woke, now);
+        }
+    }
+}
+
+/// How long a writer keeps fencing after a commit found a sleeping reader. Readers that
+/// sleep for every few samples then never pay the `membarrier` a light writer needs of
+/// them (it costs a sleeper about 10 µs, more than a fence costs the writer); readers that
+/// spin never make the writer fence.
+pub const FENCE_HOLD: Duration = Duration::from_millis(100);
+
+impl<B: Backing> Writer<B> {
+    /// After a commit: fence from now on while readers sleep for samples, light again once
+    /// none was found sleeping for [`FENCE_HOLD`].
+    ///
+    /// Either switch is safe at any moment. The word is stored (Release), then a SeqCst fence
+    /// passes before the next commit. A sleeper that read the new word: FENCE (its load is
+    /// Acquire) also sees every earlier, light commit; LIGHT, it issues `membarrier`. A sleeper that read the old FENCE (skipping `membarrier`) announced
+    /// itself before its fence, which precedes ours in the fences' single order, so our
+    /// next commit sees it.
+    #[inline]
+    fn choose_barrier(&mut self, found_a_sleeper: bool, now: u64) {
+        let light = if found_a_sleeper {
+            self.fence_until_ns = now.saturating_add(self.fence_hold_ns);
+            false
+        } else {
+            now >= self.fence_until_ns
+        };
+        if light != self.light {
+            self.light = light;
+            let word = if light {
+                publish_barrier::LIGHT
+            } else {
+                publish_barrier::FENCE
+            };
+            // SYNC: Release pairs with the sleeper's Acquire load of the word (it then sees
+            // our earlier commits); the SeqCst fence after it orders it before our next
+            // commit's `waiters` load, see above.
+            self.stream
+                .map
+                .control()
+                .owner
+                .publish_barrier
+                .store(word, Ordering::Release);
+            fence(Ordering::SeqCst);
+        }
     }
 }
 
