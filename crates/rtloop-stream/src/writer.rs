@@ -394,10 +394,11 @@ impl<B: Backing> Writer<B> {
 }
 
 /// How long a writer keeps fencing after a commit found a sleeping reader. Readers that
-/// sleep for every few samples then never pay the `membarrier` a light writer needs of
-/// them (it costs a sleeper about 10 µs, more than a fence costs the writer); readers that
-/// spin never make the writer fence.
-pub const FENCE_HOLD: Duration = Duration::from_millis(100);
+/// sleep more often than this never pay the `membarrier` a light writer needs of them (it
+/// costs a sleeper about 10 µs, more than a fence costs the writer); readers that sleep
+/// less often pay it at most once per hold, so never more than 1 % of a core; readers that
+/// spin never make the writer fence (after this long past a sleep).
+pub const FENCE_HOLD: Duration = Duration::from_millis(1);
 
 impl<B: Backing> Writer<B> {
     /// After a commit: fence from now on while readers sleep for samples, light again once
