@@ -599,12 +599,14 @@ def _path(name: str) -> str:
 def test_other_layout_version_is_refused(make_name, shm_file) -> None:
     good = Stream.create(make_name(), n_channels=2, capacity=16)
     raw = bytearray(Path(good.path).read_bytes())
-    raw[8:12] = (99).to_bytes(4, "little")  # layout_version follows the 8-byte magic
+    current = int.from_bytes(raw[8:12], "little")  # layout_version follows the 8-byte magic
+    raw[8:12] = (99).to_bytes(4, "little")
     name = make_name()
     shm_file(name, bytes(raw))
     with pytest.raises(LayoutVersionError, match="layout version 99") as e:
         Stream.open(name)
-    assert (e.value.found, e.value.expected) == (99, 2)
+    assert (e.value.found, e.value.expected) == (99, current)
+    assert current == 3
 
 
 # ---------------------------------------------------------------- real processes
