@@ -304,6 +304,8 @@ impl rtloop_launch::ChildRole for StreamEchoRole {
 /// Run [`StreamEchoRole`] until it reads `u64::MAX`.
 pub fn stream_echo_role(role: &StreamEchoRole) -> Result<(), BenchError> {
     crate::pin(role.cpu);
+    // the writer below publishes light from its first commit (see `run`)
+    let _ = rtloop_stream::prepare_light_publication(Duration::from_secs(1));
     let mut r = Stream::open(&role.from)?.reader(ReaderMode::Latest)?;
     r.set_spin(Duration::from_micros(role.spin_us));
     let mut w = Stream::open(&role.to)?.writer()?;
@@ -553,6 +555,9 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
     }
     let repeats = if c.quick { 1 } else { c.repeats };
     let scale = if c.quick { 20 } else { 1 };
+    // every writer of this process (the latency rows) publishes light from its first commit,
+    // not only once the registration for it has finished (about 10 ms after the first claim)
+    let _ = rtloop_stream::prepare_light_publication(Duration::from_secs(1));
     let _pm = if c.pm_qos {
         Some(sys::hold_cpu_dma_latency().context("--pm-qos")?)
     } else {

@@ -438,8 +438,11 @@ fn stream_in_reads_a_stream_fed_from_outside_the_model() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // the model is ready for our samples once its source reads our stream (a reader starts
+    // at the newest sample): its output stream existing says less, the writer of it may
+    // still be starting and the source not yet registered
     wait_for("the model to start", || {
-        Stream::open(&format!("{name}-o")).is_ok()
+        Stream::open(&format!("{name}-o")).is_ok() && !s.stats().readers.is_empty()
     });
     let data: Vec<i32> = (0..2 * 5000).collect();
     for chunk in data.chunks(2 * 100) {

@@ -339,6 +339,9 @@ pub fn run_producer(role: &ProducerRole) -> Result<(), PeerError> {
     if let Some(c) = role.cpu {
         let _ = sys::pin_to_cpu(c);
     }
+    // a stream's writer publishes with a fence until the process is registered for the
+    // light barrier (about 10 ms): measure the steady state, not the start
+    let _ = rtloop_stream::prepare_light_publication(Duration::from_secs(1));
     rtloop_launch::ready();
     let start_ns = match role.pair.ring {
         Ring::Stream => stream_produce(&role.pair)?,
@@ -359,6 +362,8 @@ pub fn run_consumer(role: &ConsumerRole) -> Result<(), PeerError> {
     if let Some(c) = role.cpu {
         let _ = sys::pin_to_cpu(c);
     }
+    // as the producer: a lossless reader's cursor store is light once registered
+    let _ = rtloop_stream::prepare_light_publication(Duration::from_secs(1));
     let (ok, errors) = match role.pair.ring {
         Ring::Stream => stream_consume(&role.pair, &mut rtloop_launch::ready)?,
         Ring::Bare => bare_consume(&role.pair, &mut rtloop_launch::ready)?,

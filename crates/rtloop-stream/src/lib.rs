@@ -81,4 +81,23 @@ pub use shm::{stream_path, Replacement, SharedMemory};
 pub use stats::{ReaderStats, StreamStats};
 pub use stream::{DefaultBacking, Stream, StreamConfig, StreamInfo};
 pub use sync::FutexWord;
-pub use writer::{WriteGuard, Writer, DEFAULT_LOSSLESS_TIMEOUT};
+pub use writer::{WriteGuard, Writer, DEFAULT_LOSSLESS_TIMEOUT, FENCE_HOLD};
+
+/// Register this process for the light publication barrier (`membarrier`, see
+/// docs/memory-ordering.md) and wait up to `wait` for it: the first writer claim or lossless
+/// reader starts the registration anyway, on a thread of its own, and publishes with a fence
+/// until it has finished (about 10 ms). A program that measures from its first commit calls
+/// this first. Returns whether the process publishes light now (`false` if the kernel
+/// refused, `RTLOOP_PUBLISH_FENCE=1` is set, or `wait` ran out).
+pub fn prepare_light_publication(wait: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if sys::membarrier_registered() {
+            return true;
+        }
+        if start.elapsed() >= wait {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(500));
+    }
+}

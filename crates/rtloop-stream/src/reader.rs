@@ -84,6 +84,8 @@ pub struct Reader<B: Backing = DefaultBacking> {
     word: u64,
     /// Publish the cursor with the light barrier (see `ReaderCursor::release_to`).
     light: bool,
+    /// Cursor publications while not light (to look at the registration now and then).
+    cursor_moves: u32,
     /// [`sys::fork_generation`] when this reader registered: a forked child's copy of the
     /// handle neither reads through it nor frees the parent's slot.
     fork_generation: u64,
@@ -260,9 +262,8 @@ impl<B: Backing> Reader<B> {
     /// A reader in `slot`, which [`claims::claim_slot`] took for `me` (state CLAIMING).
     pub(crate) fn new(stream: Stream<B>, slot: usize, mode: ReaderMode, me: ProcessId) -> Self {
         // A lossless reader's cursor store needs no fence when the writer can make this
-        // process run one before it sleeps for room (`membarrier`). Registered first: the
-        // process's first registration is a slow system call, kept out of the moments
-        // between our slot turning active and our cursor being taken.
+        // process run one before it sleeps for room (`membarrier`; the first call starts
+        // the process's registration on a thread of its own, see `publish_cursor`).
         let light = mode == ReaderMode::Lossless && sys::membarrier_registered();
         let c = stream.map.control();
         let s = &c.readers[slot];
@@ -316,6 +317,7 @@ impl<B: Backing> Reader<B> {
             spin: Duration::from_micros(20),
             word,
             light,
+            cursor_moves: 0,
             fork_generation: sys::fork_generation(),
         }
     }
@@ -405,9 +407,17 @@ impl<B: Backing> Reader<B> {
         ring::oldest_kept(c.events.reserved(), cap).min(c.events.written())
     }
 
-    fn publish_cursor(&self) {
-        let c = self.stream.map.control();
+    fn publish_cursor(&mut self) {
         let lossless = self.mode == ReaderMode::Lossless;
+        if lossless && !self.light {
+            // the process's registration for `membarrier` finishes on a thread of its own
+            // after we started: look again now and then, and go light once it is done
+            self.cursor_moves = self.cursor_moves.wrapping_add(1);
+            if self.cursor_moves % 1024 == 0 {
+                self.light = sys::membarrier_registered();
+            }
+        }
+        let c = self.stream.map.control();
         if c.readers[self.slot].release_to(self.cursor, &c.samples, lossless, self.light) {
             c.samples.space_wake.seq.wake_all();
         }

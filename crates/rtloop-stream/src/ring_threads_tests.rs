@@ -207,6 +207,15 @@ fn the_newest_small_sample_is_read_from_the_publish_line_and_older_ones_from_the
     );
 }
 
+/// Wait until this process is registered for `membarrier` (the first writer claim starts it
+/// on a thread of its own; until then writers fence).
+fn registered_for_membarrier() {
+    assert!(
+        crate::prepare_light_publication(Duration::from_secs(10)),
+        "this kernel did not register the process for membarrier, so the light path cannot be tested here"
+    );
+}
+
 /// What a stress run of [`sleeps_through_commits`] leaves out on purpose.
 #[derive(Clone, Copy, PartialEq)]
 enum Broken {
@@ -237,6 +246,7 @@ fn sleeps_through_commits(
     let s = Stream::<HeapBacking>::in_heap(&StreamConfig::new(DType::U64, WIDE, 0.0, 64));
     let sample = vec![0x5Au8; WIDE * 8];
     let mut got = vec![0u8; WIDE * 8];
+    registered_for_membarrier();
     let mut w = s.writer().unwrap();
     if let Some(ns) = fence_hold_ns {
         w.fence_hold_ns = ns;
@@ -342,6 +352,7 @@ fn the_writer_fences_while_readers_sleep_and_is_light_again_after_the_hold() {
     use crate::layout::publish_barrier::{FENCE, LIGHT};
     use crate::sync::Ordering;
     let s = heap(64);
+    registered_for_membarrier();
     let mut w = s.writer().unwrap();
     // SYNC: Relaxed: read on the writer's own thread, after its stores.
     let word = |s: &Stream<HeapBacking>| {

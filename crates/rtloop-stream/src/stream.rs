@@ -220,7 +220,8 @@ impl<B: Backing> Stream<B> {
             claims::WriterClaim::Won { replaced: None } => {}
         }
         // Publish with the light barrier when sleepers can make this process run the heavy
-        // half (`membarrier`). SYNC: Release store, then a SeqCst fence before any commit's
+        // half (`membarrier`; a process's first claim starts registering for it, and the
+        // writer fences until that is done, see `Writer::commit`). SYNC: Release store, then a SeqCst fence before any commit's
         // `waiters` load: a reader that announced itself and then read the old word (and so
         // skipped `membarrier`) is seen by our first commit (its announcement precedes its
         // load, which precedes our store, in the fences' single order).

@@ -80,21 +80,29 @@ impl ProcessId {
     }
 }
 
-/// Register this process for `membarrier` (see `rtloop_sys::register_membarrier_global`),
-/// so that its writers and lossless readers may publish with the light barrier. `false`
-/// when refused, or when `RTLOOP_PUBLISH_FENCE=1` asks for a fence per publication (for a
-/// peer process whose sandbox refuses `membarrier`, or to compare). Miri cannot make the
-/// system call: there everything fences.
+/// Whether this process's writers and lossless readers may publish with the light barrier:
+/// it is registered for `membarrier` (see `rtloop_sys::membarrier_ready`; the first call
+/// starts the registration, which takes about 10 ms, and says `false` until it is done).
+/// `false` when refused, or when `RTLOOP_PUBLISH_FENCE=1` asks for a fence per publication
+/// (for a peer process whose sandbox refuses `membarrier`, or to compare). Miri cannot make
+/// the system call: there everything fences.
 #[must_use]
 pub fn membarrier_registered() -> bool {
     #[cfg(miri)]
     return false;
-    #[cfg(not(miri))]
+    // the models see one answer (a registration finishing in the middle of one would make
+    // its runs differ); the light barrier is a fence there anyway
+    #[cfg(all(loom, not(miri)))]
+    return true;
+    #[cfg(not(any(miri, loom)))]
     {
-        if std::env::var_os("RTLOOP_PUBLISH_FENCE").is_some_and(|v| v == "1") {
+        static FENCE_ASKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *FENCE_ASKED
+            .get_or_init(|| std::env::var_os("RTLOOP_PUBLISH_FENCE").is_some_and(|v| v == "1"))
+        {
             return false;
         }
-        register_membarrier_global()
+        membarrier_ready()
     }
 }
 

@@ -38,6 +38,9 @@ pub struct Writer<B: Backing = DefaultBacking> {
     me: ProcessId,
     /// This process is registered for `membarrier`: it may publish with the light barrier.
     light_capable: bool,
+    /// CLOCK_MONOTONIC ns at which to look again whether the registration (started on a
+    /// thread of its own at the claim) has finished.
+    capability_check_ns: u64,
     /// Publishing with the light barrier now (the owner line's `publish_barrier` says so).
     light: bool,
     /// CLOCK_MONOTONIC ns until which to keep fencing: the last time a commit found a
@@ -82,9 +85,15 @@ impl<B: Backing> Writer<B> {
             spin: Duration::from_micros(20),
             me,
             light_capable: light,
+            capability_check_ns: 0,
             light,
             fence_until_ns: 0,
-            fence_hold_ns: FENCE_HOLD.as_nanos() as u64,
+            // the models must not depend on how long a step took: there the hold never ends
+            fence_hold_ns: if cfg!(loom) {
+                u64::MAX
+            } else {
+                FENCE_HOLD.as_nanos() as u64
+            },
             fork_generation: sys::fork_generation(),
         }
     }
@@ -387,6 +396,11 @@ impl<B: Backing> Writer<B> {
         // SYNC: Relaxed: liveness and statistics, read without ordering.
         c.owner.heartbeat_ns.store(now, Ordering::Relaxed);
         c.owner.commits.store(self.commits, Ordering::Relaxed);
+        if !self.light_capable && now >= self.capability_check_ns {
+            // fences until this process's registration for `membarrier` has finished
+            self.capability_check_ns = now.saturating_add(FENCE_HOLD.as_nanos() as u64);
+            self.light_capable = sys::membarrier_registered();
+        }
         if self.light_capable {
             self.choose_barrier(woke, now);
         }

@@ -142,31 +142,59 @@ pub fn futex_wake_all(word: &std::sync::atomic::AtomicU32) {
     let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
 }
 
-/// Register this process for `MEMBARRIER_CMD_GLOBAL_EXPEDITED`: from now on another
-/// process's [`membarrier_global`] makes every running thread of this one execute a full
-/// memory barrier. Registered once per process (a forked child registers again); `false`
-/// when the kernel refuses (too old, or a seccomp filter), and then nothing may rely on it.
+/// Whether this process is registered for `MEMBARRIER_CMD_GLOBAL_EXPEDITED` (another
+/// process's [`membarrier_global`] then makes every running thread of this one execute a
+/// full memory barrier). The first call starts the registration on a thread of its own, as
+/// it takes about 10 ms (the kernel waits for every CPU to pass a grace period), and returns
+/// `false`; calls after it has finished return `true`. `false` for good when the kernel
+/// refuses (too old, or a seccomp filter). A forked child registers again.
 #[must_use]
-pub fn register_membarrier_global() -> bool {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    // the pid that registered (a forked child is a new process, with a new memory map)
-    static REGISTERED: AtomicU32 = AtomicU32::new(0);
-    let me = std::process::id();
-    // SYNC: Relaxed: a cache of a per-process kernel state; registering twice is harmless.
-    if REGISTERED.load(Ordering::Relaxed) == me {
-        return true;
+pub fn membarrier_ready() -> bool {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const PENDING: u64 = 1;
+    const DONE: u64 = 2;
+    const REFUSED: u64 = 3;
+    // the registering process's pid (a forked child has a new memory map) and the state
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let me = u64::from(std::process::id()) << 2;
+    // SYNC: Relaxed: a cache of a per-process kernel state; the registration's effect is the
+    // kernel's, not published through this word.
+    let seen = STATE.load(Ordering::Relaxed);
+    if seen & !3 == me {
+        return seen & 3 == DONE;
     }
-    let ok = rustix::thread::membarrier(rustix::thread::MembarrierCommand::RegisterGlobalExpedited)
-        .is_ok();
-    if ok {
+    // SYNC: Relaxed: only decides which caller starts the registration.
+    if STATE
+        .compare_exchange(seen, me | PENDING, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    let register = move || {
+        let ok =
+            rustix::thread::membarrier(rustix::thread::MembarrierCommand::RegisterGlobalExpedited)
+                .is_ok();
         // SYNC: Relaxed: as above.
-        REGISTERED.store(me, Ordering::Relaxed);
+        STATE.store(me | if ok { DONE } else { REFUSED }, Ordering::Relaxed);
+    };
+    if std::thread::Builder::new()
+        .name("rtloop-membarrier".into())
+        .spawn(register)
+        .is_err()
+    {
+        // no thread to spare: register here
+        rustix::thread::membarrier(rustix::thread::MembarrierCommand::RegisterGlobalExpedited)
+            .map_or_else(
+                // SYNC: Relaxed: as above.
+                |_| STATE.store(me | REFUSED, Ordering::Relaxed),
+                |()| STATE.store(me | DONE, Ordering::Relaxed),
+            );
     }
-    ok
+    false
 }
 
 /// `MEMBARRIER_CMD_GLOBAL_EXPEDITED`: when it returns, every thread of every registered
-/// process (see [`register_membarrier_global`]) that was running has executed a full memory
+/// process (see [`membarrier_ready`]) that was running has executed a full memory
 /// barrier, and those not running will before they run again. Costs a system call and an
 /// interrupt of each CPU running such a thread (about 10 µs on a 2-vCPU virtual machine).
 pub fn membarrier_global() -> std::io::Result<()> {
