@@ -420,9 +420,9 @@ impl<B: Backing> Writer<B> {
     ///
     /// Either switch is safe at any moment. The word is stored (Release), then a SeqCst fence
     /// passes before the next commit. A sleeper that read the new word: FENCE (its load is
-    /// Acquire) also sees every earlier, light commit; LIGHT, it issues `membarrier`. A sleeper that read the old FENCE (skipping `membarrier`) announced
-    /// itself before its fence, which precedes ours in the fences' single order, so our
-    /// next commit sees it.
+    /// Acquire) also sees every earlier, light commit; LIGHT, it issues `membarrier`. A
+    /// sleeper that read the old FENCE (skipping `membarrier`) announced itself before its
+    /// fence, which precedes ours in the fences' single order, so our next commit sees it.
     #[inline]
     fn choose_barrier(&mut self, found_a_sleeper: bool, now: u64) {
         let light = if found_a_sleeper {
