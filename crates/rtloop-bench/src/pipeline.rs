@@ -160,13 +160,18 @@ fn mbps(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64().max(1e-9) / 1e6
 }
 
+/// Samples in a benchmark stream's ring (and in the recorder reference's): a second of
+/// data, at least 4096 samples, at most 256 MiB.
+fn ring_capacity(sh: &Shape) -> u64 {
+    ((sh.rate as u64).max(4096)).min((256 << 20) / sh.sample_bytes() as u64)
+}
+
 fn new_stream(sh: &Shape, tag: &str) -> Result<(Stream, String)> {
     let name = format!("pipe-{tag}-{}", sys::pid());
     let _ = Stream::remove(&name);
-    let cap = ((sh.rate as u64).max(4096)).min((256 << 20) / sh.sample_bytes() as u64);
     let s = Stream::create(
         &name,
-        &StreamConfig::new(sh.dtype, sh.channels, sh.rate, cap),
+        &StreamConfig::new(sh.dtype, sh.channels, sh.rate, ring_capacity(sh)),
     )?;
     Ok((s, name))
 }
@@ -214,63 +219,30 @@ fn disk_raw(dir: &Path, secs: Duration) -> Result<f64> {
 /// Turns the recorder and its reference take, each run's best kept.
 const RECORDER_ROUNDS: u32 = 3;
 
-/// The recorder's writes without the recorder: the reference its figure is divided by. The
-/// same files in the same directory (data.bin and timestamps.bin through 1 MiB buffers, and
-/// header.json rewritten at every fsync), the same block size (about 1 ms of samples), the
-/// same cadence (flush every 100 ms, fsync every second, a final flush and fsync), timed the
-/// same way (first write to last fsync); MB/s of sample data, as the recorder reports.
+/// The recorder's writes without the recorder: the reference its figure is divided by
+/// (`rtloop_peers::ring_to_disk`: the same files, cadence and timing, and the same bytes
+/// from the same place, a ring of the stream's footprint a producer thread fills as fast as
+/// it can). MB/s of sample data, as the recorder reports.
 fn disk_like_recorder(dir: &Path, sh: &Shape, secs: Duration) -> Result<f64> {
-    use std::io::BufWriter;
     let out = dir.join(format!("rtloop-disk-ref-{}", sys::pid()));
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-    let result = (|| -> Result<f64> {
-        let open = |f: &str| -> Result<BufWriter<std::fs::File>> {
-            let p = out.join(f);
-            let file = std::fs::File::create(&p)
-                .with_context(|| format!("cannot write {}", p.display()))?;
-            Ok(BufWriter::with_capacity(1 << 20, file))
-        };
-        let (mut data, mut stamps) = (open("data.bin")?, open("timestamps.bin")?);
-        let block = sh.block();
-        let n = block.len() / sh.sample_bytes();
-        let stamp_bytes = vec![0u8; n * 8];
-        let t = Instant::now();
-        let (mut last_flush, mut last_sync) = (Instant::now(), Instant::now());
-        let mut bytes = 0u64;
-        let sync = |d: &mut BufWriter<std::fs::File>,
-                    s: &mut BufWriter<std::fs::File>,
-                    k: u64|
-         -> Result<()> {
-            for w in [&mut *d, &mut *s] {
-                w.flush()?;
-                w.get_ref().sync_data()?;
-            }
-            std::fs::write(
-                out.join("header.json"),
-                format!("{{\"samples\": {k}, \"complete\": false}}\n"),
-            )?;
-            Ok(())
-        };
-        while t.elapsed() < secs {
-            data.write_all(&block)?;
-            stamps.write_all(&stamp_bytes)?;
-            bytes += block.len() as u64;
-            if last_flush.elapsed() >= Duration::from_millis(100) {
-                last_flush = Instant::now();
-                if last_sync.elapsed() >= Duration::from_secs(1) {
-                    last_sync = Instant::now();
-                    sync(&mut data, &mut stamps, bytes)?;
-                } else {
-                    data.flush()?;
-                    stamps.flush()?;
-                }
-            }
-        }
-        sync(&mut data, &mut stamps, bytes)?;
-        Ok(mbps(bytes, t.elapsed()))
-    })();
+    let sb = sh.sample_bytes();
+    let result = rtloop_peers::ring_to_disk::run(
+        &out,
+        &rtloop_peers::ring_to_disk::RingToDisk {
+            sample_bytes: sb,
+            capacity: ring_capacity(sh) as usize,
+            block: sh.block(),
+            // the recorder's window: at most 4 MiB
+            chunk_samples: ((4 << 20) / sb).max(1),
+            flush_every: Duration::from_millis(100),
+            sync_every: Duration::from_secs(1),
+            seconds: secs,
+        },
+    );
     let _ = std::fs::remove_dir_all(&out);
-    result
+    let r = result.map_err(|e| BenchError::Failed(format!("the recorder's reference: {e}")))?;
+    Ok(mbps(r.bytes, r.elapsed))
 }
 
 /// A writer as fast as it can for `secs` with `consumers` attached; returns bytes/time.

@@ -31,6 +31,7 @@
 
 pub mod fieldtrip_reference;
 pub mod payload;
+pub mod ring_to_disk;
 pub mod run;
 pub mod spsc;
 pub mod transport;
