@@ -227,16 +227,17 @@ fn disk_like_recorder(dir: &Path, sh: &Shape, secs: Duration) -> Result<f64> {
     let out = dir.join(format!("rtloop-disk-ref-{}", sys::pid()));
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let sb = sh.sample_bytes();
+    // the recorder's window and cadence, as `spawn_recorder` runs it
+    let rec = rtloop_record::RecordConfig::default();
     let result = rtloop_peers::ring_to_disk::run(
         &out,
         &rtloop_peers::ring_to_disk::RingToDisk {
             sample_bytes: sb,
             capacity: ring_capacity(sh) as usize,
             block: sh.block(),
-            // the recorder's window: at most 4 MiB
-            chunk_samples: ((4 << 20) / sb).max(1),
-            flush_every: Duration::from_millis(100),
-            sync_every: Duration::from_secs(1),
+            chunk_samples: (rtloop_record::MAX_WINDOW_BYTES / sb).max(1),
+            flush_every: rec.flush_every,
+            sync_every: rec.fsync_every,
             seconds: secs,
         },
     );

@@ -279,6 +279,9 @@ impl Session {
     }
 }
 
+/// The most sample bytes the recorder takes from the ring (and writes) at once.
+pub const MAX_WINDOW_BYTES: usize = 4 << 20;
+
 /// Recording settings.
 #[derive(Debug, Clone)]
 pub struct RecordConfig {
@@ -529,7 +532,7 @@ pub fn record(
     let first_dir = segment_dir(out, name, 1);
     let mut seg = Segment::open(first_dir.clone(), header.clone())?;
     let sb = info.sample_bytes;
-    let chunk = ((4 << 20) / sb).clamp(1, info.capacity as usize);
+    let chunk = (MAX_WINDOW_BYTES / sb).clamp(1, info.capacity as usize);
     let mut buf = vec![0u8; chunk * sb];
     let mut st = vec![0u64; chunk];
     let mut st_bytes = Vec::with_capacity(chunk * 8);
