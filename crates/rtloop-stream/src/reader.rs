@@ -817,10 +817,11 @@ pub(crate) fn wait_until<B: Backing>(
         // sleep in slices so a dead writer is noticed
         sync.data_wake.seq.wait(
             seq,
-            left.min(next_liveness.saturating_duration_since(now))
-                .min(announced.max_sleep.unwrap_or(Duration::MAX))
+            announced
+                .sleep(left.min(next_liveness.saturating_duration_since(now)))
                 .max(Duration::from_micros(1)),
         );
+        #[cfg(all(test, not(loom)))]
         let slept_on = seq;
         seq = sync.data_seq();
         #[cfg(all(test, not(loom)))]
@@ -828,7 +829,6 @@ pub(crate) fn wait_until<B: Backing>(
             crate::sync::tests_knobs::SLEPT_THROUGH_A_COMMIT
                 .set(crate::sync::tests_knobs::SLEPT_THROUGH_A_COMMIT.get() + 1);
         }
-        let _ = slept_on;
     };
     sync.withdraw_data_waiter();
     result
@@ -970,11 +970,10 @@ impl<B: Backing> Stream<B> {
             if left.is_zero() || !keep_waiting() {
                 break now;
             }
-            c.samples.data_wake.seq.wait(
-                seq,
-                left.min(Duration::from_millis(100))
-                    .min(announced.max_sleep.unwrap_or(Duration::MAX)),
-            );
+            c.samples
+                .data_wake
+                .seq
+                .wait(seq, announced.sleep(left.min(Duration::from_millis(100))));
             seq = c.samples.data_seq();
         };
         c.samples.withdraw_data_waiter();

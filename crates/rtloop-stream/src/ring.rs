@@ -137,6 +137,14 @@ pub struct Announced {
     pub max_sleep: Option<Duration>,
 }
 
+impl Announced {
+    /// `want`, cut to the longest sleep allowed.
+    #[must_use]
+    pub fn sleep(&self, want: Duration) -> Duration {
+        self.max_sleep.map_or(want, |m| want.min(m))
+    }
+}
+
 /// How long a reader sleeps at most when the kernel refused its `membarrier` while the
 /// writer publishes with the light barrier: a wake-up may then be missed, and the reader
 /// finds the commit at its next look, this much later at worst.

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use crate::backing::Backing;
 use crate::claims;
 use crate::error::ClaimError;
-use crate::layout::{publish_barrier, MAX_READERS};
+use crate::layout::MAX_READERS;
 use crate::ring::slot_state;
-use crate::sync::{fence, Ordering};
+use crate::sync::Ordering;
 use crate::sys::{self, ProcessId};
 use crate::{DType, Reader, ReaderMode, Writer};
 
@@ -221,20 +221,9 @@ impl<B: Backing> Stream<B> {
         }
         // Publish with the light barrier when sleepers can make this process run the heavy
         // half (`membarrier`; a process's first claim starts registering for it, and the
-        // writer fences until that is done, see `Writer::commit`). SYNC: Release store, then a SeqCst fence before any commit's
-        // `waiters` load: a reader that announced itself and then read the old word (and so
-        // skipped `membarrier`) is seen by our first commit (its announcement precedes its
-        // load, which precedes our store, in the fences' single order).
+        // writer fences until that is done, see `Writer::commit`).
         let light = sys::membarrier_registered();
-        owner.publish_barrier.store(
-            if light {
-                publish_barrier::LIGHT
-            } else {
-                publish_barrier::FENCE
-            },
-            Ordering::Release,
-        );
-        fence(Ordering::SeqCst);
+        crate::writer::store_publish_barrier(owner, light);
         // SYNC: Relaxed: statistics and a liveness hint, read without ordering.
         owner.generation.fetch_add(1, Ordering::Relaxed);
         owner

@@ -316,8 +316,7 @@ impl<B: Backing> Writer<B> {
                 }
                 c.samples.space_wake.seq.wait(
                     announced.seq,
-                    left.min(Duration::from_millis(10))
-                        .min(announced.max_sleep.unwrap_or(Duration::MAX)),
+                    announced.sleep(left.min(Duration::from_millis(10))),
                 );
             }
             c.samples.withdraw_space_waiter();
@@ -416,13 +415,8 @@ pub const FENCE_HOLD: Duration = Duration::from_millis(1);
 
 impl<B: Backing> Writer<B> {
     /// After a commit: fence from now on while readers sleep for samples, light again once
-    /// none was found sleeping for [`FENCE_HOLD`].
-    ///
-    /// Either switch is safe at any moment. The word is stored (Release), then a SeqCst fence
-    /// passes before the next commit. A sleeper that read the new word: FENCE (its load is
-    /// Acquire) also sees every earlier, light commit; LIGHT, it issues `membarrier`. A
-    /// sleeper that read the old FENCE (skipping `membarrier`) announced itself before its
-    /// fence, which precedes ours in the fences' single order, so our next commit sees it.
+    /// none was found sleeping for [`FENCE_HOLD`]. Either switch is safe at any moment (see
+    /// [`store_publish_barrier`]).
     #[inline]
     fn choose_barrier(&mut self, found_a_sleeper: bool, now: u64) {
         let light = if found_a_sleeper {
@@ -433,23 +427,25 @@ impl<B: Backing> Writer<B> {
         };
         if light != self.light {
             self.light = light;
-            let word = if light {
-                publish_barrier::LIGHT
-            } else {
-                publish_barrier::FENCE
-            };
-            // SYNC: Release pairs with the sleeper's Acquire load of the word (it then sees
-            // our earlier commits); the SeqCst fence after it orders it before our next
-            // commit's `waiters` load, see above.
-            self.stream
-                .map
-                .control()
-                .owner
-                .publish_barrier
-                .store(word, Ordering::Release);
-            fence(Ordering::SeqCst);
+            store_publish_barrier(&self.stream.map.control().owner, light);
         }
     }
+}
+
+/// Say which barrier the writer publishes with from its next commit on (at its claim, and
+/// when it switches). SYNC: Release store, paired with a sleeper's Acquire load of the word
+/// (a sleeper that reads FENCE then sees every earlier, light commit); then a SeqCst fence
+/// before the next commit's `waiters` load: a sleeper that announced itself and then read
+/// the old word (skipping `membarrier` for an old FENCE) is seen by that commit, since its
+/// announcement precedes its load, which precedes our store, in the fences' single order.
+pub(crate) fn store_publish_barrier(owner: &crate::layout::OwnerLine, light: bool) {
+    let word = if light {
+        publish_barrier::LIGHT
+    } else {
+        publish_barrier::FENCE
+    };
+    owner.publish_barrier.store(word, Ordering::Release);
+    fence(Ordering::SeqCst);
 }
 
 /// The bytes of a few words (native order), to fill them from a slot.
