@@ -183,12 +183,7 @@ pub fn membarrier_ready() -> bool {
         .is_err()
     {
         // no thread to spare: register here
-        rustix::thread::membarrier(rustix::thread::MembarrierCommand::RegisterGlobalExpedited)
-            .map_or_else(
-                // SYNC: Relaxed: as above.
-                |_| STATE.store(me | REFUSED, Ordering::Relaxed),
-                |()| STATE.store(me | DONE, Ordering::Relaxed),
-            );
+        register();
     }
     false
 }
