@@ -89,7 +89,7 @@ impl HeapBacking {
 
     fn word(&self, sample: u64, k: usize) -> &crate::sync::AtomicU64 {
         let per = self.sample_bytes / 8;
-        &self.samples[(sample % self.capacity) as usize * per + k % per]
+        &self.samples[crate::ring::slot_of(sample, self.capacity) as usize * per + k % per]
     }
 }
 
@@ -128,14 +128,16 @@ impl Backing for HeapBacking {
     }
     fn load_stamp(&self, i: u64) -> u64 {
         // SYNC: Relaxed: validated with the samples, as above.
-        self.stamps[(i % self.capacity) as usize].load(crate::sync::Ordering::Relaxed)
+        self.stamps[crate::ring::slot_of(i, self.capacity) as usize]
+            .load(crate::sync::Ordering::Relaxed)
     }
     fn store_stamp(&self, i: u64, stamp_ns: u64) {
         // SYNC: Relaxed: published with the samples, as above.
-        self.stamps[(i % self.capacity) as usize].store(stamp_ns, crate::sync::Ordering::Relaxed);
+        self.stamps[crate::ring::slot_of(i, self.capacity) as usize]
+            .store(stamp_ns, crate::sync::Ordering::Relaxed);
     }
     fn load_event(&self, i: u64, out: &mut [u8; EVENT_SLOT_BYTES]) {
-        let base = (i % self.event_capacity) as usize * EVENT_SLOT_BYTES / 8;
+        let base = crate::ring::slot_of(i, self.event_capacity) as usize * EVENT_SLOT_BYTES / 8;
         for (k, chunk) in out.chunks_exact_mut(8).enumerate() {
             // SYNC: Relaxed: validated after the copy, as the samples.
             let v = self.events[base + k].load(crate::sync::Ordering::Relaxed);
@@ -143,7 +145,7 @@ impl Backing for HeapBacking {
         }
     }
     fn store_event(&self, i: u64, src: &[u8; EVENT_SLOT_BYTES]) {
-        let base = (i % self.event_capacity) as usize * EVENT_SLOT_BYTES / 8;
+        let base = crate::ring::slot_of(i, self.event_capacity) as usize * EVENT_SLOT_BYTES / 8;
         for (k, chunk) in src.chunks_exact(8).enumerate() {
             let v = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
             // SYNC: Relaxed: published by the event ring's Release, as the samples.

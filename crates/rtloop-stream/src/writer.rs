@@ -29,6 +29,10 @@ pub struct Writer<B: Backing = DefaultBacking> {
     stream: Stream<B>,
     written: u64,
     events_written: u64,
+    /// The samples' `reserved` as this writer last stored it (only it stores the word).
+    reserved: u64,
+    /// The events' `reserved`, likewise.
+    events_reserved: u64,
     /// A lower bound of the slowest lossless reader's cursor (cursors only move forward).
     room_cache: u64,
     commits: u64,
@@ -75,10 +79,14 @@ impl<B: Backing> Writer<B> {
         let events_written = c.events.written();
         // SYNC: Relaxed: only this writer stores `commits` from now on.
         let commits = c.owner.commits.load(Ordering::Relaxed);
+        let (reserved, events_reserved) =
+            (c.samples.reserved_at_claim(), c.events.reserved_at_claim());
         Writer {
             stream,
             written,
             events_written,
+            reserved,
+            events_reserved,
             room_cache: 0,
             commits,
             lossless_timeout: DEFAULT_LOSSLESS_TIMEOUT,
@@ -146,7 +154,12 @@ impl<B: Backing> Writer<B> {
         // `reserved` never moves back (see `begin_overwrite`): slots a cancelled or partly
         // committed reservation (or a writer that died mid-reservation) may have stored
         // into stay reported as overwritten
-        self.stream.map.control().samples.begin_overwrite(end);
+        self.reserved = self
+            .stream
+            .map
+            .control()
+            .samples
+            .begin_overwrite(self.reserved, end);
         Ok(WriteGuard { writer: self, n })
     }
 
@@ -265,7 +278,7 @@ impl<B: Backing> Writer<B> {
         let map = &self.stream.map;
         let sync = &map.control().events;
         let index = self.events_written;
-        sync.begin_overwrite(index + 1);
+        self.events_reserved = sync.begin_overwrite(self.events_reserved, index + 1);
         // only this writer stores there, after `begin_overwrite` (readers validate copies)
         map.store_event(index, &slot);
         self.events_written = index + 1;

@@ -41,9 +41,11 @@ fn stale_rows(reader: &rtloop_stream::Reader, first: u64, end: u64) -> usize {
     }
 }
 
-#[test]
-fn cancelled_reservation_never_leaves_stale_rows_reported_valid() {
-    let name = unique_name("resv-cancel");
+/// Write a lap, reserve 100 samples, scribble over them and cancel; then (with a new writer
+/// if `next_writer`) commit one sample. Every row read back must be intact, and the newest
+/// window offered must start after the scribbled slots.
+fn cancel_then_commit_one(tag: &str, next_writer: bool) {
+    let name = unique_name(tag);
     let stream = create(&name, 128);
     let _g = StreamGuard::new(&name);
     let cap = stream.info().capacity;
@@ -52,6 +54,10 @@ fn cancelled_reservation_never_leaves_stale_rows_reported_valid() {
     w.write_bytes(&payload_bytes(0, cap), None).unwrap();
     // reserve 100, scribble over the slots of samples [0, 100), then give up
     reserve_and_scribble(&mut w, 100).cancel();
+    if next_writer {
+        drop(w);
+        w = stream.writer().unwrap();
+    }
     w.write_bytes(&payload_bytes(cap, 1), None).unwrap();
     let end = cap + 1;
     assert_eq!(stale_rows(&reader, end - cap, end), 0);
@@ -65,6 +71,20 @@ fn cancelled_reservation_never_leaves_stale_rows_reported_valid() {
     let mut out = vec![0u8; latest.len_bytes()];
     latest.copy_to(&mut out).unwrap();
     check(latest.first, &out).unwrap();
+}
+
+#[test]
+fn cancelled_reservation_never_leaves_stale_rows_reported_valid() {
+    cancel_then_commit_one("resv-cancel", false);
+}
+
+/// The writer keeps its own copy of `reserved` (loading the shared word on every
+/// reservation waited for the line the polling readers hold): a writer that claims the
+/// stream after one gave up a reservation must start from the shared word, not from its
+/// `written`, or its shorter reservation would make the scribbled slots look valid again.
+#[test]
+fn the_next_writer_keeps_a_cancelled_reservation_reported_overwritten() {
+    cancel_then_commit_one("resv-next-writer", true);
 }
 
 #[test]
