@@ -33,6 +33,9 @@ pub struct Writer<B: Backing = DefaultBacking> {
     reserved: u64,
     /// The events' `reserved`, likewise.
     events_reserved: u64,
+    /// Where commit stamps and heartbeats come from: CLOCK_MONOTONIC read through the CPU's
+    /// counter, without the `lfence` of `clock_gettime` (see [`sys::StampClock`]).
+    clock: sys::StampClock,
     /// A lower bound of the slowest lossless reader's cursor (cursors only move forward).
     room_cache: u64,
     commits: u64,
@@ -87,6 +90,7 @@ impl<B: Backing> Writer<B> {
             events_written,
             reserved,
             events_reserved,
+            clock: sys::StampClock::new(),
             room_cache: 0,
             commits,
             lossless_timeout: DEFAULT_LOSSLESS_TIMEOUT,
@@ -377,7 +381,7 @@ impl<B: Backing> Writer<B> {
         let map = &self.stream.map;
         let c = map.control();
         // a caller's stamp costs no clock read between the data and its publication
-        let stamp = stamp_ns.unwrap_or_else(sys::monotonic_ns);
+        let stamp = stamp_ns.unwrap_or_else(|| self.clock.now_ns());
         for i in self.written..self.written + k {
             // only this writer stores there, after `begin_overwrite` covered sample `i`
             map.store_stamp(i, stamp);
@@ -401,7 +405,7 @@ impl<B: Backing> Writer<B> {
         // liveness and statistics after the publication, off a reader's path: a caller's
         // stamp may be of another moment than now, so the heartbeat reads the clock then
         let now = if stamp_ns.is_some() {
-            sys::monotonic_ns()
+            self.clock.now_ns()
         } else {
             stamp
         };

@@ -8,6 +8,8 @@
 
 mod shared_file;
 pub use shared_file::SharedFile;
+mod stamp_clock;
+pub use stamp_clock::StampClock;
 
 use std::path::PathBuf;
 use std::time::Duration;
