@@ -119,6 +119,7 @@ pub fn membarrier() -> bool {
 /// process that made the handles). A handle records the value it was made under; a
 /// different value means it is a forked child's copy, which must neither use nor release
 /// what belongs to the parent.
+#[inline]
 #[must_use]
 pub fn fork_generation() -> u64 {
     fork::generation()
@@ -156,6 +157,7 @@ mod fork {
         });
     }
 
+    #[inline]
     pub(super) fn generation() -> u64 {
         register();
         // SYNC: Relaxed: only this process's own fork handler stores it.
@@ -214,6 +216,7 @@ pub mod model {
 
 #[cfg(loom)]
 mod fork {
+    #[inline]
     pub(super) fn generation() -> u64 {
         0 // the models do not fork
     }

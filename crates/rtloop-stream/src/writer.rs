@@ -111,6 +111,7 @@ impl<B: Backing> Writer<B> {
     }
 
     /// Refuse a forked child's copy of this writer: the stream's writer is the parent.
+    #[inline]
     fn check_owner(&self) -> Result<(), WriteError> {
         if sys::fork_generation() == self.fork_generation {
             Ok(())
@@ -151,6 +152,7 @@ impl<B: Backing> Writer<B> {
 
     /// Reserve `n` samples after the last commit: a contiguous, writable region even across
     /// the wrap. In lossless mode this waits until registered readers made room.
+    #[inline]
     pub fn reserve(&mut self, n: usize) -> Result<WriteGuard<'_, B>, WriteError> {
         let n = self.reservable(n)?;
         let end = self.written + n;
@@ -177,6 +179,7 @@ impl<B: Backing> Writer<B> {
 
     /// `n` if this writer may reserve that many samples at all (it owns the stream, and `n`
     /// fits the capacity).
+    #[inline]
     fn reservable(&self, n: usize) -> Result<u64, WriteError> {
         self.check_owner()?;
         let cap = self.stream.info().capacity;
@@ -238,6 +241,7 @@ impl<B: Backing> Writer<B> {
     }
 
     /// Refuse data of another dtype.
+    #[inline]
     pub fn check_dtype(&self, got: DType) -> Result<(), WriteError> {
         let info = self.stream.info();
         if got == info.dtype {
@@ -301,6 +305,7 @@ impl<B: Backing> Writer<B> {
         Ok(index)
     }
 
+    #[inline]
     fn wait_for_room(&mut self, end: u64) -> Result<(), WriteError> {
         let cap = self.stream.info().capacity;
         let Some(need) = end.checked_sub(cap) else {
@@ -309,11 +314,27 @@ impl<B: Backing> Writer<B> {
         if self.room_cache >= need {
             return Ok(());
         }
-        let c = self.stream.map.control();
         // SYNC: Acquire pairs with the reader's Release increment at registration.
-        if c.stats.lossless_readers.load(Ordering::Acquire) == 0 {
+        if self
+            .stream
+            .map
+            .control()
+            .stats
+            .lossless_readers
+            .load(Ordering::Acquire)
+            == 0
+        {
             return Ok(());
         }
+        self.wait_for_readers(need, end)
+    }
+
+    /// Lossless readers hold samples the reservation up to `end` would overwrite (`need`:
+    /// the cursor they must reach): look again, spin, then sleep until they move on.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_readers(&mut self, need: u64, end: u64) -> Result<(), WriteError> {
+        let c = self.stream.map.control();
         let room = || min_lossless_cursor(&c.readers).is_none_or(|m| m >= need);
         let started = Instant::now();
         let spins = (self.spin.as_nanos() / 20).min(u128::from(u32::MAX)) as u32;
@@ -377,6 +398,7 @@ impl<B: Backing> Writer<B> {
         }
     }
 
+    #[inline]
     fn commit(&mut self, k: u64, stamp_ns: Option<u64>) {
         let map = &self.stream.map;
         let c = map.control();
@@ -527,11 +549,13 @@ impl<B: Backing> WriteGuard<'_, B> {
     }
 
     /// Publish all reserved samples, stamped now.
+    #[inline]
     pub fn commit(self) {
         self.commit_stamped(None);
     }
 
     /// Publish all reserved samples with an explicit CLOCK_MONOTONIC stamp (ns).
+    #[inline]
     pub fn commit_stamped(self, stamp_ns: Option<u64>) {
         let n = self.n;
         self.writer.commit(n, stamp_ns);
@@ -556,6 +580,7 @@ impl<B: Backing> WriteGuard<'_, B> {
 
 impl<B: ZeroCopy> WriteGuard<'_, B> {
     /// The reserved samples' bytes (sample-major), contiguous even across the wrap.
+    #[inline]
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         let map = &self.writer.stream.map;
         let len = self.n as usize * map.sample_bytes();
@@ -568,6 +593,7 @@ impl<B: ZeroCopy> WriteGuard<'_, B> {
     }
 
     /// The reserved samples as values of the stream's dtype, `n * n_channels` long.
+    #[inline]
     pub fn as_mut_slice<T: Sample>(&mut self) -> Result<&mut [T], WriteError> {
         self.writer.check_dtype(T::DTYPE)?;
         let bytes = self.bytes_mut();
