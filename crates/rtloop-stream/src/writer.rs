@@ -314,16 +314,9 @@ impl<B: Backing> Writer<B> {
         if self.room_cache >= need {
             return Ok(());
         }
+        let c = self.stream.map.control();
         // SYNC: Acquire pairs with the reader's Release increment at registration.
-        if self
-            .stream
-            .map
-            .control()
-            .stats
-            .lossless_readers
-            .load(Ordering::Acquire)
-            == 0
-        {
+        if c.stats.lossless_readers.load(Ordering::Acquire) == 0 {
             return Ok(());
         }
         self.wait_for_readers(need, end)
