@@ -215,8 +215,9 @@ impl RingSync {
     #[inline]
     #[must_use]
     pub fn reserved_at_claim(&self) -> u64 {
-        // SYNC: Relaxed: the claim's Acquire of the writer word ordered every store of the
-        // writers before; from now on only this writer stores the word.
+        // SYNC: Relaxed: the claim's Acquire of the writer word follows a clean writer's
+        // Release of it (after all its stores); a writer that died stores nothing more. From
+        // now on only this writer stores the word.
         self.publish.reserved.load(Ordering::Relaxed)
     }
 
@@ -586,9 +587,9 @@ mod tests {
     proptest! {
         /// The mask a power-of-two capacity takes finds the same slot as the division.
         #[test]
-        fn slot_of_is_the_remainder(index in any::<u64>(), shift in 0u32..40, odd in 1u64..100_000) {
+        fn slot_of_is_the_remainder(index in any::<u64>(), shift in 0u32..40, cap in 1u64..100_000) {
             prop_assert_eq!(slot_of(index, 1u64 << shift), index % (1u64 << shift));
-            prop_assert_eq!(slot_of(index, odd), index % odd);
+            prop_assert_eq!(slot_of(index, cap), index % cap);
         }
 
         /// Every kept window is contiguous in a doubly mapped region: it starts inside the
