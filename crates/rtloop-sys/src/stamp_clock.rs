@@ -18,7 +18,10 @@
 //! rate comes from anchors at least 100 ms apart, so between anchors (1 ms) it adds well
 //! under 1 ns. A change in NTP's slew of CLOCK_MONOTONIC shows until the next rate measure:
 //! at the most NTP allows (500 ppm) stamps could be up to 0.5 µs off just before an anchor,
-//! at an ordinary few ppm a few ns. Stamps never go backwards.
+//! at an ordinary few ppm a few ns. Stamps never go backwards. A counter that jumps, stops or
+//! goes back against CLOCK_MONOTONIC (more than 50 µs at an anchor) is given up for good:
+//! stamps handed out before that anchor were at most one anchor period off, every later one
+//! is a `clock_gettime`.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -32,6 +35,16 @@ const RATE_SPAN_NS: u64 = 100_000_000;
 /// Until the first rate is known: measure it over this long (stamps are `clock_gettime`s
 /// meanwhile).
 const FIRST_RATE_SPAN_NS: u64 = 1_000_000;
+
+/// At an anchor, the counter's extrapolation and CLOCK_MONOTONIC may differ by this much
+/// before the counter is given up: a change in NTP's slew explains a few µs over the spans
+/// judged (at most [`JUDGED_ANCHORS`] anchors' worth), a counter that jumped or stopped far
+/// more.
+const MAX_DRIFT_NS: u64 = 50_000;
+
+/// Anchors are judged only when the last one is at most this many anchor periods old: over
+/// a long idle gap the rate's small error adds up to more than a fault would show.
+const JUDGED_ANCHORS: u64 = 10;
 
 /// A writer's stamp clock (see the module docs). One per writer: it is `&mut`, and holds no
 /// shared state.
@@ -132,6 +145,13 @@ impl StampClock {
             }
         }
         let (tsc, ns) = anchor_pair();
+        if self.mult != 0 && !self.counter_agrees(tsc, ns) {
+            // the counter jumped, went back or stopped against CLOCK_MONOTONIC: from now on
+            // every stamp is a `clock_gettime` (stamps handed out so far were at most one
+            // anchor period off)
+            self.counter = false;
+            return self.hand_out(ns);
+        }
         let since = ns.saturating_sub(self.rate_ns);
         let span = if self.mult == 0 {
             FIRST_RATE_SPAN_NS
@@ -147,6 +167,22 @@ impl StampClock {
         }
         (self.anchor_tsc, self.anchor_ns) = (tsc, ns);
         self.hand_out(ns)
+    }
+}
+
+impl StampClock {
+    /// Whether the counter read `tsc` at CLOCK_MONOTONIC `ns` is where the last anchor and
+    /// the rate put it (within [`MAX_DRIFT_NS`]); gaps too long to judge pass.
+    fn counter_agrees(&self, tsc: u64, ns: u64) -> bool {
+        let Some(dt) = tsc.checked_sub(self.anchor_tsc) else {
+            return false; // went back
+        };
+        if dt > self.anchor_ticks.saturating_mul(JUDGED_ANCHORS) {
+            // too long ago to judge by the counter alone; the clock says how long it was
+            return ns.saturating_sub(self.anchor_ns) > ANCHOR_EVERY.as_nanos() as u64;
+        }
+        let predicted = self.anchor_ns + ((u128::from(dt) * u128::from(self.mult)) >> 32) as u64;
+        predicted.abs_diff(ns) <= MAX_DRIFT_NS
     }
 }
 
@@ -186,6 +222,10 @@ fn anchor_pair() -> (u64, u64) {
 /// The time-stamp counter, unordered (it may be read a few instructions early).
 #[inline]
 fn read_counter() -> u64 {
+    #[cfg(test)]
+    if let Some(c) = tests::fake_counter() {
+        return c;
+    }
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         // SAFETY: `rdtsc` has no preconditions on x86_64 (user mode may read it unless the
@@ -200,6 +240,10 @@ fn read_counter() -> u64 {
 
 /// The counter after every earlier instruction has finished (for anchors only).
 fn read_counter_ordered() -> u64 {
+    #[cfg(test)]
+    if let Some(c) = tests::fake_counter() {
+        return c;
+    }
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         // SAFETY: `lfence` and `rdtsc` have no preconditions on x86_64 (SSE2 is baseline).
@@ -217,6 +261,74 @@ fn read_counter_ordered() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    std::thread_local! {
+        /// When set: the counter reads CLOCK_MONOTONIC plus this offset, ns (1 tick = 1 ns).
+        static FAKE_OFFSET: Cell<Option<i64>> = const { Cell::new(None) };
+    }
+
+    pub(super) fn fake_counter() -> Option<u64> {
+        FAKE_OFFSET
+            .get()
+            .map(|off| crate::monotonic_ns().wrapping_add_signed(off))
+    }
+
+    /// Stamps from a counter that jumps by `jump_ns` once its rate is known: the clock must
+    /// give the counter up at its next anchor and stay with CLOCK_MONOTONIC after it.
+    fn counter_that_jumps(jump_ns: i64) {
+        FAKE_OFFSET.set(Some(0));
+        let mut c = StampClock::with_counter(true);
+        let end = crate::monotonic_ns() + 5_000_000;
+        while crate::monotonic_ns() < end {
+            c.now_ns();
+        }
+        assert!(c.mult != 0 && c.uses_counter(), "the rate was measured");
+        FAKE_OFFSET.set(Some(jump_ns));
+        // at most one anchor period with the jumped counter, then the fall back
+        let end = crate::monotonic_ns() + 3 * ANCHOR_EVERY.as_nanos() as u64;
+        while crate::monotonic_ns() < end {
+            c.now_ns();
+        }
+        assert!(!c.uses_counter(), "a jump of {jump_ns} ns was not noticed");
+        // back on the clock: never before it, and after it only while the stamps the
+        // jumped counter handed out are still ahead (stamps never go back)
+        let last = c.now_ns();
+        for _ in 0..1000 {
+            let before = crate::monotonic_ns();
+            let s = c.now_ns();
+            let after = crate::monotonic_ns();
+            assert!(
+                s >= before && s <= after.max(last),
+                "stamp {s} outside [{before}, {after}] (last {last})"
+            );
+        }
+        FAKE_OFFSET.set(None);
+    }
+
+    #[test]
+    fn a_counter_that_jumps_ahead_is_given_up_for_clock_gettime() {
+        counter_that_jumps(400_000);
+    }
+
+    #[test]
+    fn a_counter_that_goes_back_is_given_up_for_clock_gettime() {
+        counter_that_jumps(-400_000);
+    }
+
+    /// The same fake counter without a jump stays in use: the check does not fire on an
+    /// honest counter.
+    #[test]
+    fn an_honest_counter_stays_in_use() {
+        FAKE_OFFSET.set(Some(0));
+        let mut c = StampClock::with_counter(true);
+        let end = crate::monotonic_ns() + 20_000_000;
+        while crate::monotonic_ns() < end {
+            c.now_ns();
+        }
+        assert!(c.uses_counter() && c.mult != 0);
+        FAKE_OFFSET.set(None);
+    }
 
     /// Every stamp lies between `clock_gettime` reads around it (give or take a bound far
     /// above the anchor error, far below what a latency figure resolves), and stamps never
@@ -246,6 +358,10 @@ mod tests {
         );
         if counter_usable() {
             assert!(c.mult != 0, "the rate was never measured");
+            assert!(
+                c.uses_counter(),
+                "the drift check gave an honest counter up"
+            );
         }
     }
 
