@@ -79,12 +79,6 @@ impl StampClock {
         Self::with_counter(counter_usable())
     }
 
-    /// A clock whose every stamp is a `clock_gettime` (what `RTLOOP_EXACT_STAMPS=1` gives).
-    #[must_use]
-    pub fn exact() -> StampClock {
-        Self::with_counter(false)
-    }
-
     fn with_counter(counter: bool) -> StampClock {
         StampClock {
             counter,
@@ -98,23 +92,23 @@ impl StampClock {
         }
     }
 
-    /// Whether stamps come from the counter (once its rate is measured).
-    #[must_use]
-    pub fn uses_counter(&self) -> bool {
-        self.counter
-    }
-
     /// CLOCK_MONOTONIC now, ns (see the module docs for how close).
     #[inline]
     pub fn now_ns(&mut self) -> u64 {
         if self.counter && self.mult != 0 {
             let dt = read_counter().wrapping_sub(self.anchor_tsc);
             if dt < self.anchor_ticks {
-                let ns = self.anchor_ns + ((u128::from(dt) * u128::from(self.mult)) >> 32) as u64;
+                let ns = self.extrapolate(dt);
                 return self.hand_out(ns);
             }
         }
         self.slow_now()
+    }
+
+    /// CLOCK_MONOTONIC `dt` counter ticks after the last anchor, by the measured rate.
+    #[inline]
+    fn extrapolate(&self, dt: u64) -> u64 {
+        self.anchor_ns + ((u128::from(dt) * u128::from(self.mult)) >> 32) as u64
     }
 
     #[inline]
@@ -181,15 +175,14 @@ impl StampClock {
             // too long ago to judge by the counter alone; the clock says how long it was
             return ns.saturating_sub(self.anchor_ns) > ANCHOR_EVERY.as_nanos() as u64;
         }
-        let predicted = self.anchor_ns + ((u128::from(dt) * u128::from(self.mult)) >> 32) as u64;
-        predicted.abs_diff(ns) <= MAX_DRIFT_NS
+        self.extrapolate(dt).abs_diff(ns) <= MAX_DRIFT_NS
     }
 }
 
 /// The counter may stand in for CLOCK_MONOTONIC: x86_64, the kernel's clock source is
 /// `tsc`, and `RTLOOP_EXACT_STAMPS` is not set to 1. Decided once per process.
 #[must_use]
-pub fn counter_usable() -> bool {
+fn counter_usable() -> bool {
     static USABLE: OnceLock<bool> = OnceLock::new();
     *USABLE.get_or_init(|| {
         if cfg!(miri) || !cfg!(target_arch = "x86_64") {
@@ -283,14 +276,14 @@ mod tests {
         while crate::monotonic_ns() < end {
             c.now_ns();
         }
-        assert!(c.mult != 0 && c.uses_counter(), "the rate was measured");
+        assert!(c.mult != 0 && c.counter, "the rate was measured");
         FAKE_OFFSET.set(Some(jump_ns));
         // at most one anchor period with the jumped counter, then the fall back
         let end = crate::monotonic_ns() + 3 * ANCHOR_EVERY.as_nanos() as u64;
         while crate::monotonic_ns() < end {
             c.now_ns();
         }
-        assert!(!c.uses_counter(), "a jump of {jump_ns} ns was not noticed");
+        assert!(!c.counter, "a jump of {jump_ns} ns was not noticed");
         // back on the clock: never before it, and after it only while the stamps the
         // jumped counter handed out are still ahead (stamps never go back)
         let last = c.now_ns();
@@ -326,7 +319,7 @@ mod tests {
         while crate::monotonic_ns() < end {
             c.now_ns();
         }
-        assert!(c.uses_counter() && c.mult != 0);
+        assert!(c.counter && c.mult != 0);
         FAKE_OFFSET.set(None);
     }
 
@@ -358,17 +351,14 @@ mod tests {
         );
         if counter_usable() {
             assert!(c.mult != 0, "the rate was never measured");
-            assert!(
-                c.uses_counter(),
-                "the drift check gave an honest counter up"
-            );
+            assert!(c.counter, "the drift check gave an honest counter up");
         }
     }
 
     #[test]
     fn an_exact_clock_reads_clock_gettime_every_time() {
-        let mut c = StampClock::exact();
-        assert!(!c.uses_counter());
+        let mut c = StampClock::with_counter(false);
+        assert!(!c.counter);
         let before = crate::monotonic_ns();
         let s = c.now_ns();
         assert!(s >= before && s <= crate::monotonic_ns());
