@@ -354,6 +354,9 @@ fn the_writer_fences_while_readers_sleep_and_is_light_again_after_the_hold() {
     let s = heap(64);
     registered_for_membarrier();
     let mut w = s.writer().unwrap();
+    // a hold that cannot end while the test looks: joining the sleeper may take longer than
+    // the real 1 ms on a loaded machine; the end of the hold is set by hand below
+    w.fence_hold_ns = u64::MAX;
     // SYNC: Relaxed: read on the writer's own thread, after its stores.
     let word = |s: &Stream<HeapBacking>| {
         s.map
