@@ -47,7 +47,8 @@ def _run(name: str, report: Type[R], config: Dict[str, Any]) -> R:
 
 def stream(**config: Any) -> StreamBenchReport:
     """Stream throughput against a bare ring doing the same work (and memcpy for the copy-out
-    row), and one-way latency against a cache-line ping-pong (``rtloop bench stream``). Options: ``quick``,
+    row), and one-way latency against a cache-line ping-pong (spinning) and a futex ping-pong
+    (blocking) (``rtloop bench stream``). Options: ``quick``,
     ``repeats`` (1-50, default 5), ``pm_qos``, ``out`` (a directory for results.json and the
     PNG charts)."""
     return _run("stream", StreamBenchReport, config)

@@ -54,9 +54,11 @@ def loadtest(
     library). Settings are checked as the command checks them.
 
     With ``reference=True`` the report also carries the bare cache-line ping-pong between the
-    same two CPUs, measured before the run (``reference_pingpong``) and after it sampled as the
-    loopbacks were: as many round trips over the measured seconds (``reference_paced``, the
-    reference for the run's p99 and p99.9).
+    same two CPUs, measured before the run (``reference_pingpong``), and a bare loop measured
+    after it and sampled as the loopbacks were (``reference_paced``, the reference for the
+    run's p99 and p99.9): as many stamps over the measured seconds, made on schedule on the
+    device's CPU, echoed on the host's, each timed as a whole loop, so a stall of either CPU
+    weighs in it as it does in the run.
 
     With ``publish="PREFIX"``, every loopback's HubClockDelta (µs) and every PercentUsed
     reading go live into the streams ``PREFIX.latency`` and ``PREFIX.percent_used`` while the

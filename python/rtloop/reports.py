@@ -180,7 +180,9 @@ class LoadtestReport(Report):
     read_size: int
     bytes_per_s_configured: float
     reference_pingpong: Optional[Summary]
-    # the same ping-pong sampled as the run's loopbacks (same count, same seconds)
+    # a bare loop sampled as the run's loopbacks: as many stamps over the same seconds, made
+    # on schedule on the device's CPU, echoed on the host's, each a whole loop
+    # (as HubClockDelta)
     reference_paced: Optional[Summary]
     stolen_ms: Optional[float]
     stolen_percent: Optional[float]
@@ -316,7 +318,9 @@ class BenchMachine(Report):
 
 class StreamBenchReport(Report):
     """`rtloop.bench.stream` (``rtloop bench stream --json``): throughput against a bare ring
-    (and memcpy for the copy-out row), hand-off latency against a cache-line ping-pong."""
+    (and memcpy for the copy-out row), hand-off latency against a cache-line ping-pong
+    (spinning rows) and a futex ping-pong (the blocking row); each latency row names its
+    ``reference``."""
 
     machine: BenchMachine
     repeats: int

@@ -96,10 +96,17 @@ pub struct LatencyRow {
     pub method: &'static str,
     /// One-way latency.
     pub summary: Summary,
-    /// The cache-line ping-pong's p50.
+    /// The reference this row is judged against: the cache-line ping-pong for the spinning
+    /// rows, the futex ping-pong for the blocking row (each the same hand-off without a ring).
+    pub reference: &'static str,
+    /// The reference's p50.
     pub reference_p50_ns: u64,
     /// This row's p50 over the reference's.
     pub ratio_p50_to_reference: f64,
+    /// The reference's p99.
+    pub reference_p99_ns: u64,
+    /// This row's p99 over the reference's.
+    pub ratio_p99_to_reference: f64,
     /// The row's goal, in words (`-` for none).
     pub goal: String,
     /// "met" only when the row reaches its goal; "not met"; "-" for no goal.
@@ -588,41 +595,58 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
         if c.quick { 5_000 } else { 100_000 },
         Duration::from_secs(5),
     )?;
+    p.note("reference: futex ping-pong between two processes, both asleep at once ...");
+    let futex = rtloop_lab::reference::bare_futex_pingpong(if c.quick { 300 } else { 5_000 })?;
     p.note("latency: stream ping-pong, blocking (futex, no spin) ...");
     let block = stream_pingpong(if c.quick { 300 } else { 5_000 }, Duration::ZERO)?;
     let wake = wake_sweep(if c.quick { 300 } else { 3_000 }, p)?;
     let peer_lat = peer_latency(if c.quick { 5_000 } else { 100_000 }, p);
     let _ = sys::allow_all_cpus();
-    let reference = bare.summary();
-    let lat = |name: &str, h: &LatencyHistogram, method| {
-        let s = h.summary();
-        let ratio = s.p50_ns as f64 / reference.p50_ns.max(1) as f64;
-        let (goal, verdict) = latency_goal(name, &s, ratio, c.pm_qos);
-        LatencyRow {
-            name: name.into(),
-            method,
-            summary: s,
-            reference_p50_ns: reference.p50_ns,
-            ratio_p50_to_reference: ratio,
-            goal,
-            verdict,
-        }
-    };
+    let (spin_ref, sleep_ref) = (bare.summary(), futex.summary());
+    let lat =
+        |name: &str, h: &LatencyHistogram, method, (reference, r): (&'static str, &Summary)| {
+            let s = h.summary();
+            let ratio = s.p50_ns as f64 / r.p50_ns.max(1) as f64;
+            let (goal, verdict) = latency_goal(name, &s, ratio, c.pm_qos);
+            LatencyRow {
+                name: name.into(),
+                method,
+                summary: s,
+                reference,
+                reference_p50_ns: r.p50_ns,
+                ratio_p50_to_reference: ratio,
+                reference_p99_ns: r.p99_ns,
+                ratio_p99_to_reference: s.p99_ns as f64 / r.p99_ns.max(1) as f64,
+                goal,
+                verdict,
+            }
+        };
+    let pingpong = ("cache-line ping-pong", &spin_ref);
+    let futex_pingpong = ("futex ping-pong", &sleep_ref);
     let latency = vec![
         lat(
             "cache-line ping-pong (reference)",
             &bare,
             "two processes, two AtomicU64 on own lines; one-way = RTT/2",
+            pingpong,
         ),
         lat(
             "stream, spin",
             &spin,
             "two streams A->B echo, reader spins, every sample stamped with the time it was made (the caller's stamp); one-way = RTT/2",
+            pingpong,
+        ),
+        lat(
+            "futex ping-pong (reference)",
+            &futex,
+            "the same two processes, two futex words on own lines, each side asleep at once until the other stores and wakes it; one-way = RTT/2",
+            futex_pingpong,
         ),
         lat(
             "stream, blocking",
             &block,
             "two streams A->B echo, reader sleeps on the futex at once, caller-stamped; one-way = RTT/2",
+            futex_pingpong,
         ),
     ]
     .into_iter()
@@ -631,6 +655,7 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
             "iceoryx2, spin (peer)",
             h,
             "two services A->B echo, both sides poll receive(); one-way = RTT/2",
+            pingpong,
         )
     }))
     .collect::<Vec<_>>();
@@ -646,7 +671,7 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
         out: c.out.clone(),
     };
     if let Some(dir) = &c.out {
-        write_outputs(dir, &report, [&bare, &spin, &block])?;
+        write_outputs(dir, &report, [&bare, &spin, &futex, &block])?;
     }
     Ok(report)
 }
@@ -655,7 +680,7 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
 fn write_outputs(
     dir: &std::path::Path,
     r: &StreamReport,
-    [bare, spin, block]: [&LatencyHistogram; 3],
+    [bare, spin, futex, block]: [&LatencyHistogram; 4],
 ) -> Result<(), BenchError> {
     crate::write_results(dir, &r.json()?)?;
     // short labels: the bars share the x axis
@@ -688,6 +713,11 @@ fn write_outputs(
             bare,
         ),
         ("latency-spin.png", "stream one-way latency, spin", spin),
+        (
+            "latency-futex-reference.png",
+            "futex ping-pong one-way (reference for blocking)",
+            futex,
+        ),
         (
             "latency-blocking.png",
             "stream one-way latency, blocking",
@@ -752,11 +782,9 @@ impl StreamReport {
             ]);
         }
         s += &t.render();
-        let reference = self.latency.first().map_or(0, |l| l.reference_p50_ns);
         let _ = writeln!(
             s,
-            "\none-way latency (RTT/2), reference: cache-line ping-pong p50 {}",
-            fmt_ns(reference)
+            "\none-way latency (RTT/2); each row against the same hand-off without a ring: the cache-line ping-pong (spinning rows), the futex ping-pong (the blocking row)"
         );
         let mut t = Table::new(&[
             "path",
@@ -765,7 +793,9 @@ impl StreamReport {
             "p99",
             "p99.9",
             "max",
-            "p50 / reference",
+            "reference",
+            "p50 / ref",
+            "p99 / ref",
             "goal",
             "verdict",
         ]);
@@ -778,7 +808,9 @@ impl StreamReport {
                 fmt_ns(m.p99_ns),
                 fmt_ns(m.p999_ns),
                 fmt_ns(m.max_ns),
+                l.reference.to_owned(),
                 format!("{:.2}x", l.ratio_p50_to_reference),
+                format!("{:.2}x", l.ratio_p99_to_reference),
                 l.goal.clone(),
                 l.verdict.to_owned(),
             ]);

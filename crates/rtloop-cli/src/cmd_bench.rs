@@ -15,8 +15,9 @@ use crate::Global;
 pub enum BenchCommand {
     /// Stream throughput (8 KiB packets in two ring sizes, 1 KiB and 64 B messages, and 8 KiB
     /// copied out) against a bare single-producer single-consumer ring doing the same work,
-    /// one-way latency (spin and blocking) against a cache-line ping-pong between the same
-    /// two cores, and the reader's spin-then-sleep sweep, all measured in this run.
+    /// one-way latency spinning against a cache-line ping-pong and blocking against a futex
+    /// ping-pong between the same two processes and cores, and the reader's spin-then-sleep
+    /// sweep, all measured in this run.
     Stream(StreamBenchArgs),
     /// The FieldTrip FAQ buffer benchmark against `rtloop serve`: values/s written and read
     /// for chans x samples 32x16 ... 256x256, and the time per write over block sizes 1..1000,

@@ -91,9 +91,9 @@ pub struct LoadtestArgs {
     /// Stop once this many loopback results were collected.
     #[arg(long)]
     pub loopbacks: Option<u64>,
-    /// Skip the bare cache-line ping-pong references: the one measured before the run (up to
-    /// 5 s) and the one after it sampled as the run's loopbacks were (as many round trips, over
-    /// the measured seconds).
+    /// Skip the bare references: the cache-line ping-pong measured before the run (up to 5 s),
+    /// and after it a bare loop sampled as the run's loopbacks were (as many stamps, made on
+    /// schedule over the measured seconds on the device's CPU and echoed on the host's).
     #[arg(long)]
     pub no_reference: bool,
     /// Write results.json, latency.png and percent_used.png into this directory.
@@ -223,7 +223,7 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
     let lt = cfg.lab.load;
     if cfg.reference {
         eprintln!(
-            "reference: a bare cache-line ping-pong between the two CPUs for {:.0} s (and after the run, the same ping-pong sampled as the run's loopbacks for {:.0} s) ...",
+            "reference: a bare cache-line ping-pong between the two CPUs for {:.0} s (and after the run, a bare loop sampled as the run's loopbacks for {:.0} s) ...",
             a.seconds.min(5.0),
             a.seconds
         );

@@ -41,6 +41,7 @@ pub fn run(a: &ChildArgs, _g: &Global) -> anyhow::Result<()> {
     dispatch!(a.role, json;
         crate::cmd_demo::ReaderRole => crate::cmd_demo::reader_role,
         rtloop_lab::reference::EchoRole => |r| Ok(rtloop_lab::reference::run_echo(r)?),
+        rtloop_lab::reference::LoopDeviceRole => |r| Ok(rtloop_lab::reference::run_loop_device(r)?),
         rtloop_lab::loadtest::DeviceRole => |r| Ok(rtloop_lab::loadtest::run_device(r)?),
         rtloop_runtime::process::ChildArgs => crate::cmd_run::process_role,
     )

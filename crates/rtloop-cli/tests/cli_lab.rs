@@ -159,3 +159,44 @@ fn bad_settings_are_refused_before_anything_starts() {
         assert!(o.stdout.is_empty(), "{args:?} printed results");
     }
 }
+
+/// The reference for the lab's tails samples as a load test does: the side on the device's
+/// CPU makes its stamps on schedule whatever the host's side does, so a stall of the host's
+/// CPU delays every stamp made during it, as it delays every loopback due in it. A ping-pong
+/// that waits for each round trip before the next would count the stall once.
+#[test]
+fn the_paced_reference_counts_a_host_stall_for_every_stamp_made_during_it() {
+    // the reference's device side is a child process of the rtloop executable
+    std::env::set_var("RTLOOP_EXE", env!("CARGO_BIN_EXE_rtloop"));
+    // 200 stamps 1 ms apart; the host side stops for 60 ms once it has echoed the 1000
+    // warm-up stamps and 50 measured ones
+    let stall = std::time::Duration::from_millis(60);
+    let h = rtloop_lab::reference::bare_loop_paced_with_host_stall(
+        200,
+        std::time::Duration::from_millis(200),
+        1050,
+        stall,
+    )
+    .unwrap();
+    assert_eq!(h.len(), 200, "every measured stamp came back");
+    // about 60 stamps were made during the stall, each late by what was left of it; on a
+    // loaded machine the device's side may itself be held up, so ask for far fewer
+    let late: u64 = h
+        .recorded()
+        .iter()
+        .filter(|&&(ns, _)| ns >= 10_000_000)
+        .map(|&(_, n)| n)
+        .sum();
+    assert!(
+        late >= 5,
+        "{late} stamps late by 10 ms or more: {:?}",
+        h.summary()
+    );
+    let mine = format!("rtloop-lines-loop-{}-", std::process::id());
+    let left: Vec<_> = std::fs::read_dir(rtloop_sys::shm_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
+        .collect();
+    assert!(left.is_empty(), "the shared lines are removed: {left:?}");
+}

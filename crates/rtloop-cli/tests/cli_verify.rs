@@ -159,13 +159,24 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
     assert!(left.is_empty(), "left behind: {left:?}");
     let lat = v["latency"].as_array().unwrap();
     assert!(
-        lat.len() >= 3,
-        "reference, spin, blocking (and the iceoryx2 peer when built with it)"
+        lat.len() >= 4,
+        "two references, spin, blocking (and the iceoryx2 peer when built with it)"
     );
     for l in lat {
         assert!(l["summary"]["count"].as_u64().unwrap() > 0);
         assert!(l["reference_p50_ns"].as_u64().unwrap() > 0);
         assert!(l["ratio_p50_to_reference"].as_f64().unwrap() > 0.0);
+        assert!(l["reference_p99_ns"].as_u64().unwrap() > 0);
+        assert!(l["ratio_p99_to_reference"].as_f64().unwrap() > 0.0);
+        // each row against the same hand-off without a ring: a spinning row against the
+        // cache-line ping-pong, a sleeping one against two processes waking each other
+        let reference = l["reference"].as_str().unwrap();
+        match l["name"].as_str().unwrap() {
+            "stream, blocking" | "futex ping-pong (reference)" => {
+                assert_eq!(reference, "futex ping-pong", "{l}");
+            }
+            _ => assert_eq!(reference, "cache-line ping-pong", "{l}"),
+        }
         // the spin and blocking rows carry their goals; a verdict says "met" only at the goal
         let verdict = l["verdict"].as_str().unwrap();
         match l["name"].as_str().unwrap() {
@@ -206,6 +217,7 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
         "latency-spin.png",
         "latency-blocking.png",
         "latency-reference.png",
+        "latency-futex-reference.png",
     ] {
         assert!(dir.join(f).exists(), "{f} written");
     }

@@ -430,7 +430,7 @@ pub fn loadtest(
     let cpu_ms = t0.elapsed().as_secs_f64() * 1e3 * sys::online_cpus().min(2) as f64;
     let reference_paced = match (&r.host, cfg.reference) {
         (Some(h), true) if h.latency.count > 0 && h.seconds > 0.0 => Some(
-            reference::bare_pingpong_paced(h.latency.count, Duration::from_secs_f64(h.seconds))?
+            reference::bare_loop_paced(h.latency.count, Duration::from_secs_f64(h.seconds))?
                 .summary(),
         ),
         _ => None,

@@ -4,7 +4,7 @@
 //! small shared mapping.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 use rtloop_sys as sys;
 
@@ -12,6 +12,8 @@ use rtloop_sys as sys;
 pub const LINES: usize = 8;
 const LINE: usize = 128;
 const BYTES: usize = 4096;
+/// 64-bit slots after the lines (the paced loop's two small rings of stamps).
+pub const SLOTS: usize = (BYTES - LINES * LINE) / 8;
 
 /// A few cache lines of shared memory, each holding one `AtomicU64`.
 pub struct SharedLines {
@@ -44,6 +46,32 @@ impl SharedLines {
         // SAFETY: offset i*128 < 4096 lies in the mapping, is 8-aligned (page-aligned base),
         // starts zeroed (a valid AtomicU64) and is only ever accessed atomically.
         unsafe { &*self.file.base().as_ptr().add(i * LINE).cast::<AtomicU64>() }
+    }
+
+    /// Slot `i` (`< SLOTS`): a 64-bit word after the lines, several to a cache line (ring
+    /// slots, not flags).
+    #[must_use]
+    pub fn slot(&self, i: usize) -> &AtomicU64 {
+        assert!(i < SLOTS, "slot {i} of {SLOTS}");
+        // SAFETY: offset LINES*128 + i*8 < 4096 lies in the mapping, is 8-aligned, starts
+        // zeroed and is only ever accessed atomically.
+        unsafe {
+            &*self
+                .file
+                .base()
+                .as_ptr()
+                .add(LINES * LINE + i * 8)
+                .cast::<AtomicU64>()
+        }
+    }
+
+    /// Line `i` (`< LINES`) as a 32-bit futex word. A line used as a word is never used as
+    /// [`line`](Self::line) too: the futex ping-pong takes lines of its own.
+    #[must_use]
+    pub fn word(&self, i: usize) -> &AtomicU32 {
+        assert!(i < LINES, "line {i} of {LINES}");
+        // SAFETY: as `line`: in the mapping, 4-aligned, zeroed, only accessed atomically.
+        unsafe { &*self.file.base().as_ptr().add(i * LINE).cast::<AtomicU32>() }
     }
 }
 
