@@ -51,8 +51,8 @@ pub enum ReferenceError {
     /// The echo process did not start.
     #[error(transparent)]
     Launch(#[from] LaunchError),
-    /// The paced loop's device process failed.
-    #[error("the reference loop's device process: {0}")]
+    /// A reference's other process failed or lost its parent.
+    #[error("the reference's other process: {0}")]
     Device(String),
 }
 
@@ -297,6 +297,8 @@ pub fn run_loop_device(role: &LoopDeviceRole) -> Result<(), ReferenceError> {
     let (mut sent, mut received) = (0u64, 0u64);
     // when the next measured stamp is due: from the end of the warm-up on
     let mut due: Option<u64> = None;
+    let parent = std::os::unix::process::parent_id();
+    let mut idle = 0u32;
     while received < total {
         // SYNC: Acquire pairs with the host's Release of `echoed`: the echoes below it are
         // written.
@@ -327,6 +329,10 @@ pub fn run_loop_device(role: &LoopDeviceRole) -> Result<(), ReferenceError> {
                 due = due.map(|d| d + role.step_ns);
             }
         } else {
+            idle = idle.wrapping_add(1);
+            if idle % (1 << 20) == 0 {
+                orphaned(parent)?;
+            }
             std::hint::spin_loop();
         }
     }
@@ -365,12 +371,13 @@ pub fn run_echo(role: &EchoRole) -> Result<(), ReferenceError> {
     }
     let lines = SharedLines::open(&role.lines)?;
     rtloop_launch::ready();
+    let parent = std::os::unix::process::parent_id();
     if role.futex {
-        run_futex_echo(&lines);
-        return Ok(());
+        return run_futex_echo(&lines, parent);
     }
     let (ping, pong) = (lines.line(0), lines.line(1));
     let mut last = 0;
+    let mut idle = 0u32;
     loop {
         // SYNC: Acquire/Release pairs with the measuring side; the values are the only data.
         let v = ping.load(Ordering::Acquire);
@@ -381,25 +388,45 @@ pub fn run_echo(role: &EchoRole) -> Result<(), ReferenceError> {
             last = v;
             pong.store(v, Ordering::Release);
         } else {
+            idle = idle.wrapping_add(1);
+            if idle % (1 << 20) == 0 {
+                orphaned(parent)?;
+            }
             std::hint::spin_loop();
         }
     }
 }
 
+/// An echo or loop device whose parent has gone (killed in the middle of a run, so it never
+/// sent the stop) ends instead of spinning on its CPU for ever.
+fn orphaned(parent: u32) -> Result<(), ReferenceError> {
+    if std::os::unix::process::parent_id() == parent {
+        Ok(())
+    } else {
+        Err(ReferenceError::Device(format!(
+            "its parent (pid {parent}) ended before the stop"
+        )))
+    }
+}
+
 /// The futex echo: sleep on the ping word, copy each new value into the pong word and wake
 /// the measuring side, until the stop value.
-fn run_futex_echo(lines: &SharedLines) {
+fn run_futex_echo(lines: &SharedLines, parent: u32) -> Result<(), ReferenceError> {
     let (ping, pong) = (lines.word(FUTEX_PING), lines.word(FUTEX_PONG));
     let mut last = 0;
     loop {
         // SYNC: Acquire/Release pairs with the measuring side; the values are the only data.
         let v = ping.load(Ordering::Acquire);
         if v == FUTEX_STOP {
-            return;
+            return Ok(());
         }
         if v == last {
             // returns at once if a new value came since the load
             sys::futex_wait(ping, v, FUTEX_TIMEOUT);
+            if ping.load(Ordering::Acquire) == last {
+                // a timeout or a spurious wake: off the measured path
+                orphaned(parent)?;
+            }
         } else {
             last = v;
             pong.store(v, Ordering::Release);
