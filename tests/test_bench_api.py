@@ -46,6 +46,14 @@ def test_stream_benchmark_report(tmp_path: Path) -> None:
     r = rtloop.bench.stream(quick=True, out=tmp_path)
     StreamBenchReport.check(r)
     assert r.throughput and r.latency and r.machine.cpus >= 1
+    # each latency row names the hand-off without a ring it is judged against: a sleeping
+    # reader against two processes waking each other on futex words, the rest against the
+    # cache-line ping-pong
+    refs = {row["name"]: row["reference"] for row in r.latency}
+    assert refs["stream, blocking"] == refs["futex ping-pong (reference)"] == "futex ping-pong"
+    assert refs["stream, spin"] == "cache-line ping-pong"
+    assert all(row["ratio_p99_to_reference"] > 0 for row in r.latency)
+    assert (tmp_path / "latency-futex-reference.png").exists()
     # out= writes the same report the command writes
     assert json.loads((tmp_path / "results.json").read_text()) == json.loads(json.dumps(r))
 
