@@ -45,8 +45,8 @@ impl ChildRole for EchoRole {
 /// Why the reference could not be measured.
 #[derive(Debug, thiserror::Error)]
 pub enum ReferenceError {
-    /// The shared cache lines could not be made.
-    #[error("cannot create the ping-pong lines: {0}")]
+    /// The shared cache lines could not be made or opened.
+    #[error("cannot create or open the reference's shared lines: {0}")]
     Lines(#[from] std::io::Error),
     /// The echo process did not start.
     #[error(transparent)]
@@ -286,18 +286,13 @@ fn loop_paced(
 
 /// In the paced loop's device process: run [`LoopDeviceRole`] and print the histogram.
 pub fn run_loop_device(role: &LoopDeviceRole) -> Result<(), ReferenceError> {
-    if let Some(c) = role.cpu {
-        let _ = sys::pin_to_cpu(c);
-    }
-    let lines = SharedLines::open(&role.lines)?;
-    rtloop_launch::ready();
+    let (lines, parent) = start_child(&role.lines, role.cpu)?;
     let (sent_line, echoed_line) = (lines.line(LOOP_SENT), lines.line(LOOP_ECHOED));
     let total = role.count.saturating_add(LOOP_WARMUP);
     let mut h = LatencyHistogram::new();
     let (mut sent, mut received) = (0u64, 0u64);
     // when the next measured stamp is due: from the end of the warm-up on
     let mut due: Option<u64> = None;
-    let parent = std::os::unix::process::parent_id();
     let mut idle = 0u32;
     while received < total {
         // SYNC: Acquire pairs with the host's Release of `echoed`: the echoes below it are
@@ -366,12 +361,7 @@ pub fn bare_futex_pingpong(rounds: u64) -> Result<LatencyHistogram, ReferenceErr
 
 /// In the echo process: run [`EchoRole`].
 pub fn run_echo(role: &EchoRole) -> Result<(), ReferenceError> {
-    if let Some(c) = role.cpu {
-        let _ = sys::pin_to_cpu(c);
-    }
-    let lines = SharedLines::open(&role.lines)?;
-    rtloop_launch::ready();
-    let parent = std::os::unix::process::parent_id();
+    let (lines, parent) = start_child(&role.lines, role.cpu)?;
     if role.futex {
         return run_futex_echo(&lines, parent);
     }
@@ -395,6 +385,17 @@ pub fn run_echo(role: &EchoRole) -> Result<(), ReferenceError> {
             std::hint::spin_loop();
         }
     }
+}
+
+/// In a reference's child process: pin to `cpu`, open the parent's lines, say ready.
+/// Returns the lines and the parent's pid (see [`orphaned`]).
+fn start_child(lines: &str, cpu: Option<usize>) -> Result<(SharedLines, u32), ReferenceError> {
+    if let Some(c) = cpu {
+        let _ = sys::pin_to_cpu(c);
+    }
+    let lines = SharedLines::open(lines)?;
+    rtloop_launch::ready();
+    Ok((lines, std::os::unix::process::parent_id()))
 }
 
 /// An echo or loop device whose parent has gone (killed in the middle of a run, so it never
