@@ -168,6 +168,9 @@ class DeviceReport(Report):
     fifo_high_water_run: int
     loopbacks: int
     lateness: Summary
+    # the most load-tester frames made in one step: after a stall of its own the device makes
+    # up the frames it missed at twice its rate, so this stays a few frames
+    burst_max_frames: int
     # times the device process was preempted in the measured window, if known
     preempted: Optional[int]
 

@@ -304,6 +304,10 @@ fn print_loadtest(j: &LoadtestReport) {
             format!("{} / {}", us(d.lateness.p99_ns), us(d.lateness.max_ns)),
         ]);
         t.row(&[
+            "most frames made in one step (after its own stall: twice the rate)".to_string(),
+            d.burst_max_frames.to_string(),
+        ]);
+        t.row(&[
             "FIFO high water, measured window (device, exact)".to_string(),
             format!(
                 "{} B = {:.6} %",

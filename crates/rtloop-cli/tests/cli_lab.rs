@@ -4,8 +4,17 @@
 mod common;
 use common::rtloop;
 
+/// The tests that run a device spin it on a CPU of its own: on two CPUs they take turns, or
+/// each device would get half a CPU and fall behind its schedule.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn loadtest_runs_end_to_end() {
+    let _turn = one_at_a_time();
     let out = std::env::temp_dir().join(format!("cli-lab-{}", std::process::id()));
     let o = common::rtloop_cmd()
         .args([
@@ -65,6 +74,7 @@ fn loadtest_runs_end_to_end() {
 
 #[test]
 fn tune_sweeps_down_to_the_minimum_and_recommends() {
+    let _turn = one_at_a_time();
     let o = rtloop(&[
         "--json",
         "lab",
@@ -166,6 +176,7 @@ fn bad_settings_are_refused_before_anything_starts() {
 /// that waits for each round trip before the next would count the stall once.
 #[test]
 fn the_paced_reference_counts_a_host_stall_for_every_stamp_made_during_it() {
+    let _turn = one_at_a_time();
     // the reference's device side is a child process of the rtloop executable
     std::env::set_var("RTLOOP_EXE", env!("CARGO_BIN_EXE_rtloop"));
     // 200 stamps 1 ms apart; the host side stops for 60 ms once it has echoed the 1000
@@ -199,4 +210,104 @@ fn the_paced_reference_counts_a_host_stall_for_every_stamp_made_during_it() {
         .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
         .collect();
     assert!(left.is_empty(), "the shared lines are removed: {left:?}");
+}
+
+/// The pid of the child of `parent` whose command line plays `role`, waiting up to 20 s.
+fn child_playing(parent: u32, role: &str) -> Option<u32> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < until {
+        for e in std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()) {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the fields after the last ')'
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            if ppid == Some(parent)
+                && args.get(1) == Some(&&b"child"[..])
+                && args.get(2) == Some(&role.as_bytes())
+            {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
+}
+
+/// The emulated device is a process, and the OS or the hypervisor may stop it for
+/// milliseconds. It must not hand the host the frames it missed as one burst (real hardware
+/// never sends one, and the loopbacks at its end would charge the emulator's stall to the
+/// host): it makes them up at twice its rate. Stopping the device process for 50 ms made
+/// about 3,000 frames in one step before; now one step makes at most the few frames the
+/// slack allows, and every frame is still made.
+#[test]
+fn a_stopped_device_makes_up_its_frames_at_twice_the_rate_not_in_one_burst() {
+    let _turn = one_at_a_time();
+    use std::process::Stdio;
+    let child = common::rtloop_cmd()
+        .args([
+            "--json",
+            "lab",
+            "loadtest",
+            "--profile",
+            "2xnp2",
+            "--read-size",
+            "1024",
+            "--seconds",
+            "2",
+            "--warmup",
+            "0.5",
+            "--no-reference",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let device = child_playing(child.id(), "lab-device");
+    if let Some(pid) = device {
+        // into the measured window, then stop the device process for 50 ms
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        let signal = |s: &str| {
+            std::process::Command::new("kill")
+                .args([s, &pid.to_string()])
+                .status()
+                .unwrap()
+        };
+        assert!(signal("-STOP").success());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(signal("-CONT").success());
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(device.is_some(), "no device process: {}", common::text(&o));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &v["device"];
+    assert_eq!(d["ended"], "stopped", "{d}");
+    // the stop was seen: the first frame after it was made that late
+    assert!(
+        d["lateness"]["max_ns"].as_u64().unwrap() >= 40_000_000,
+        "{d}"
+    );
+    // 60 kHz: a frame every 16,664 ns; catching up, every half of that, from SLACK_NS back
+    let period = 16_664;
+    let bound = rtloop_lab::pacing::SLACK_NS / (period / rtloop_lab::pacing::CATCH_UP) + 1;
+    let most = d["burst_max_frames"].as_u64().unwrap();
+    assert!(
+        most <= bound,
+        "{most} frames in one step (at most {bound}): {d}"
+    );
+    // and every frame was made
+    let achieved = d["fps_achieved"].as_f64().unwrap();
+    let configured = d["fps_configured"].as_f64().unwrap();
+    assert!(
+        (achieved - configured).abs() / configured < 0.01,
+        "{achieved} frames/s against {configured}"
+    );
 }

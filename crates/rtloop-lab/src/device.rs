@@ -12,7 +12,9 @@
 //! frame exactly on schedule; this process may itself be late (the OS or the hypervisor
 //! preempted it). Stamping the production time keeps such a stall of the *emulator* out of
 //! the loop latency it measures for the host and the transport; how late the emulator was is
-//! counted separately ([`DeviceReport::lateness`]).
+//! counted separately ([`DeviceReport::lateness`]). After such a stall it makes the frames it
+//! missed at twice its rate ([`crate::pacing`]), not in one burst the host would have to queue
+//! behind: real hardware never sends that burst.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -23,6 +25,7 @@ use serde::Serialize;
 
 use crate::frame::{self, h2d, ticks, ConfigError, LoadTester, HEARTBEAT_HZ};
 use crate::link::DeviceLink;
+use crate::pacing::Pacer;
 
 /// The device's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
@@ -96,6 +99,10 @@ pub struct DeviceReport {
     pub loopbacks: u64,
     /// How late this process produced frames against their schedule (not the host's doing).
     pub lateness: Summary,
+    /// The most load-tester frames made in one step: after a stall of this process it makes
+    /// up at twice its rate, so this stays a few frames however long the stall was.
+    #[serde(default)]
+    pub burst_max_frames: u64,
     /// Times this process was preempted in the measured window (another task took its CPU),
     /// if known.
     #[serde(default)]
@@ -125,7 +132,9 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
     let heartbeat_ns = 1_000_000_000 / HEARTBEAT_HZ;
     let start = monotonic_ns();
     let deadline = start + Duration::from_secs_f64(cfg.max_seconds).as_nanos() as u64;
-    let (mut next_lt, mut next_mm, mut next_hb) = (start, start, start);
+    let mut pacer = Pacer::new(start, period_ns);
+    let (mut next_mm, mut next_hb) = (start, start);
+    let mut burst_max = 0u64;
     let mut fifo: VecDeque<u8> = VecDeque::new();
     let mut fresh: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut inbox: Vec<u32> = Vec::new();
@@ -161,14 +170,17 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
         if now >= deadline {
             break "time limit";
         }
-        // every frame whose time has come, stamped with that time
-        while next_lt <= now {
-            lateness.record(now - next_lt);
+        // every frame whose time has come (or, catching up, that may be made now), stamped
+        // with the time it is made
+        let mut made = 0u64;
+        while let Some(late) = pacer.take(now) {
+            lateness.record(late);
             frame::put_load_tester(&mut fresh, &lt, ticks(now), delta, counter);
             counter = counter.wrapping_add(lt.received_words as u16);
-            next_lt += period_ns;
-            frames += 1;
+            made += 1;
         }
+        frames += made;
+        burst_max = burst_max.max(made);
         if next_mm <= now {
             let used_words = (fifo.len() / 4) as u32;
             frame::put_memory_monitor(&mut fresh, ticks(now), used_words);
@@ -234,6 +246,7 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
         fifo_high_water_run: high_water,
         loopbacks,
         lateness: lateness.summary(),
+        burst_max_frames: burst_max,
         preempted: rtloop_sys::thread_preemptions()
             .zip(preempted_at_start.flatten())
             .map(|(end, start)| end.saturating_sub(start)),

@@ -23,6 +23,7 @@ pub mod host;
 pub mod link;
 pub mod live;
 pub mod loadtest;
+pub mod pacing;
 pub mod reference;
 pub mod tune;
 pub mod work;

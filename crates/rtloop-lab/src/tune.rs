@@ -503,6 +503,7 @@ mod tests {
             fifo_high_water_run: 0,
             loopbacks: 0,
             preempted: None,
+            burst_max_frames: 0,
             lateness: rtloop_metrics::LatencyHistogram::new().summary(),
         };
         assert_eq!(

@@ -14,6 +14,7 @@ use rtloop_sys as sys;
 use serde::{Deserialize, Serialize};
 
 mod lines;
+use crate::pacing::Pacer;
 use lines::SharedLines;
 
 /// The echo process of the ping-pong: copies line 0 into line 1 until it reads `u64::MAX`.
@@ -153,7 +154,8 @@ pub fn bare_pingpong(
 }
 
 /// The paced loop's device side, a process of its own on CPU 1 as the lab's device: it stamps
-/// a word on schedule into a small bare ring, the host side (the caller, on CPU 0 as the lab's
+/// a word on schedule (paced as the lab's device, [`crate::pacing`]) into a small bare ring,
+/// the host side (the caller, on CPU 0 as the lab's
 /// host) echoes every stamp into a second one, and the device records now − stamp for each
 /// echo, as the lab's device records HubClockDelta. It prints the histogram as one JSON line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -291,8 +293,9 @@ pub fn run_loop_device(role: &LoopDeviceRole) -> Result<(), ReferenceError> {
     let total = role.count.saturating_add(LOOP_WARMUP);
     let mut h = LatencyHistogram::new();
     let (mut sent, mut received) = (0u64, 0u64);
-    // when the next measured stamp is due: from the end of the warm-up on
-    let mut due: Option<u64> = None;
+    // when the measured stamps are made: from the end of the warm-up on, paced as the lab's
+    // device paces its frames (after a stall of this side, twice the rate, not a burst)
+    let mut pacer: Option<Pacer> = None;
     let mut idle = 0u32;
     while received < total {
         // SYNC: Acquire pairs with the host's Release of `echoed`: the echoes below it are
@@ -307,12 +310,11 @@ pub fn run_loop_device(role: &LoopDeviceRole) -> Result<(), ReferenceError> {
             }
             received += 1;
         }
-        if due.is_none() && received == LOOP_WARMUP {
-            due = Some(now);
+        if pacer.is_none() && received == LOOP_WARMUP {
+            pacer = Some(Pacer::new(now, role.step_ns));
         }
-        let room = sent - received < LOOP_RING as u64;
-        let time = sent < LOOP_WARMUP || due.is_some_and(|d| now >= d);
-        if sent < total && room && time {
+        let room = sent < total && sent - received < LOOP_RING as u64;
+        if room && (sent < LOOP_WARMUP || pacer.as_mut().is_some_and(|p| p.take(now).is_some())) {
             // stamped when made, as the lab's device stamps a frame: a stall of this side
             // delays the stamp, it does not lengthen the loop
             let k = (sent % LOOP_RING as u64) as usize;
@@ -320,9 +322,6 @@ pub fn run_loop_device(role: &LoopDeviceRole) -> Result<(), ReferenceError> {
             sent += 1;
             // SYNC: Release publishes the stamp to the host's Acquire.
             sent_line.store(sent, Ordering::Release);
-            if sent > LOOP_WARMUP {
-                due = due.map(|d| d + role.step_ns);
-            }
         } else {
             idle = idle.wrapping_add(1);
             if idle % (1 << 20) == 0 {
