@@ -250,8 +250,8 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
         } else {
             format!("max {:.4} %", s.percent_used_max)
         };
-        eprintln!(
-            "{:5.1} s  loopbacks {:>7}  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}  PercentUsed {:.4} % ({max})  host queue max {}",
+        let lines = format!(
+            "{:5.1} s  loopbacks {:>7}  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}  PercentUsed {:.4} % ({max})  host queue max {}\n        {}\n",
             s.t,
             s.loopbacks,
             us(s.latency.p50_ns),
@@ -259,9 +259,11 @@ fn loadtest(a: &LoadtestArgs, g: &Global) -> Result<()> {
             us(s.latency.p999_ns),
             us(s.latency.max_ns),
             s.percent_used,
-            s.queue_max
+            s.queue_max,
+            text_histogram(&s.histogram_us)
         );
-        eprintln!("        {}", text_histogram(&s.histogram_us));
+        // one write (stderr is unbuffered: eprintln! writes each piece on its own)
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), lines.as_bytes());
     };
     let report = rtloop_lab::loadtest::loadtest(&cfg, &mut progress, None)?;
     if let Some(dir) = &a.out {

@@ -2,7 +2,16 @@
 //! it, loop back the hub clock of every Nth load-tester frame, post the next read, do the
 //! work; collect HubClockDelta (distinct until changed, as the ONIX workflow does),
 //! PercentUsed over time and the host queue depth.
+//!
+//! The live progress is made by a monitor thread beside the loop, never by the loop itself:
+//! the snapshot's percentiles and the caller's printing took 120-330 µs once a second, and a
+//! loopback due in that time waited for them (and a caller's stderr that nobody reads could
+//! block the loop for good). The loop only hands each new latency over a channel and stores
+//! its other figures in atomics; the monitor sleeps between snapshots, so the loop never
+//! wakes it.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rtloop_metrics::{LatencyHistogram, Summary};
@@ -113,15 +122,112 @@ pub enum HostError {
     Device(String),
 }
 
+/// What the loop hands the monitor thread: new latencies over a channel (sent without a
+/// wake-up: the monitor is asleep, not waiting on it), the rest as the latest values.
+struct MonitorFeed {
+    latencies: mpsc::Sender<u64>,
+    /// PercentUsed now and its max, as f64 bits.
+    percent_used: AtomicU64,
+    percent_used_max: AtomicU64,
+    queue_max: AtomicU64,
+    measuring: AtomicBool,
+    done: AtomicBool,
+}
+
+impl MonitorFeed {
+    /// The figures of one block. Relaxed: each is a latest value on its own, read once a
+    /// second; nothing else is published through them.
+    fn block(&self, pct: f64, pct_max: f64, queue_max: u64, measuring: bool) {
+        self.percent_used.store(pct.to_bits(), Ordering::Relaxed);
+        self.percent_used_max
+            .store(pct_max.to_bits(), Ordering::Relaxed);
+        self.queue_max.store(queue_max, Ordering::Relaxed);
+        self.measuring.store(measuring, Ordering::Relaxed);
+    }
+}
+
+/// The monitor thread: a snapshot for `progress` every second from its own copy of the
+/// latencies, until the loop says it is done.
+fn monitor(
+    feed: &MonitorFeed,
+    latencies: mpsc::Receiver<u64>,
+    start: Instant,
+    progress: &mut (dyn FnMut(&Snapshot) + Send),
+) {
+    // on whichever CPU is free rather than the loop's (it inherited the loop's pinning)
+    let _ = rtloop_sys::allow_all_cpus();
+    let mut hist = LatencyHistogram::new();
+    let mut next = Duration::from_secs(1);
+    loop {
+        // SYNC: Acquire pairs with the loop's Release of `done`: every latency it sent is
+        // in the channel.
+        if feed.done.load(Ordering::Acquire) {
+            return;
+        }
+        let now = start.elapsed();
+        if now < next {
+            std::thread::park_timeout(next - now);
+            continue;
+        }
+        next += Duration::from_secs(1);
+        while let Ok(ns) = latencies.try_recv() {
+            hist.record(ns);
+        }
+        let measuring = feed.measuring.load(Ordering::Relaxed);
+        progress(&Snapshot {
+            t: start.elapsed().as_secs_f64(),
+            loopbacks: hist.len(),
+            latency: hist.summary(),
+            percent_used: f64::from_bits(feed.percent_used.load(Ordering::Relaxed)),
+            percent_used_max: f64::from_bits(feed.percent_used_max.load(Ordering::Relaxed)),
+            warming_up: !measuring,
+            queue_max: feed.queue_max.load(Ordering::Relaxed),
+            histogram_us: hist.bins(1000, 1_001_000),
+        });
+    }
+}
+
 /// Run the host loop. `check` is called between waits (about every 100 ms) and ends the run
-/// with its error (the device process died); `progress` gets a snapshot about every second.
+/// with its error (the device process died); `progress` gets a snapshot about every second,
+/// on a monitor thread of its own.
 pub fn run(
+    cfg: &HostConfig,
+    link: &mut HostLink,
+    work: Option<&mut dyn BlockWork>,
+    live: Option<&mut crate::live::LiveStreams>,
+    check: &mut dyn FnMut() -> Result<(), String>,
+    progress: &mut (dyn FnMut(&Snapshot) + Send),
+) -> Result<HostReport, HostError> {
+    let (tx, rx) = mpsc::channel();
+    let feed = MonitorFeed {
+        latencies: tx,
+        percent_used: AtomicU64::new(0f64.to_bits()),
+        percent_used_max: AtomicU64::new(0f64.to_bits()),
+        queue_max: AtomicU64::new(0),
+        measuring: AtomicBool::new(false),
+        done: AtomicBool::new(false),
+    };
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let feed_ref = &feed;
+        let watcher = scope.spawn(move || monitor(feed_ref, rx, start, progress));
+        let result = run_loop(cfg, link, work, live, check, &feed, start);
+        // SYNC: Release: the monitor sees every latency sent before it.
+        feed.done.store(true, Ordering::Release);
+        watcher.thread().unpark();
+        let _ = watcher.join();
+        result
+    })
+}
+
+fn run_loop(
     cfg: &HostConfig,
     link: &mut HostLink,
     mut work: Option<&mut dyn BlockWork>,
     mut live: Option<&mut crate::live::LiveStreams>,
     check: &mut dyn FnMut() -> Result<(), String>,
-    progress: &mut dyn FnMut(&Snapshot),
+    feed: &MonitorFeed,
+    start: Instant,
 ) -> Result<HostReport, HostError> {
     let lt = cfg.load;
     let mut asm = Assembler::new(lt.payload_bytes().max(frame::MEMORY_MONITOR_PAYLOAD));
@@ -137,10 +243,8 @@ pub fn run(
     let mut samples: Vec<u8> = Vec::new();
     // what one block adds to the live streams, published once per block
     let (mut live_lat, mut live_pct): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
-    let start = Instant::now();
     let warm = Duration::from_secs_f64(cfg.warmup);
     let end = Duration::from_secs_f64(cfg.warmup + cfg.seconds);
-    let mut next_progress = Duration::from_secs(1);
     let mut measuring_since: Option<Instant> = None;
     let mut preempted_at_start: Option<u64> = None;
     let mut bytes_measured = 0u64;
@@ -192,6 +296,8 @@ pub fn run(
                         if measuring {
                             let ns = frame::ticks_to_ns(delta);
                             hist.record(ns);
+                            // a channel the monitor drains once a second: no wake-up
+                            let _ = feed.latencies.send(ns);
                             live_lat.push(ns as f64 / 1e3);
                         }
                     }
@@ -233,19 +339,7 @@ pub fn run(
         if measuring {
             pct_max = pct_max.max(pct_now);
         }
-        if start.elapsed() >= next_progress {
-            next_progress += Duration::from_secs(1);
-            progress(&Snapshot {
-                t: start.elapsed().as_secs_f64(),
-                loopbacks: hist.len(),
-                latency: hist.summary(),
-                percent_used: pct_now,
-                percent_used_max: pct_max,
-                warming_up: !measuring,
-                queue_max,
-                histogram_us: hist.bins(1000, 1_001_000),
-            });
-        }
+        feed.block(pct_now, pct_max, queue_max, measuring);
     }
     let mut stop = Vec::new();
     h2d::stop(&mut stop);

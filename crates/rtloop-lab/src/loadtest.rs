@@ -312,7 +312,7 @@ pub fn run_step(
     seconds: f64,
     warmup: f64,
     loopbacks: Option<u64>,
-    progress: &mut dyn FnMut(&Snapshot),
+    progress: &mut (dyn FnMut(&Snapshot) + Send),
     work: Option<&mut dyn BlockWork>,
 ) -> Result<RunResult, LabError> {
     let id = format!("{}-{}", sys::pid(), read_size);
@@ -402,7 +402,7 @@ fn steal_ms() -> Option<f64> {
 /// a snapshot about every second; `work` (optional) is the caller's processing per block.
 pub fn loadtest(
     cfg: &LoadtestConfig,
-    progress: &mut dyn FnMut(&Snapshot),
+    progress: &mut (dyn FnMut(&Snapshot) + Send),
     work: Option<&mut dyn BlockWork>,
 ) -> Result<LoadtestReport, LabError> {
     cfg.lab.validate()?;
