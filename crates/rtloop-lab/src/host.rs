@@ -6,9 +6,9 @@
 //! The live progress is made by a monitor thread beside the loop, never by the loop itself:
 //! the snapshot's percentiles and the caller's printing took 120-330 µs once a second, and a
 //! loopback due in that time waited for them (and a caller's stderr that nobody reads could
-//! block the loop for good). The loop only hands each new latency over a channel and stores
-//! its other figures in atomics; the monitor sleeps between snapshots, so the loop never
-//! wakes it.
+//! block the loop for good). The loop only hands each new latency over a bounded channel and
+//! stores its other figures in atomics; the monitor sleeps between snapshots, so the loop
+//! never wakes it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -122,16 +122,38 @@ pub enum HostError {
     Device(String),
 }
 
-/// What the loop hands the monitor thread: new latencies over a channel (sent without a
-/// wake-up: the monitor is asleep, not waiting on it), the rest as the latest values.
+/// Latencies the channel to the monitor holds: a preallocated ring (no allocation in the
+/// loop) of a second's loopbacks up to 65,536 a second (6.5 M frames/s at the default
+/// loopback period); a full ring drops from the live line only, never from the report.
+const MONITOR_CHANNEL: usize = 1 << 16;
+
+/// What the loop hands the monitor thread: new latencies over a bounded channel (sent
+/// without a wake-up: the monitor is asleep, not waiting on it), the rest as the latest
+/// values.
 struct MonitorFeed {
-    latencies: mpsc::Sender<u64>,
+    latencies: mpsc::SyncSender<u64>,
     /// PercentUsed now and its max, as f64 bits.
     percent_used: AtomicU64,
     percent_used_max: AtomicU64,
     queue_max: AtomicU64,
     measuring: AtomicBool,
     done: AtomicBool,
+}
+
+/// Ends the monitor when the loop ends, also when it unwinds from a panic (the scope joins
+/// the monitor before it passes the panic on).
+struct StopMonitor<'a> {
+    feed: &'a MonitorFeed,
+    thread: std::thread::Thread,
+}
+
+impl Drop for StopMonitor<'_> {
+    fn drop(&mut self) {
+        // SYNC: Relaxed: a stop flag; nothing is published through it (the monitor reads
+        // nothing after it), and unpark wakes the monitor to see it.
+        self.feed.done.store(true, Ordering::Relaxed);
+        self.thread.unpark();
+    }
 }
 
 impl MonitorFeed {
@@ -161,9 +183,8 @@ fn monitor(
     let mut hist = LatencyHistogram::coarse();
     let mut next = Duration::from_secs(1);
     loop {
-        // SYNC: Acquire pairs with the loop's Release of `done`: every latency it sent is
-        // in the channel.
-        if feed.done.load(Ordering::Acquire) {
+        // SYNC: Relaxed: the stop flag (see StopMonitor).
+        if feed.done.load(Ordering::Relaxed) {
             return;
         }
         let now = start.elapsed();
@@ -200,7 +221,7 @@ pub fn run(
     check: &mut dyn FnMut() -> Result<(), String>,
     progress: &mut (dyn FnMut(&Snapshot) + Send),
 ) -> Result<HostReport, HostError> {
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = mpsc::sync_channel(MONITOR_CHANNEL);
     let feed = MonitorFeed {
         latencies: tx,
         percent_used: AtomicU64::new(0f64.to_bits()),
@@ -213,12 +234,13 @@ pub fn run(
     std::thread::scope(|scope| {
         let feed_ref = &feed;
         let watcher = scope.spawn(move || monitor(feed_ref, rx, start, progress));
-        let result = run_loop(cfg, link, work, live, check, &feed, start);
-        // SYNC: Release: the monitor sees every latency sent before it.
-        feed.done.store(true, Ordering::Release);
-        watcher.thread().unpark();
-        let _ = watcher.join();
-        result
+        let _stop = StopMonitor {
+            feed: &feed,
+            thread: watcher.thread().clone(),
+        };
+        // the scope joins the monitor once `_stop` has told it to end; a `progress` that
+        // never returns still holds `run` there (the loop itself has finished by then)
+        run_loop(cfg, link, work, live, check, &feed, start)
     })
 }
 
@@ -298,8 +320,9 @@ fn run_loop(
                         if measuring {
                             let ns = frame::ticks_to_ns(delta);
                             hist.record(ns);
-                            // a channel the monitor drains once a second: no wake-up
-                            let _ = feed.latencies.send(ns);
+                            // a ring the monitor drains once a second: no wake-up, no
+                            // allocation; full, it drops from the live line only
+                            let _ = feed.latencies.try_send(ns);
                             live_lat.push(ns as f64 / 1e3);
                         }
                     }

@@ -167,3 +167,54 @@ fn bad_settings_are_refused_with_the_allowed_range() {
         "{e}"
     );
 }
+
+/// A panic in the caller's work ends `host::run` with that panic, and the monitor thread
+/// that makes the live line ends with it: the scope that joins it does not wait for ever.
+#[test]
+fn a_panic_in_the_work_ends_the_run_and_its_monitor() {
+    struct Panics;
+    impl rtloop_lab::work::BlockWork for Panics {
+        fn process(&mut self, _samples: &[u8]) -> u64 {
+            panic!("the caller's work failed");
+        }
+    }
+    let _turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _w = Watchdog::arm(60, "a_panic_in_the_work_ends_the_run_and_its_monitor");
+    let id = unique_name("panic");
+    let mut side = HostSide::prepare("stream", &id, Duration::from_micros(100)).unwrap();
+    let spec = side.spec().clone();
+    // a small FIFO: with no host reading, the device ends at once by overflowing
+    let dev = std::thread::spawn(move || {
+        let mut l = link::connect_device(&spec).unwrap();
+        device::run(&device_cfg(1 << 20), &mut l)
+    });
+    let mut l = side.connect().unwrap();
+    let cfg = HostConfig {
+        load: LOAD,
+        read_size: 1024,
+        every: 30,
+        seconds: 5.0,
+        loopbacks: None,
+        warmup: 0.0,
+        fifo_words: (1 << 20) / 4,
+    };
+    let mut work = Panics;
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        host::run(
+            &cfg,
+            &mut l,
+            Some(&mut work),
+            None,
+            &mut || Ok(()),
+            &mut |_| {},
+        )
+    }));
+    let why = ran.expect_err("the panic came through");
+    assert_eq!(
+        why.downcast_ref::<&str>().copied(),
+        Some("the caller's work failed")
+    );
+    // the device sees the host go
+    drop(l);
+    let _ = dev.join().unwrap();
+}
