@@ -67,24 +67,30 @@ def one_run(seconds: float, stop_ms: float, every_ms: float) -> Dict[str, Any]:
     cmd = rtloop_exe() + ["--json", "lab", "loadtest", "--profile", "2xnp2", "--read-size", "1024",
                           "--seconds", str(seconds), "--warmup", str(warmup), "--no-reference",
                           "--no-publish"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    # the live lines on stderr are a few KB: the pipe holds them until the end
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stops = 0
     device = child_playing(p.pid, "lab-device")
     if device is not None and stop_ms > 0:
         # from the start of the measured window to a second before its end
         time.sleep(warmup + 0.2)
         end = time.monotonic() + seconds - 1.0
-        while time.monotonic() < end and p.poll() is None:
-            try:
+        try:
+            while time.monotonic() < end and p.poll() is None:
                 os.kill(device, signal.SIGSTOP)
-                time.sleep(stop_ms / 1e3)
-            finally:
-                os.kill(device, signal.SIGCONT)
-            stops += 1
-            time.sleep(every_ms / 1e3)
-    out, _ = p.communicate()
+                try:
+                    time.sleep(stop_ms / 1e3)
+                finally:
+                    os.kill(device, signal.SIGCONT)
+                stops += 1
+                time.sleep(every_ms / 1e3)
+        except ProcessLookupError:
+            pass  # the device ended (the run failed): its error comes below
+    out, err = p.communicate()
     if p.returncode != 0 or device is None:
-        raise SystemExit(f"{' '.join(cmd)} failed (exit {p.returncode}, device found: {device is not None})")
+        tail = "\n".join(err.decode(errors="replace").splitlines()[-5:])
+        raise SystemExit(f"{' '.join(cmd)} failed (exit {p.returncode}, device found: "
+                         f"{device is not None}):\n{tail}")
     r = json.loads(out)
     host, dev = r["host"], r["device"]
     late = sum(host["histogram_us"][LATE_US:]) + host["beyond_1ms"]

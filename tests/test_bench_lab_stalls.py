@@ -15,9 +15,10 @@ import pytest
 pytestmark = pytest.mark.timeout(120)
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "lab_stalls.py"
-# 60 kHz: a frame every 16,664 ns; after a stall the device makes up at twice that rate from
-# 50 µs back, so one step makes at most 50,000 // 8,332 + 1 frames
-MOST_IN_ONE_STEP = 50_000 // (16_664 // 2) + 1
+# 60 kHz: a frame every 16,664 ns, so a 5 ms stop misses 300 frames. The device makes them up
+# at twice its rate from 50 µs back: 7 in one step (steps slower than 25 µs each may widen
+# that to twice their length), where it made all 300 at once before; ask for a tenth
+MISSED_IN_A_STOP = 5_000_000 // 16_664
 
 
 def test_the_device_is_stopped_and_makes_up_without_a_burst(tmp_path: Path) -> None:
@@ -37,7 +38,7 @@ def test_the_device_is_stopped_and_makes_up_without_a_burst(tmp_path: Path) -> N
     assert stopped["device_lateness_max_us"] >= 4_000, stopped
     for run in (quiet, stopped):
         assert run["loopbacks"] > 1000, run
-        assert run["burst_max_frames"] <= MOST_IN_ONE_STEP, run
+        assert run["burst_max_frames"] <= MISSED_IN_A_STOP // 10, run
     measures = [row["measure"] for row in r["rows"]]
     assert "p99 stopped / quiet (worst of each)" in measures
     assert all(row["met"] in (True, False, None) for row in r["rows"])

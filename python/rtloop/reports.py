@@ -169,7 +169,7 @@ class DeviceReport(Report):
     loopbacks: int
     lateness: Summary
     # the most load-tester frames made in one step: after a stall of its own the device makes
-    # up the frames it missed at twice its rate, so this stays a few frames
+    # up the frames it missed at twice its rate, so this stays a few frames (7 at 60 kHz)
     burst_max_frames: int
     # times the device process was preempted in the measured window, if known
     preempted: Optional[int]

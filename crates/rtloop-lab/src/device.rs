@@ -100,7 +100,8 @@ pub struct DeviceReport {
     /// How late this process produced frames against their schedule (not the host's doing).
     pub lateness: Summary,
     /// The most load-tester frames made in one step: after a stall of this process it makes
-    /// up at twice its rate, so this stays a few frames however long the stall was.
+    /// up at twice its rate, so this stays a few frames however long the stall was (while its
+    /// steps are short: steps slower than 25 µs each widen it to twice their length).
     #[serde(default)]
     pub burst_max_frames: u64,
     /// Times this process was preempted in the measured window (another task took its CPU),

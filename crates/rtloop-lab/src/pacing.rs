@@ -25,34 +25,57 @@ pub struct Pacer {
     /// The earliest the next item may be made while catching up.
     gate: u64,
     period: u64,
+    /// Time between items while catching up: period / CATCH_UP (at least 1 ns).
+    spacing: u64,
+    /// The `now` of the last step, and the lengths of the last two steps (ns).
+    last_now: u64,
+    steps: [u64; 2],
 }
 
 impl Pacer {
-    /// A schedule of one item every `period_ns` (at least 1), the first due at `start_ns`.
+    /// A schedule of one item every `period_ns`, the first due at `start_ns`. A period below
+    /// [`CATCH_UP`] ns is taken as that (catching up needs a spacing of at least 1 ns; no
+    /// source comes near: the load tester's shortest period is 36 ns).
     #[must_use]
     pub fn new(start_ns: u64, period_ns: u64) -> Pacer {
+        let period = period_ns.max(CATCH_UP);
         Pacer {
             next: start_ns,
             gate: 0,
-            period: period_ns.max(1),
+            period,
+            spacing: period / CATCH_UP,
+            last_now: start_ns,
+            steps: [0; 2],
         }
+    }
+
+    /// How far back from now items may still be made at once: SLACK_NS, or CATCH_UP times
+    /// the steps' own length if they are longer (a source whose every step is slow must
+    /// still keep up). The shorter of the last two steps: a stall is one long step, and
+    /// neither it nor the step after it may widen the window into a burst.
+    fn window(&self) -> u64 {
+        SLACK_NS.max(CATCH_UP.saturating_mul(self.steps[0].min(self.steps[1])))
     }
 
     /// The next item to make at `now_ns`, if one may be made now: how late it is against its
     /// schedule (ns). Call it until it says `None`.
     pub fn take(&mut self, now_ns: u64) -> Option<u64> {
+        if now_ns > self.last_now {
+            self.steps = [self.steps[1], now_ns - self.last_now];
+            self.last_now = now_ns;
+        }
         // due on the schedule, not sooner than the catch-up allows, and never held back more
-        // than SLACK_NS behind now (a stall during the catch-up does not become a burst)
+        // than the window behind now (a stall during the catch-up does not become a burst)
         let at = self
             .next
             .max(self.gate)
-            .max(now_ns.saturating_sub(SLACK_NS));
+            .max(now_ns.saturating_sub(self.window()));
         if at > now_ns {
             return None;
         }
         let late = now_ns.saturating_sub(self.next);
         self.next += self.period;
-        self.gate = at + self.period / CATCH_UP;
+        self.gate = at + self.spacing;
         Some(late)
     }
 
@@ -70,7 +93,7 @@ mod tests {
     /// The most one step may make after a stall: the items spaced period / CATCH_UP apart
     /// in the last SLACK_NS.
     fn most_in_one_step(period: u64) -> u64 {
-        SLACK_NS / (period / CATCH_UP) + 1
+        SLACK_NS / (period.max(CATCH_UP) / CATCH_UP) + 1
     }
 
     /// Items made in one step at `now`.
@@ -152,5 +175,37 @@ mod tests {
             most = most.max(step(&mut p, now));
         }
         assert!(most <= bound, "{most} > {bound}");
+    }
+    /// Steps far longer than SLACK_NS each (a slow build, a source moving a lot of data per
+    /// step): the source still catches up after a stall and then keeps its schedule.
+    #[test]
+    fn a_source_whose_every_step_is_slow_still_keeps_up() {
+        for (period, step_ns) in [(16_664, 200_000), (36, 80_000), (3, 120_000)] {
+            let mut p = Pacer::new(0, period);
+            let mut made = 0u64;
+            // 50 ms behind from the start, then steps of step_ns
+            let mut now = 50_000_000;
+            for _ in 0..4_000 {
+                made += step(&mut p, now);
+                now += step_ns;
+            }
+            let last = now - step_ns;
+            let due = last / period + 1;
+            assert_eq!(made, due, "period {period}, steps of {step_ns} ns");
+        }
+    }
+
+    #[test]
+    fn a_period_below_two_nanoseconds_is_taken_as_two_and_still_catches_up_without_a_burst() {
+        let mut p = Pacer::new(0, 1);
+        let mut made = 0;
+        let mut now = 0;
+        for _ in 0..100 {
+            made += step(&mut p, now);
+            now += 10;
+        }
+        assert_eq!(made, (now - 10) / 2 + 1, "one item every 2 ns");
+        now += 5_000_000;
+        assert!(step(&mut p, now) <= most_in_one_step(2));
     }
 }
