@@ -11,8 +11,10 @@ the host and the transport. This runs load tests in pairs, alternating:
   --stop-ms every --every-ms through the measured window.
 
 For each it reports p50 / p99 / p99.9, the loopbacks later than 150 µs and the most frames the
-device made in one step. Target: the stopped runs' p99 at most 1.5x the quiet runs' (the
-device's stalls add nothing to the loop's tail), and the lab's goal of p99 <= 150 µs in both.
+device made in one step. Targets: the stopped runs' p99, and their count of loopbacks later
+than 150 µs, at most 1.5x the quiet runs' (the device's stalls add nothing to the loop's tail),
+and the lab's goal of p99 <= 150 µs in both. The count is the steadier of the two: where the
+machine's own stalls put close to 1 % of the loopbacks over 150 µs, the p99 swings with them.
 
     python bench/lab_stalls.py [--pairs 3] [--seconds 8] [--stop-ms 5] [--every-ms 300]
                                [--quick] [--out DIR] [--json]
@@ -155,6 +157,9 @@ def main() -> int:
     worst_quiet = max(r["p99_us"] for r in quiet)
     worst_stopped = max(r["p99_us"] for r in stopped)
     ratio = worst_stopped / max(worst_quiet, 1e-9)
+    # the late loopbacks count every stall; a p99 near 1 % late swings with the machine's own
+    late_stopped, late_quiet = sum(r["late"] for r in stopped), sum(r["late"] for r in quiet)
+    late_ratio = late_stopped / max(late_quiet, 1)
     rows = [
         ("device stops per stopped run", f"{min(r['stops'] for r in stopped)}", "(reported)", None),
         ("most frames made in one step, stopped runs",
@@ -166,7 +171,7 @@ def main() -> int:
         ("p99 <= 150 µs, stopped runs", f"{sum(r['p99_us'] <= 150 for r in stopped)} of {len(stopped)}",
          "all", all(r["p99_us"] <= 150 for r in stopped)),
         (f"loopbacks later than {LATE_US} µs, stopped / quiet (sum)",
-         f"{sum(r['late'] for r in stopped)} / {sum(r['late'] for r in quiet)}", "(reported)", None),
+         f"{late_stopped} / {late_quiet} = {late_ratio:.2f}x", "<= 1.5x", late_ratio <= 1.5),
     ]
     results = {
         "seconds": a.seconds, "stop_ms": a.stop_ms, "every_ms": a.every_ms, "runs": runs,

@@ -99,9 +99,10 @@ pub struct DeviceReport {
     pub loopbacks: u64,
     /// How late this process produced frames against their schedule (not the host's doing).
     pub lateness: Summary,
-    /// The most load-tester frames made in one step: after a stall of this process it makes
-    /// up at twice its rate, so this stays a few frames however long the stall was (while its
-    /// steps are short: steps slower than 25 µs each widen it to twice their length).
+    /// The most load-tester frames made in one step in the measured window (after the
+    /// warm-up, as `fifo_high_water`): after a stall of this process it makes up at twice its
+    /// rate, so this stays a few frames however long the stall was (while its steps are
+    /// short: two steps in a row slower than 25 µs each widen it to twice their length).
     #[serde(default)]
     pub burst_max_frames: u64,
     /// Times this process was preempted in the measured window (another task took its CPU),
@@ -181,7 +182,9 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
             made += 1;
         }
         frames += made;
-        burst_max = burst_max.max(made);
+        if now >= measure_from {
+            burst_max = burst_max.max(made);
+        }
         if next_mm <= now {
             let used_words = (fifo.len() / 4) as u32;
             frame::put_memory_monitor(&mut fresh, ticks(now), used_words);
