@@ -274,15 +274,11 @@ fn a_stopped_device_makes_up_its_frames_at_twice_the_rate_not_in_one_burst() {
     if let Some(pid) = device {
         // into the measured window, then stop the device process for 50 ms
         std::thread::sleep(std::time::Duration::from_millis(1200));
-        let signal = |s: &str| {
-            std::process::Command::new("kill")
-                .args([s, &pid.to_string()])
-                .status()
-                .unwrap()
-        };
-        assert!(signal("-STOP").success());
+        use rustix::process::{kill_process, Pid, Signal};
+        let pid = Pid::from_raw(pid as i32).expect("a pid above 0");
+        kill_process(pid, Signal::STOP).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(signal("-CONT").success());
+        kill_process(pid, Signal::CONT).unwrap();
     }
     let o = child.wait_with_output().unwrap();
     assert!(device.is_some(), "no device process: {}", common::text(&o));
