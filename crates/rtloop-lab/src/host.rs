@@ -178,8 +178,8 @@ fn monitor(
 ) {
     // on whichever CPU is free rather than the loop's (it inherited the loop's pinning)
     let _ = rtloop_sys::allow_all_cpus();
-    // two significant figures: read once a second with cold caches, a full histogram's
-    // percentiles and bins took 70 µs, a coarse one's 15-40 µs; the report keeps the loop's
+    // two significant figures: timed here once a second (cold caches), a full histogram's
+    // summary and bins took 100-170 µs, a coarse one's 25-50 µs; the report keeps the loop's
     let mut hist = LatencyHistogram::coarse();
     let mut next = Duration::from_secs(1);
     loop {

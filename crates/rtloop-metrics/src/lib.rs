@@ -37,8 +37,13 @@ impl LatencyHistogram {
     /// An empty histogram.
     #[must_use]
     pub fn new() -> Self {
+        Self::with_figures(3)
+    }
+
+    /// 1 ns to 60 s, keeping `figures` significant figures.
+    fn with_figures(figures: u8) -> Self {
         LatencyHistogram {
-            h: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3)
+            h: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, figures)
                 .expect("valid bounds"),
         }
     }
@@ -49,10 +54,7 @@ impl LatencyHistogram {
     /// reports keep three.
     #[must_use]
     pub fn coarse() -> Self {
-        LatencyHistogram {
-            h: hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 2)
-                .expect("valid bounds"),
-        }
+        Self::with_figures(2)
     }
 
     /// Record one value (clamped into the histogram's range).

@@ -155,9 +155,9 @@ pub fn bare_pingpong(
 
 /// The paced loop's device side, a process of its own on CPU 1 as the lab's device: it stamps
 /// a word on schedule (paced as the lab's device, [`crate::pacing`]) into a small bare ring,
-/// the host side (the caller, on CPU 0 as the lab's
-/// host) echoes every stamp into a second one, and the device records now − stamp for each
-/// echo, as the lab's device records HubClockDelta. It prints the histogram as one JSON line.
+/// the host side (the caller, on CPU 0 as the lab's host) echoes every stamp into a second
+/// one, and the device records now − stamp for each echo, as the lab's device records
+/// HubClockDelta. It prints the histogram as one JSON line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoopDeviceRole {
     /// The shared lines and slots.
