@@ -151,6 +151,15 @@ fn bench_stream_quick_reports_each_figure_with_its_reference_and_ratio() {
             r["copy_out"].as_bool().unwrap(),
             "{r}"
         );
+        // an in-place row is also held against the bare ring keeping the stream's records
+        if r["copy_out"].as_bool().unwrap() {
+            assert!(r["records_gb_per_s"].is_null(), "{r}");
+        } else {
+            let records = r["records_gb_per_s"].as_f64().unwrap();
+            assert!(records > 0.0, "{r}");
+            let ratio = r["ratio_to_records"].as_f64().unwrap();
+            assert!((ratio - gb / records).abs() < 1e-9, "{r}");
+        }
     }
     let left: Vec<_> = std::fs::read_dir(shm.path())
         .unwrap()

@@ -18,6 +18,15 @@
 //! The bare ring is Lamport's queue with cached indices: a `head` and a `tail` counter on
 //! their own 128-byte lines, Release stores and Acquire loads, nothing else (no ownership
 //! claims, no stamps, no overwrite markers, no statistics, no liveness).
+//!
+//! The same ring with records ([`Ring::BareRecords`]) also keeps, per packet, the records a
+//! stream keeps, where a stream keeps them, and nothing else of its protocol: the
+//! overwrite marker beside `head` (stored before the copy, checked by the consumer), the
+//! packet's stamp from the writer's clock in a stamp array, the liveness heartbeat and commit
+//! count on an owner line, and the load of a sleepers word after each publication. The
+//! stream against it says what the stream's code costs beyond the records themselves; the
+//! bare ring against it, what the records cost (at 64 B they are most of the gap: a producer
+//! that publishes one small packet at a time is bound by how many stores each packet takes).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +47,9 @@ pub enum Ring {
     Stream,
     /// The bare reference ring.
     Bare,
+    /// The bare ring that also keeps the stream's per-packet records (see the module docs).
+    #[serde(rename = "bare_records")]
+    BareRecords,
 }
 
 /// One producer/consumer run.
@@ -119,10 +131,16 @@ const BATCH: u64 = 256;
 // ---------------------------------------------------------------------------------------
 // the bare ring
 
-/// Bytes before the slots: the `head` line and the `tail` line.
+/// Bytes before the slots: the `head` line (with the overwrite marker of the ring with
+/// records at word 1) and the `tail` line.
 const BARE_HEADER: usize = 256;
 
-/// The bare ring's shared file, mapped.
+/// Bytes of the records after the slots, before the stamps: the owner line (heartbeat,
+/// commit count) and the sleepers line (data and space sleepers), 128 B each.
+const RECORDS_LINES: usize = 256;
+
+/// The bare ring's shared file, mapped: header, slots, then the records (which only the
+/// ring with records touches).
 struct BareRing {
     file: sys::SharedFile,
     slot: usize,
@@ -134,9 +152,13 @@ impl BareRing {
         sys::shm_dir().join(format!("rtloop-bare-{name}"))
     }
 
+    fn len(slot: usize, capacity: u64) -> usize {
+        BARE_HEADER + slot * capacity as usize + RECORDS_LINES + 8 * capacity as usize
+    }
+
     fn create(name: &str, slot: usize, capacity: u64) -> Result<BareRing, PeerError> {
         let path = Self::path(name);
-        let len = BARE_HEADER + slot * capacity as usize;
+        let len = Self::len(slot, capacity);
         // every page faulted in up front, as the stream's are
         let file = sys::SharedFile::create(&path, len, true)
             .map_err(|e| err(format!("create {}: {e}", path.display())))?;
@@ -149,7 +171,7 @@ impl BareRing {
 
     fn open(name: &str, slot: usize, capacity: u64) -> Result<BareRing, PeerError> {
         let path = Self::path(name);
-        let len = BARE_HEADER + slot * capacity as usize;
+        let len = Self::len(slot, capacity);
         let file = sys::SharedFile::open(&path, len, true)
             .map_err(|e| err(format!("open {}: {e}", path.display())))?;
         Ok(BareRing {
@@ -161,9 +183,28 @@ impl BareRing {
 
     /// `head` (packets published) or `tail` (packets consumed).
     fn counter(&self, k: usize) -> &AtomicU64 {
-        // SAFETY: offsets 0 and 128 are 8-aligned, inside the mapping, and only ever
-        // accessed atomically by both processes; the mapping outlives `&self`.
-        unsafe { &*self.file.base().as_ptr().add(k * 128).cast::<AtomicU64>() }
+        self.word(k * 128)
+    }
+
+    /// The shared word at byte `offset` of the header or the records lines.
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset % 8 == 0 && offset + 8 <= self.records_offset() + RECORDS_LINES);
+        // SAFETY: `offset` is 8-aligned and inside the mapping (asserted), and every word
+        // there is only ever accessed atomically by both processes; the mapping outlives
+        // `&self`.
+        unsafe { &*self.file.base().as_ptr().add(offset).cast::<AtomicU64>() }
+    }
+
+    /// Where the records lines begin (after the slots).
+    fn records_offset(&self) -> usize {
+        BARE_HEADER + self.slot * self.capacity as usize
+    }
+
+    /// The stamp of packet `i`.
+    fn stamp_ptr(&self, i: u64) -> *mut u64 {
+        let off = self.records_offset() + RECORDS_LINES + (i % self.capacity) as usize * 8;
+        // SAFETY: the stamps follow the records lines, `capacity` of them: inside the mapping.
+        unsafe { self.file.base().as_ptr().add(off).cast::<u64>() }
     }
 
     fn slot_ptr(&self, i: u64) -> *mut u8 {
@@ -177,9 +218,37 @@ impl BareRing {
     }
 }
 
-fn bare_produce(p: &PairConfig) -> Result<u64, PeerError> {
+/// The words of the ring with records, where a stream keeps them.
+struct Records<'a> {
+    /// Beside `head`: slots of packets below `reserved - capacity` may be being overwritten.
+    reserved: &'a AtomicU64,
+    /// Owner line: the last commit's time, and commits so far.
+    heartbeat: &'a AtomicU64,
+    commits: &'a AtomicU64,
+    /// Sleepers line: readers asleep for data, a writer asleep for room.
+    data_waiters: &'a AtomicU64,
+    space_waiters: &'a AtomicU64,
+}
+
+impl BareRing {
+    fn records(&self) -> Records<'_> {
+        let r = self.records_offset();
+        Records {
+            reserved: self.word(8),
+            heartbeat: self.word(r),
+            commits: self.word(r + 8),
+            data_waiters: self.word(r + 128),
+            space_waiters: self.word(r + 192),
+        }
+    }
+}
+
+/// The bare producer; with `RECORDS`, it also keeps the stream's per-packet records.
+fn bare_produce<const RECORDS: bool>(p: &PairConfig) -> Result<u64, PeerError> {
     let ring = BareRing::open(&p.name, p.packet_bytes as usize, p.capacity)?;
     let (head, tail) = (ring.counter(0), ring.counter(1));
+    let rec = ring.records();
+    let mut clock = sys::StampClock::new();
     let hot = vec![0x5Au8; ring.slot];
     let start = sys::monotonic_ns();
     let mut cached_tail = 0u64;
@@ -192,6 +261,12 @@ fn bare_produce(p: &PairConfig) -> Result<u64, PeerError> {
                 std::hint::spin_loop();
             }
         }
+        if RECORDS {
+            // SYNC: as the stream's `begin_overwrite`: Relaxed store, then a Release fence
+            // that orders the slot's stores after it.
+            rec.reserved.store(seq + 1, Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Release);
+        }
         let dst = ring.slot_ptr(seq);
         // SAFETY: slot `seq` is not published (`seq >= head`) and was consumed (`seq -
         // tail < capacity`), so the consumer does not read it; it is `slot` bytes long and
@@ -200,15 +275,36 @@ fn bare_produce(p: &PairConfig) -> Result<u64, PeerError> {
             std::ptr::copy_nonoverlapping(hot.as_ptr(), dst, ring.slot);
             dst.cast::<u64>().write(first_word(seq));
         }
-        // SYNC: Release publishes the packet's bytes with the new head.
-        head.store(seq + 1, Ordering::Release);
+        if RECORDS {
+            let stamp = clock.now_ns();
+            // SAFETY: an aligned word of the stamps, which only this producer stores to.
+            unsafe { ring.stamp_ptr(seq).write_volatile(stamp) };
+            // SYNC: Release publishes the packet's bytes and stamp with the new head.
+            head.store(seq + 1, Ordering::Release);
+            // as the stream's light publication: a compiler barrier, then the sleepers word
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+            // SYNC: Relaxed: as the stream's (its barrier carries the ordering).
+            std::hint::black_box(rec.data_waiters.load(Ordering::Relaxed));
+            // SYNC: Relaxed: liveness and statistics, read without ordering.
+            rec.heartbeat.store(stamp, Ordering::Relaxed);
+            rec.commits.store(seq + 1, Ordering::Relaxed);
+        } else {
+            // SYNC: Release publishes the packet's bytes with the new head.
+            head.store(seq + 1, Ordering::Release);
+        }
     }
     Ok(start)
 }
 
-fn bare_consume(p: &PairConfig, ready: &mut dyn FnMut()) -> Result<(u64, u64), PeerError> {
+/// The bare consumer; with `RECORDS`, it also checks the overwrite marker and looks for a
+/// sleeping producer after handing slots back, as a stream's lossless reader does.
+fn bare_consume<const RECORDS: bool>(
+    p: &PairConfig,
+    ready: &mut dyn FnMut(),
+) -> Result<(u64, u64), PeerError> {
     let ring = BareRing::open(&p.name, p.packet_bytes as usize, p.capacity)?;
     let (head, tail) = (ring.counter(0), ring.counter(1));
+    let rec = ring.records();
     let mut copy = vec![
         0u64;
         if p.copy_out {
@@ -229,6 +325,20 @@ fn bare_consume(p: &PairConfig, ready: &mut dyn FnMut()) -> Result<(u64, u64), P
             continue;
         }
         let n = available.min(BATCH).min(p.packets - consumed);
+        // SYNC: Acquire, read after `head`: at least the marker of the packets published.
+        if RECORDS
+            && consumed
+                < rec
+                    .reserved
+                    .load(Ordering::Acquire)
+                    .saturating_sub(p.capacity)
+        {
+            // overwritten before we read them (never in a lossless run): counted as wrong
+            errors += n;
+            consumed += n;
+            tail.store(consumed, Ordering::Release);
+            continue;
+        }
         for k in 0..n {
             let seq = consumed + k;
             let src = ring.slot_ptr(seq);
@@ -251,6 +361,11 @@ fn bare_consume(p: &PairConfig, ready: &mut dyn FnMut()) -> Result<(u64, u64), P
         consumed += n;
         // SYNC: Release hands the slots back after every read of them above.
         tail.store(consumed, Ordering::Release);
+        if RECORDS {
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+            // SYNC: Relaxed: as the stream reader's (its barrier carries the ordering).
+            std::hint::black_box(rec.space_waiters.load(Ordering::Relaxed));
+        }
     }
     Ok((consumed - errors, errors))
 }
@@ -345,7 +460,8 @@ pub fn run_producer(role: &ProducerRole) -> Result<(), PeerError> {
     rtloop_launch::ready();
     let start_ns = match role.pair.ring {
         Ring::Stream => stream_produce(&role.pair)?,
-        Ring::Bare => bare_produce(&role.pair)?,
+        Ring::Bare => bare_produce::<false>(&role.pair)?,
+        Ring::BareRecords => bare_produce::<true>(&role.pair)?,
     };
     let r = Report {
         start_ns,
@@ -366,7 +482,8 @@ pub fn run_consumer(role: &ConsumerRole) -> Result<(), PeerError> {
     let _ = rtloop_stream::prepare_light_publication(Duration::from_secs(1));
     let (ok, errors) = match role.pair.ring {
         Ring::Stream => stream_consume(&role.pair, &mut rtloop_launch::ready)?,
-        Ring::Bare => bare_consume(&role.pair, &mut rtloop_launch::ready)?,
+        Ring::Bare => bare_consume::<false>(&role.pair, &mut rtloop_launch::ready)?,
+        Ring::BareRecords => bare_consume::<true>(&role.pair, &mut rtloop_launch::ready)?,
     };
     let r = Report {
         start_ns: 0,
@@ -419,7 +536,7 @@ pub fn run_pair(pair: &PairConfig) -> Result<PairResult, PeerError> {
             }
             Made::Stream(pair.name.clone())
         }
-        Ring::Bare => Made::Bare(BareRing::create(
+        Ring::Bare | Ring::BareRecords => Made::Bare(BareRing::create(
             &pair.name,
             pair.packet_bytes as usize,
             pair.capacity,
@@ -465,6 +582,54 @@ pub fn run_pair(pair: &PairConfig) -> Result<PairResult, PeerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_records_lie_beside_the_slots_not_on_them() {
+        // every slot filled with one pattern, every record word written: no record lands
+        // on a slot or on another record, and the last stamp ends where the file ends
+        let (slot, cap) = (64usize, 8u64);
+        let name = format!("records-layout-{}", sys::pid());
+        let ring = BareRing::create(&name, slot, cap).unwrap();
+        for i in 0..cap {
+            // SAFETY: slot `i` of a ring nobody else maps.
+            unsafe { std::ptr::write_bytes(ring.slot_ptr(i), 0xAB, slot) };
+        }
+        let rec = ring.records();
+        let words = [
+            rec.reserved,
+            rec.heartbeat,
+            rec.commits,
+            rec.data_waiters,
+            rec.space_waiters,
+        ];
+        for (k, w) in words.iter().enumerate() {
+            w.store(k as u64 + 1, Ordering::Relaxed);
+        }
+        for i in 0..cap {
+            // SAFETY: stamp `i` of a ring nobody else maps.
+            unsafe { ring.stamp_ptr(i).write(100 + i) };
+        }
+        for i in 0..cap {
+            // SAFETY: as above.
+            let bytes = unsafe { std::slice::from_raw_parts(ring.slot_ptr(i), slot) };
+            assert!(
+                bytes.iter().all(|&b| b == 0xAB),
+                "slot {i} was written over"
+            );
+            // SAFETY: as above.
+            assert_eq!(unsafe { ring.stamp_ptr(i).read() }, 100 + i);
+        }
+        for (k, w) in words.iter().enumerate() {
+            assert_eq!(w.load(Ordering::Relaxed), k as u64 + 1, "record word {k}");
+        }
+        assert_eq!(ring.counter(0).load(Ordering::Relaxed), 0, "head");
+        assert_eq!(ring.counter(1).load(Ordering::Relaxed), 0, "tail");
+        let end = ring.stamp_ptr(cap - 1) as usize + 8 - ring.file.base().as_ptr() as usize;
+        assert_eq!(end, ring.file.len());
+        let path = BareRing::path(&name);
+        drop(ring);
+        assert!(!path.exists(), "the creator removes the file");
+    }
 
     #[test]
     fn first_words_of_neighbouring_packets_differ() {
