@@ -496,8 +496,9 @@ fn throughput_row(
     let mut records = Vec::new();
     let mut errors = 0;
     for k in 0..repeats {
-        // the records' reference for in-place rows only: in copy-out runs the bare ring
-        // with records ran 1.2-1.5x faster than without them, which we cannot explain yet
+        // the records' reference for in-place rows only: copy-out runs are bound by DRAM and
+        // swing by 1.6x from run to run, and there the bare ring with records came out faster
+        // than the plain one in most runs, which is not understood yet
         let rings: &[Ring] = if copy_out {
             &[Ring::Stream, Ring::Bare]
         } else {
