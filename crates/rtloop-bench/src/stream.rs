@@ -495,15 +495,15 @@ fn throughput_row(
     let mut bare = Vec::new();
     let mut records = Vec::new();
     let mut errors = 0;
+    // the records' reference for in-place rows only: copy-out runs are bound by DRAM and
+    // swing by 1.6x from run to run, and there the bare ring with records came out faster
+    // than the plain one in most runs, which is not understood yet
+    let rings: &[Ring] = if copy_out {
+        &[Ring::Stream, Ring::Bare]
+    } else {
+        &[Ring::Stream, Ring::Bare, Ring::BareRecords]
+    };
     for k in 0..repeats {
-        // the records' reference for in-place rows only: copy-out runs are bound by DRAM and
-        // swing by 1.6x from run to run, and there the bare ring with records came out faster
-        // than the plain one in most runs, which is not understood yet
-        let rings: &[Ring] = if copy_out {
-            &[Ring::Stream, Ring::Bare]
-        } else {
-            &[Ring::Stream, Ring::Bare, Ring::BareRecords]
-        };
         for &ring in rings {
             let r = run_pair(&PairConfig {
                 ring,

@@ -275,12 +275,17 @@ fn bare_produce<const RECORDS: bool>(p: &PairConfig) -> Result<u64, PeerError> {
             std::ptr::copy_nonoverlapping(hot.as_ptr(), dst, ring.slot);
             dst.cast::<u64>().write(first_word(seq));
         }
-        if RECORDS {
+        let stamp = if RECORDS {
             let stamp = clock.now_ns();
             // SAFETY: an aligned word of the stamps, which only this producer stores to.
             unsafe { ring.stamp_ptr(seq).write_volatile(stamp) };
-            // SYNC: Release publishes the packet's bytes and stamp with the new head.
-            head.store(seq + 1, Ordering::Release);
+            stamp
+        } else {
+            0
+        };
+        // SYNC: Release publishes the packet's bytes (and its stamp) with the new head.
+        head.store(seq + 1, Ordering::Release);
+        if RECORDS {
             // as the stream's light publication: a compiler barrier, then the sleepers word
             std::sync::atomic::compiler_fence(Ordering::SeqCst);
             // SYNC: Relaxed: as the stream's (its barrier carries the ordering).
@@ -288,9 +293,6 @@ fn bare_produce<const RECORDS: bool>(p: &PairConfig) -> Result<u64, PeerError> {
             // SYNC: Relaxed: liveness and statistics, read without ordering.
             rec.heartbeat.store(stamp, Ordering::Relaxed);
             rec.commits.store(seq + 1, Ordering::Relaxed);
-        } else {
-            // SYNC: Release publishes the packet's bytes with the new head.
-            head.store(seq + 1, Ordering::Release);
         }
     }
     Ok(start)
@@ -326,36 +328,38 @@ fn bare_consume<const RECORDS: bool>(
         }
         let n = available.min(BATCH).min(p.packets - consumed);
         // SYNC: Acquire, read after `head`: at least the marker of the packets published.
-        if RECORDS
+        let overwritten = RECORDS
             && consumed
                 < rec
                     .reserved
                     .load(Ordering::Acquire)
-                    .saturating_sub(p.capacity)
-        {
+                    .saturating_sub(p.capacity);
+        if overwritten {
             // overwritten before we read them (never in a lossless run): counted as wrong
             errors += n;
-            consumed += n;
-            tail.store(consumed, Ordering::Release);
-            continue;
-        }
-        for k in 0..n {
-            let seq = consumed + k;
-            let src = ring.slot_ptr(seq);
-            let first = if p.copy_out {
-                let dst = &mut copy[k as usize * words..(k as usize + 1) * words];
-                // SAFETY: slot `seq` is published (`seq < head`) and not yet released to
-                // the producer (`seq >= tail`), so nothing writes it; `dst` is `slot` bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr().cast::<u8>(), ring.slot);
+        } else {
+            for k in 0..n {
+                let seq = consumed + k;
+                let src = ring.slot_ptr(seq);
+                let first = if p.copy_out {
+                    let dst = &mut copy[k as usize * words..(k as usize + 1) * words];
+                    // SAFETY: slot `seq` is published (`seq < head`) and not yet released to
+                    // the producer (`seq >= tail`), so nothing writes it; `dst` is `slot` bytes.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            src,
+                            dst.as_mut_ptr().cast::<u8>(),
+                            ring.slot,
+                        );
+                    }
+                    dst[0]
+                } else {
+                    // SAFETY: as above; the first word is 8-aligned.
+                    unsafe { src.cast::<u64>().read() }
+                };
+                if first != first_word(seq) {
+                    errors += 1;
                 }
-                dst[0]
-            } else {
-                // SAFETY: as above; the first word is 8-aligned.
-                unsafe { src.cast::<u64>().read() }
-            };
-            if first != first_word(seq) {
-                errors += 1;
             }
         }
         consumed += n;
