@@ -71,6 +71,11 @@ pub struct ThroughputRow {
     pub bare_gb_per_s: f64,
     /// `gb_per_s` over `bare_gb_per_s`.
     pub ratio_to_bare: f64,
+    /// The bare ring that also stamps every packet from the writer's clock, same run: what
+    /// stamping costs. In-place rows only, as `records_gb_per_s`.
+    pub stamped_gb_per_s: Option<f64>,
+    /// `gb_per_s` over `stamped_gb_per_s`: what the stream costs beyond its stamps.
+    pub ratio_to_stamped: Option<f64>,
     /// The bare ring that also keeps the stream's per-packet records (overwrite marker,
     /// stamp, heartbeat, commit count, sleepers checks), same run: what the records cost.
     /// In-place rows only (the copy-out rows are judged against memcpy).
@@ -486,22 +491,28 @@ fn throughput_row(
 ) -> Result<ThroughputRow, BenchError> {
     let footprint = bytes * capacity;
     p.note(&format!(
-        "throughput: {bytes} B x {packets}, ring {}{}: stream, bare ring and bare ring with records, {repeats} runs each ...",
+        "throughput: {bytes} B x {packets}, ring {}{}: stream, bare ring, bare ring with stamps and with records, {repeats} runs each ...",
         ring_size(footprint),
         if copy_out { ", consumer copies every packet out" } else { "" }
     ));
     let mut gbs = Vec::new();
     let mut mps = Vec::new();
     let mut bare = Vec::new();
+    let mut stamped = Vec::new();
     let mut records = Vec::new();
     let mut errors = 0;
-    // the records' reference for in-place rows only: copy-out runs are bound by DRAM and
-    // swing by 1.6x from run to run, and there the bare ring with records came out faster
-    // than the plain one in most runs, which is not understood yet
+    // the stamps' and records' references for in-place rows only: copy-out runs are bound
+    // by DRAM and swing by 1.6x from run to run, and there the bare ring with records came
+    // out faster than the plain one in most runs, which is not understood yet
     let rings: &[Ring] = if copy_out {
         &[Ring::Stream, Ring::Bare]
     } else {
-        &[Ring::Stream, Ring::Bare, Ring::BareRecords]
+        &[
+            Ring::Stream,
+            Ring::Bare,
+            Ring::BareStamped,
+            Ring::BareRecords,
+        ]
     };
     for k in 0..repeats {
         for &ring in rings {
@@ -520,11 +531,13 @@ fn throughput_row(
                     mps.push(r.packets_per_s);
                 }
                 Ring::Bare => bare.push(r.gb_per_s),
+                Ring::BareStamped => stamped.push(r.gb_per_s),
                 Ring::BareRecords => records.push(r.gb_per_s),
             }
         }
     }
     let (gb, bare_gb) = (median(gbs), median(bare));
+    let stamped_gb = (!stamped.is_empty()).then(|| median(stamped));
     let records_gb = (!records.is_empty()).then(|| median(records));
     let memcpy = copy_out.then(|| {
         p.note(&format!(
@@ -553,6 +566,8 @@ fn throughput_row(
         gb_per_s: gb,
         bare_gb_per_s: bare_gb,
         ratio_to_bare: ratio,
+        stamped_gb_per_s: stamped_gb,
+        ratio_to_stamped: stamped_gb.map(|r| gb / r.max(1e-9)),
         records_gb_per_s: records_gb,
         ratio_to_records: records_gb.map(|r| gb / r.max(1e-9)),
         goal,
@@ -707,16 +722,21 @@ fn write_outputs(
     // references in the order the title names them
     let mut bars = Vec::new();
     for r in &r.throughput {
+        // five rows of four bars share the axis: "8K 195M", "64B 256K", "8K copy"
         let ring = ring_size(r.footprint_bytes)
             .replace(".0 ", "")
-            .replace(" ", "");
-        let label = format!(
-            "{} {ring}{}",
-            payload_short(r.payload_bytes),
-            if r.copy_out { " copy" } else { "" }
-        );
+            .replace(' ', "")
+            .replace("iB", "");
+        let label = if r.copy_out {
+            format!("{} copy", payload_short(r.payload_bytes))
+        } else {
+            format!("{} {ring}", payload_short(r.payload_bytes))
+        };
         bars.push((label, r.gb_per_s));
         bars.push(("bare".into(), r.bare_gb_per_s));
+        if let Some(g) = r.stamped_gb_per_s {
+            bars.push(("+stamp".into(), g));
+        }
         if let Some(g) = r.records_gb_per_s {
             bars.push(("+rec".into(), g));
         }
@@ -726,7 +746,7 @@ fn write_outputs(
     }
     rtloop_metrics::charts::bar_chart_png(
         &dir.join("throughput.png"),
-        "each row: stream, bare ring doing the same work, bare ring + records (+rec)",
+        "each row: stream, bare ring doing the same work, + stamps (+stamp), + records (+rec)",
         "GB/s",
         &bars,
         rtloop_metrics::charts::Axis::Linear,
@@ -767,6 +787,7 @@ impl StreamReport {
     pub fn table(&self) -> String {
         let mut s = String::new();
         s += "\nthroughput: one producer and one consumer process on CPUs 0 and 1, lossless, one publication per packet, the consumer checks each packet's first word in place (or copies every packet out); reference: a bare single-producer single-consumer ring in shared memory doing the same (same processes, CPUs, slot size, footprint, copy and check), same run\n";
+        s += "bare + stamps: the same bare ring also stamping every packet from the writer's clock (in brackets: its rate over the bare ring's, what stamping costs); stream / bare + stamps is what the stream costs beyond its stamps\n";
         s += "bare + records: the same bare ring also keeping the records a stream keeps per packet (overwrite marker, stamp from the writer's clock, heartbeat, commit count, sleepers checks); stream / bare + records is what the stream costs beyond them\n";
         s += "iceoryx2 peer: same payloads and counts, subscriber buffer of 128 samples (about 1 MiB at 8 KiB)\n";
         let mut t = Table::new(&[
@@ -779,6 +800,8 @@ impl StreamReport {
             "stream / bare",
             "goal",
             "verdict",
+            "bare + stamps GB/s",
+            "stream / bare + stamps",
             "bare + records GB/s",
             "stream / bare + records",
             "memcpy same set",
@@ -801,6 +824,12 @@ impl StreamReport {
                 format!("{:.2}x", r.ratio_to_bare),
                 r.goal.map_or_else(|| "-".into(), |g| format!(">= {g}x")),
                 r.verdict.to_owned(),
+                r.stamped_gb_per_s.map_or_else(
+                    || "-".into(),
+                    |g| format!("{g:.2} ({:.2}x)", g / r.bare_gb_per_s.max(1e-9)),
+                ),
+                r.ratio_to_stamped
+                    .map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
                 r.records_gb_per_s
                     .map_or_else(|| "-".into(), |g| format!("{g:.2}")),
                 r.ratio_to_records

@@ -25,8 +25,13 @@
 //! packet's stamp from the writer's clock in a stamp array, the liveness heartbeat and commit
 //! count on an owner line, and the load of a sleepers word after each publication. The
 //! stream against it says what the stream's code costs beyond the records themselves; the
-//! bare ring against it, what the records cost (at 64 B they are most of the gap: a producer
-//! that publishes one small packet at a time is bound by how many stores each packet takes).
+//! bare ring against it, what the records cost.
+//!
+//! The stamped ring ([`Ring::BareStamped`]) is the bare ring plus one of those records: each
+//! packet's stamp, read from the writer's clock (the CPU's time-stamp counter, see
+//! `rtloop_sys::StampClock`) and stored in the stamp array. The stream against it says what
+//! everything but the stamp costs; the bare ring against it, what stamping every packet
+//! costs (at 64 B, most of the gap: bench/README, "What 64 B packets are made of").
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,6 +52,10 @@ pub enum Ring {
     Stream,
     /// The bare reference ring.
     Bare,
+    /// The bare ring that also stamps every packet from the writer's clock (see the module
+    /// docs).
+    #[serde(rename = "bare_stamped")]
+    BareStamped,
     /// The bare ring that also keeps the stream's per-packet records (see the module docs).
     #[serde(rename = "bare_records")]
     BareRecords,
@@ -243,8 +252,9 @@ impl BareRing {
     }
 }
 
-/// The bare producer; with `RECORDS`, it also keeps the stream's per-packet records.
-fn bare_produce<const RECORDS: bool>(p: &PairConfig) -> Result<u64, PeerError> {
+/// The bare producer; with `STAMPS`, it also stamps every packet from the writer's clock;
+/// with `RECORDS`, it keeps all of the stream's per-packet records (the stamp among them).
+fn bare_produce<const STAMPS: bool, const RECORDS: bool>(p: &PairConfig) -> Result<u64, PeerError> {
     let ring = BareRing::open(&p.name, p.packet_bytes as usize, p.capacity)?;
     let (head, tail) = (ring.counter(0), ring.counter(1));
     let rec = ring.records();
@@ -275,7 +285,7 @@ fn bare_produce<const RECORDS: bool>(p: &PairConfig) -> Result<u64, PeerError> {
             std::ptr::copy_nonoverlapping(hot.as_ptr(), dst, ring.slot);
             dst.cast::<u64>().write(first_word(seq));
         }
-        let stamp = if RECORDS {
+        let stamp = if STAMPS || RECORDS {
             let stamp = clock.now_ns();
             // SAFETY: an aligned word of the stamps, which only this producer stores to.
             unsafe { ring.stamp_ptr(seq).write_volatile(stamp) };
@@ -464,8 +474,9 @@ pub fn run_producer(role: &ProducerRole) -> Result<(), PeerError> {
     rtloop_launch::ready();
     let start_ns = match role.pair.ring {
         Ring::Stream => stream_produce(&role.pair)?,
-        Ring::Bare => bare_produce::<false>(&role.pair)?,
-        Ring::BareRecords => bare_produce::<true>(&role.pair)?,
+        Ring::Bare => bare_produce::<false, false>(&role.pair)?,
+        Ring::BareStamped => bare_produce::<true, false>(&role.pair)?,
+        Ring::BareRecords => bare_produce::<false, true>(&role.pair)?,
     };
     let r = Report {
         start_ns,
@@ -486,7 +497,10 @@ pub fn run_consumer(role: &ConsumerRole) -> Result<(), PeerError> {
     let _ = rtloop_stream::prepare_light_publication(Duration::from_secs(1));
     let (ok, errors) = match role.pair.ring {
         Ring::Stream => stream_consume(&role.pair, &mut rtloop_launch::ready)?,
-        Ring::Bare => bare_consume::<false>(&role.pair, &mut rtloop_launch::ready)?,
+        // the stamps are the producer's: the consumer of the stamped ring is the bare one
+        Ring::Bare | Ring::BareStamped => {
+            bare_consume::<false>(&role.pair, &mut rtloop_launch::ready)?
+        }
         Ring::BareRecords => bare_consume::<true>(&role.pair, &mut rtloop_launch::ready)?,
     };
     let r = Report {
@@ -540,7 +554,7 @@ pub fn run_pair(pair: &PairConfig) -> Result<PairResult, PeerError> {
             }
             Made::Stream(pair.name.clone())
         }
-        Ring::Bare | Ring::BareRecords => Made::Bare(BareRing::create(
+        Ring::Bare | Ring::BareStamped | Ring::BareRecords => Made::Bare(BareRing::create(
             &pair.name,
             pair.packet_bytes as usize,
             pair.capacity,
@@ -633,6 +647,59 @@ mod tests {
         let path = BareRing::path(&name);
         drop(ring);
         assert!(!path.exists(), "the creator removes the file");
+    }
+
+    /// What one producer leaves in its ring after `cap` packets (no consumer needed: they
+    /// fit): the stamps, then the heartbeat, commits and `reserved` words.
+    fn after_one_lap(ring: Ring, name: &str) -> (Vec<u64>, [u64; 3]) {
+        let (slot, cap) = (64usize, 16u64);
+        let made = BareRing::create(name, slot, cap).unwrap();
+        let pair = PairConfig {
+            ring,
+            name: name.into(),
+            packet_bytes: slot as u64,
+            capacity: cap,
+            packets: cap,
+            copy_out: false,
+        };
+        match ring {
+            Ring::Bare => bare_produce::<false, false>(&pair),
+            Ring::BareStamped => bare_produce::<true, false>(&pair),
+            Ring::BareRecords => bare_produce::<false, true>(&pair),
+            Ring::Stream => unreachable!("a bare ring"),
+        }
+        .unwrap();
+        assert_eq!(made.counter(0).load(Ordering::Relaxed), cap, "head");
+        // SAFETY: the stamps of a ring no other process maps; the producer has returned.
+        let stamps = (0..cap)
+            .map(|i| unsafe { made.stamp_ptr(i).read() })
+            .collect();
+        let rec = made.records();
+        let words =
+            [&rec.heartbeat, &rec.commits, &rec.reserved].map(|w| w.load(Ordering::Relaxed));
+        (stamps, words)
+    }
+
+    #[test]
+    fn each_reference_ring_keeps_what_it_says_and_nothing_more() {
+        let name = |r: &str| format!("refs-{r}-{}", sys::pid());
+        // the bare ring: no stamp, no record
+        let (stamps, words) = after_one_lap(Ring::Bare, &name("bare"));
+        assert!(stamps.iter().all(|&s| s == 0), "{stamps:?}");
+        assert_eq!(words, [0, 0, 0]);
+        // the stamped ring: every packet stamped from the clock, in order, and nothing else
+        let before = sys::monotonic_ns();
+        let (stamps, words) = after_one_lap(Ring::BareStamped, &name("stamped"));
+        let after = sys::monotonic_ns();
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+        // the writer's clock extrapolates CLOCK_MONOTONIC: allow it a millisecond's slack
+        assert!(stamps[0] + 1_000_000 >= before && stamps[15] <= after + 1_000_000);
+        assert_eq!(words, [0, 0, 0], "the stamped ring keeps no other record");
+        // the ring with records: the stamps too, and the last packet's heartbeat, count and
+        // overwrite marker
+        let (stamps, words) = after_one_lap(Ring::BareRecords, &name("records"));
+        assert!(stamps.iter().all(|&s| s > 0) && stamps.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(words, [stamps[15], 16, 16]);
     }
 
     #[test]
