@@ -72,16 +72,15 @@ pub struct ThroughputRow {
     /// `gb_per_s` over `bare_gb_per_s`.
     pub ratio_to_bare: f64,
     /// The bare ring that also stamps every packet from the writer's clock, same run: what
-    /// stamping costs. In-place rows only, as `records_gb_per_s`.
-    pub stamped_gb_per_s: Option<f64>,
+    /// stamping costs.
+    pub stamped_gb_per_s: f64,
     /// `gb_per_s` over `stamped_gb_per_s`: what the stream costs beyond its stamps.
-    pub ratio_to_stamped: Option<f64>,
+    pub ratio_to_stamped: f64,
     /// The bare ring that also keeps the stream's per-packet records (overwrite marker,
     /// stamp, heartbeat, commit count, sleepers checks), same run: what the records cost.
-    /// In-place rows only (the copy-out rows are judged against memcpy).
-    pub records_gb_per_s: Option<f64>,
+    pub records_gb_per_s: f64,
     /// `gb_per_s` over `records_gb_per_s`: what the stream costs beyond its records.
-    pub ratio_to_records: Option<f64>,
+    pub ratio_to_records: f64,
     /// The target for `ratio_to_bare`, where there is one.
     pub goal: Option<f64>,
     /// "met" only when `ratio_to_bare` reaches `goal`.
@@ -501,21 +500,16 @@ fn throughput_row(
     let mut stamped = Vec::new();
     let mut records = Vec::new();
     let mut errors = 0;
-    // the stamps' and records' references for in-place rows only: copy-out runs are bound
-    // by DRAM and swing by 1.6x from run to run, and there the bare ring with records came
-    // out faster than the plain one in most runs, which is not understood yet
-    let rings: &[Ring] = if copy_out {
-        &[Ring::Stream, Ring::Bare]
-    } else {
-        &[
-            Ring::Stream,
-            Ring::Bare,
-            Ring::BareStamped,
-            Ring::BareRecords,
-        ]
-    };
+    // alternately, so a machine that drifts (the 195 MiB rows swing by 1.6x from run to
+    // run) moves every ring's median alike
+    let rings = [
+        Ring::Stream,
+        Ring::Bare,
+        Ring::BareStamped,
+        Ring::BareRecords,
+    ];
     for k in 0..repeats {
-        for &ring in rings {
+        for ring in rings {
             let r = run_pair(&PairConfig {
                 ring,
                 name: format!("bench-spsc-{}-{k}", sys::pid()),
@@ -537,8 +531,7 @@ fn throughput_row(
         }
     }
     let (gb, bare_gb) = (median(gbs), median(bare));
-    let stamped_gb = (!stamped.is_empty()).then(|| median(stamped));
-    let records_gb = (!records.is_empty()).then(|| median(records));
+    let (stamped_gb, records_gb) = (median(stamped), median(records));
     let memcpy = copy_out.then(|| {
         p.note(&format!(
             "reference: memcpy of the same {} working set ...",
@@ -567,9 +560,9 @@ fn throughput_row(
         bare_gb_per_s: bare_gb,
         ratio_to_bare: ratio,
         stamped_gb_per_s: stamped_gb,
-        ratio_to_stamped: stamped_gb.map(|r| gb / r.max(1e-9)),
+        ratio_to_stamped: gb / stamped_gb.max(1e-9),
         records_gb_per_s: records_gb,
-        ratio_to_records: records_gb.map(|r| gb / r.max(1e-9)),
+        ratio_to_records: gb / records_gb.max(1e-9),
         goal,
         verdict: verdict(ratio, goal),
         memcpy_gb_per_s: memcpy,
@@ -734,12 +727,8 @@ fn write_outputs(
         };
         bars.push((label, r.gb_per_s));
         bars.push(("bare".into(), r.bare_gb_per_s));
-        if let Some(g) = r.stamped_gb_per_s {
-            bars.push(("+stamp".into(), g));
-        }
-        if let Some(g) = r.records_gb_per_s {
-            bars.push(("+rec".into(), g));
-        }
+        bars.push(("+stamp".into(), r.stamped_gb_per_s));
+        bars.push(("+rec".into(), r.records_gb_per_s));
         if let Some(m) = r.memcpy_gb_per_s {
             bars.push(("memcpy".into(), m));
         }
@@ -824,16 +813,14 @@ impl StreamReport {
                 format!("{:.2}x", r.ratio_to_bare),
                 r.goal.map_or_else(|| "-".into(), |g| format!(">= {g}x")),
                 r.verdict.to_owned(),
-                r.stamped_gb_per_s.map_or_else(
-                    || "-".into(),
-                    |g| format!("{g:.2} ({:.2}x)", g / r.bare_gb_per_s.max(1e-9)),
+                format!(
+                    "{:.2} ({:.2}x)",
+                    r.stamped_gb_per_s,
+                    r.stamped_gb_per_s / r.bare_gb_per_s.max(1e-9)
                 ),
-                r.ratio_to_stamped
-                    .map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
-                r.records_gb_per_s
-                    .map_or_else(|| "-".into(), |g| format!("{g:.2}")),
-                r.ratio_to_records
-                    .map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
+                format!("{:.2}x", r.ratio_to_stamped),
+                format!("{:.2}", r.records_gb_per_s),
+                format!("{:.2}x", r.ratio_to_records),
                 r.memcpy_gb_per_s.map_or_else(
                     || "-".into(),
                     |m| format!("{m:.2} ({:.2}x)", r.gb_per_s / m),
