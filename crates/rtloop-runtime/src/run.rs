@@ -400,8 +400,10 @@ pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> 
     let _pm_qos = (cfg.realtime && cfg.pm_qos)
         .then(rtloop_sys::hold_cpu_dma_latency)
         .and_then(Result::ok);
-    let minimum = timer::measure_minimum_tick(rt, timer_core, cfg.priority);
     let tick_ns = cfg.tick.as_nanos() as u64;
+    let minimum = timer::settle_minimum_tick(tick_ns, || {
+        timer::measure_minimum_tick(rt, timer_core, cfg.priority)
+    });
     if tick_ns < minimum.min_ns {
         return Err(RunError::TickTooShort {
             tick_us: tick_ns / 1000,

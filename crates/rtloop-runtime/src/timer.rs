@@ -160,6 +160,28 @@ pub fn measure_minimum_tick(rt: Realtime, core: Option<usize>, priority: i32) ->
     }
 }
 
+/// How many measurements of the minimum tick a tick must fail before it is refused.
+pub const MINIMUM_TICK_TRIES: usize = 3;
+
+/// The minimum tick against which `tick_ns` is judged: measured again (up to
+/// [`MINIMUM_TICK_TRIES`] in all) while the tick is below it, keeping the lowest. One
+/// measurement may fall on a moment another process or the hypervisor holds a CPU (a
+/// hand-off p90 of 1.3 ms was seen once where 20-60 µs is usual); a tick is refused only
+/// when the machine cannot hold it in any of the tries.
+pub fn settle_minimum_tick(tick_ns: u64, mut measure: impl FnMut() -> MinimumTick) -> MinimumTick {
+    let mut lowest = measure();
+    for _ in 1..MINIMUM_TICK_TRIES {
+        if tick_ns >= lowest.min_ns {
+            break;
+        }
+        let again = measure();
+        if again.min_ns < lowest.min_ns {
+            lowest = again;
+        }
+    }
+    lowest
+}
+
 fn handoff_p90(n: usize, rt: Realtime, priority: i32) -> u64 {
     use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
     let word = AtomicU32::new(0);
@@ -223,6 +245,41 @@ mod tests {
         let d = first_deadline(1_000_000, 500_000);
         assert_eq!(d % 1_000_000, 500_000);
         assert!(d > sys::monotonic_ns());
+    }
+
+    fn tick(min_us: u64) -> MinimumTick {
+        MinimumTick {
+            min_ns: min_us * 1000,
+            wake_p90_ns: 10_000,
+            handoff_p90_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_tick_is_judged_against_the_lowest_of_the_tries_it_needs() {
+        // a calm machine: one measurement, which the tick clears
+        let mut n = 0;
+        let m = settle_minimum_tick(1_000_000, || {
+            n += 1;
+            tick(60)
+        });
+        assert_eq!((n, m.min_ns), (1, 60_000));
+        // one busy moment: measured again, and the calm figure is the one kept
+        let mut seq = [tick(3_897), tick(80)].into_iter();
+        let mut n = 0;
+        let m = settle_minimum_tick(1_000_000, || {
+            n += 1;
+            seq.next().unwrap()
+        });
+        assert_eq!((n, m.min_ns), (2, 80_000));
+        // a tick the machine never holds: every try made, the lowest of them reported
+        let mut seq = [tick(90), tick(70), tick(85)].into_iter();
+        let mut n = 0;
+        let m = settle_minimum_tick(20_000, || {
+            n += 1;
+            seq.next().unwrap()
+        });
+        assert_eq!((n, m.min_ns), (MINIMUM_TICK_TRIES, 70_000));
     }
 
     #[test]
