@@ -253,7 +253,7 @@ impl BareRing {
 }
 
 /// The bare producer; with `STAMPS`, it also stamps every packet from the writer's clock;
-/// with `RECORDS`, it keeps all of the stream's per-packet records (the stamp among them).
+/// with `RECORDS` too, it keeps the rest of the stream's per-packet records.
 fn bare_produce<const STAMPS: bool, const RECORDS: bool>(p: &PairConfig) -> Result<u64, PeerError> {
     let ring = BareRing::open(&p.name, p.packet_bytes as usize, p.capacity)?;
     let (head, tail) = (ring.counter(0), ring.counter(1));
@@ -285,7 +285,7 @@ fn bare_produce<const STAMPS: bool, const RECORDS: bool>(p: &PairConfig) -> Resu
             std::ptr::copy_nonoverlapping(hot.as_ptr(), dst, ring.slot);
             dst.cast::<u64>().write(first_word(seq));
         }
-        let stamp = if STAMPS || RECORDS {
+        let stamp = if STAMPS {
             let stamp = clock.now_ns();
             // SAFETY: an aligned word of the stamps, which only this producer stores to.
             unsafe { ring.stamp_ptr(seq).write_volatile(stamp) };
@@ -476,7 +476,7 @@ pub fn run_producer(role: &ProducerRole) -> Result<(), PeerError> {
         Ring::Stream => stream_produce(&role.pair)?,
         Ring::Bare => bare_produce::<false, false>(&role.pair)?,
         Ring::BareStamped => bare_produce::<true, false>(&role.pair)?,
-        Ring::BareRecords => bare_produce::<false, true>(&role.pair)?,
+        Ring::BareRecords => bare_produce::<true, true>(&role.pair)?,
     };
     let r = Report {
         start_ns,
@@ -665,7 +665,7 @@ mod tests {
         match ring {
             Ring::Bare => bare_produce::<false, false>(&pair),
             Ring::BareStamped => bare_produce::<true, false>(&pair),
-            Ring::BareRecords => bare_produce::<false, true>(&pair),
+            Ring::BareRecords => bare_produce::<true, true>(&pair),
             Ring::Stream => unreachable!("a bare ring"),
         }
         .unwrap();
