@@ -179,7 +179,7 @@ impl ToPyErr for CreateError {
         let msg = self.to_string();
         match self {
             // Python names in a Python error (the Rust message names Stream::remove)
-            CreateError::InUse { pid, .. } => {
+            CreateError::InUse { pid, .. } | CreateError::NotYetWritten { pid, .. } => {
                 with_attrs(StreamExistsError::new_err(msg), &[("pid", u64::from(*pid))])
             }
             CreateError::AlreadyExists { name } => StreamExistsError::new_err(format!(
@@ -240,6 +240,7 @@ impl ToPyErr for ClaimError {
                 with_attrs(WriterBusyError::new_err(msg), &[("pid", u64::from(*pid))])
             }
             ClaimError::NoReaderSlot { .. } => NoReaderSlotError::new_err(msg),
+            ClaimError::Ended { .. } => StreamNotFoundError::new_err(msg),
         }
     }
 }

@@ -29,7 +29,7 @@ pub(crate) fn parse_mode(mode: &str) -> PyResult<ReaderMode> {
 impl PyStream {
     /// Create a new stream (owner-only shared memory, fully allocated up front).
     #[staticmethod]
-    #[pyo3(signature = (name, dtype, n_channels, sfreq, capacity, event_capacity, ch_names, ch_units, replace=false, ch_types=Vec::new(), content_type=String::new(), source_id=String::new(), description=String::new()))]
+    #[pyo3(signature = (name, dtype, n_channels, sfreq, capacity, event_capacity, ch_names, ch_units, replace=false, ch_types=Vec::new(), content_type=String::new(), source_id=String::new(), description=String::new(), keep=false, internal=false))]
     #[allow(clippy::too_many_arguments)]
     fn create(
         py: Python<'_>,
@@ -46,6 +46,8 @@ impl PyStream {
         content_type: String,
         source_id: String,
         description: String,
+        keep: bool,
+        internal: bool,
     ) -> PyResult<Self> {
         let cfg = StreamConfig {
             dtype: parse_dtype(dtype)?,
@@ -59,6 +61,8 @@ impl PyStream {
             content_type,
             source_id,
             description,
+            keep,
+            internal,
         };
         // allocating and touching a large stream takes a while: let other threads run
         let stream = py
@@ -97,6 +101,71 @@ impl PyStream {
     #[staticmethod]
     fn remove(name: &str) -> PyResult<()> {
         Stream::remove(name).map_err(py_err)
+    }
+
+    /// Every stream with its state: `(name, state, detail, stream or None)`, sorted by name;
+    /// with `reclaim`, ended streams nobody keeps are given back first. Returns the list and
+    /// what was freed as `(name, bytes, why)`.
+    #[staticmethod]
+    #[allow(clippy::type_complexity)]
+    fn survey(
+        py: Python<'_>,
+        reclaim: bool,
+    ) -> (
+        Vec<(String, &'static str, String, Option<PyStream>)>,
+        Vec<(String, u64, String)>,
+    ) {
+        let (found, freed) = py.detach(|| Stream::survey(reclaim));
+        (
+            found
+                .into_iter()
+                .map(|e| {
+                    (
+                        e.name,
+                        e.state.word(),
+                        e.state.to_string(),
+                        e.stream.map(|stream| PyStream { stream }),
+                    )
+                })
+                .collect(),
+            freed
+                .into_iter()
+                .map(|r| (r.name, r.bytes, r.why))
+                .collect(),
+        )
+    }
+
+    /// Give back every ended stream nobody keeps: `(name, bytes, why)` for each.
+    #[staticmethod]
+    fn collect_ended(py: Python<'_>) -> Vec<(String, u64, String)> {
+        py.detach(Stream::collect_ended)
+            .into_iter()
+            .map(|r| (r.name, r.bytes, r.why))
+            .collect()
+    }
+
+    /// Where the stream is in its life: live, waiting, closed or dead.
+    #[getter]
+    fn state(&self) -> &'static str {
+        rtloop_stream::StreamState::of(&self.stream).word()
+    }
+
+    /// Whether the name outlives a clean close.
+    #[getter]
+    fn keep(&self) -> bool {
+        self.stream.info().keep
+    }
+
+    /// Whether the stream is used inside one rtloop tool (hidden from listings).
+    #[getter]
+    fn internal(&self) -> bool {
+        self.stream.info().internal
+    }
+
+    /// Whether the stream's name still leads to this stream.
+    #[getter]
+    fn is_current(&self) -> bool {
+        self.stream.is_current()
     }
 
     /// Stream name.

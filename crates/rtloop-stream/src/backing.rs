@@ -25,6 +25,11 @@ pub trait Backing: Send + Sync + 'static + sealed::Sealed {
     fn sample_bytes(&self) -> usize;
     /// Events kept.
     fn event_capacity(&self) -> u64;
+    /// The device and inode of the file behind this backing (`None`: it has no file), to
+    /// tell whether a stream's name still leads to it.
+    fn file_id(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// Copy samples `[first, first + out.len() / sample_bytes)` (at most `capacity`) into
     /// `out`. May race with the writer; callers validate after.
     fn load_samples(&self, first: u64, out: &mut [u8]);

@@ -34,6 +34,15 @@ pub enum CreateError {
         /// The live writer's pid.
         pid: u32,
     },
+    /// A replacement was asked for, but the stream is new: its creator is alive and no
+    /// writer has claimed it yet (it is about to be written, not dead).
+    #[error("a stream named {name:?} was just created by process {pid}, which is alive and has not claimed its writer yet; it is not replaced before its first writer (use another name, or stop that process first)")]
+    NotYetWritten {
+        /// The name.
+        name: String,
+        /// The creator's pid.
+        pid: u32,
+    },
     /// Capacity 0.
     #[error("capacity must be at least 1 sample, got 0")]
     ZeroCapacity,
@@ -188,6 +197,13 @@ pub enum ClaimError {
         name: String,
         /// The limit.
         max: usize,
+    },
+    /// The stream's name no longer leads to this stream (removed, or replaced by a new
+    /// stream of that name): a writer here would write to nobody.
+    #[error("stream {name:?} has ended: its name was removed or now belongs to a newer stream, so nothing written here would reach a reader; open the stream by name again, or create it anew")]
+    Ended {
+        /// The stream.
+        name: String,
     },
 }
 

@@ -104,7 +104,20 @@ pub struct Header {
     pub desc_len: u32,
     /// Channel types joined by `\n`, then the free-form description (UTF-8).
     pub meta_text: [u8; META_TEXT_MAX],
-    _reserved: [u8; HEADER_BYTES - 316 - META_TEXT_MAX],
+    /// [`header_flags`]: what the creator asked of the stream's life (zero in files made
+    /// before the flags existed: not kept, not internal).
+    pub flags: u32,
+    _reserved: [u8; HEADER_BYTES - 320 - META_TEXT_MAX],
+}
+
+/// Bits of [`Header::flags`].
+pub mod header_flags {
+    /// Keep the stream's name when its writer closes cleanly (by default a clean close
+    /// removes the name, and the memory comes back once the last reader unmaps it).
+    pub const KEEP: u32 = 1;
+    /// A stream rtloop uses inside one tool (the lab's transport, ...): hidden from
+    /// listings and resolution unless asked for.
+    pub const INTERNAL: u32 = 2;
 }
 
 const _: () = assert!(size_of::<Header>() == HEADER_BYTES);
@@ -114,6 +127,7 @@ const _: () = assert!(offset_of!(Header, content_type) == 212);
 const _: () = assert!(offset_of!(Header, source_id) == 244);
 const _: () = assert!(offset_of!(Header, types_len) == 308);
 const _: () = assert!(offset_of!(Header, meta_text) == 316);
+const _: () = assert!(offset_of!(Header, flags) == 316 + META_TEXT_MAX);
 
 /// Who writes, and whether they are alive.
 #[repr(C, align(128))]

@@ -44,6 +44,8 @@ mod dtype;
 mod error;
 mod events;
 mod layout;
+#[cfg(not(loom))]
+pub mod lifecycle;
 mod reader;
 mod ring;
 #[cfg(not(loom))]
@@ -73,6 +75,8 @@ pub use layout::{
     sanitize_name, validate_name, CH_NAME_MAX, CH_TYPE_MAX, CH_UNIT_MAX, CONTENT_TYPE_MAX,
     EVENT_PAYLOAD_MAX, LAYOUT_VERSION, MAX_CHANNELS, META_TEXT_MAX, NAME_MAX, SOURCE_ID_MAX,
 };
+#[cfg(not(loom))]
+pub use lifecycle::{Reclaimed, StreamState, Surveyed};
 pub use reader::{Liveness, Pulled, Reader, ReaderMode};
 #[cfg(not(loom))]
 pub use reader::{TypedWindow, Window};

@@ -24,6 +24,7 @@ use rustix::mm::{MapFlags, ProtFlags};
 
 use crate::backing::{Backing, ZeroCopy};
 use crate::error::{CreateError, OpenError, RemoveError};
+use crate::layout::header_flags;
 use crate::layout::{
     self, ChannelLabel, ControlBlock, Header, HeaderError, Regions, CH_NAME_MAX, CH_TYPE_MAX,
     CH_UNIT_MAX, CONTENT_TYPE_MAX, EVENT_SLOT_BYTES, FILE_PREFIX, HEADER_BYTES, LAYOUT_VERSION,
@@ -43,6 +44,8 @@ pub struct SharedMemory {
     pub(crate) capacity: u64,
     pub(crate) sample_bytes: usize,
     pub(crate) event_capacity: u64,
+    /// Device and inode of the mapped file: whether the stream's name still leads here.
+    file_id: (u64, u64),
 }
 
 // SAFETY: the mapping is plain shared memory; all shared mutable state in it is accessed
@@ -73,6 +76,11 @@ impl SharedMemory {
         sample_bytes: usize,
         event_capacity: u64,
     ) -> std::io::Result<SharedMemory> {
+        let meta = file.metadata()?;
+        let file_id = (
+            std::os::unix::fs::MetadataExt::dev(&meta),
+            std::os::unix::fs::MetadataExt::ino(&meta),
+        );
         let head_len = usize::try_from(regions.data + regions.data_bytes)
             .map_err(|_| std::io::ErrorKind::OutOfMemory)?;
         let data_len = regions.data_bytes as usize;
@@ -129,6 +137,7 @@ impl SharedMemory {
             capacity,
             sample_bytes,
             event_capacity,
+            file_id,
         })
     }
 
@@ -201,6 +210,9 @@ impl Backing for SharedMemory {
     }
     fn event_capacity(&self) -> u64 {
         self.event_capacity
+    }
+    fn file_id(&self) -> Option<(u64, u64)> {
+        Some(self.file_id)
     }
     #[inline]
     fn load_samples(&self, first: u64, out: &mut [u8]) {
@@ -369,7 +381,14 @@ fn joined_types(cfg: &StreamConfig) -> String {
 impl Stream<SharedMemory> {
     /// Create a new stream. The file is owner-only (0600) and fully allocated up front, so
     /// a stream that does not fit in memory fails here rather than later.
+    ///
+    /// Streams whose writer died are reclaimed first (see [`crate::lifecycle`]), so a name
+    /// left by a crashed run is free again.
     pub fn create(name: &str, cfg: &StreamConfig) -> Result<Self, CreateError> {
+        let freed = Stream::collect_ended();
+        if !freed.is_empty() {
+            tracing::info!(?freed, "reclaimed ended streams");
+        }
         Self::create_at(name, cfg, &stream_path(name))
     }
 
@@ -404,18 +423,42 @@ impl Stream<SharedMemory> {
     /// writer closed or died, or it never had one; or it was made by another layout
     /// version), as a crashed run leaves it. A stream whose writer is alive is refused
     /// ([`CreateError::InUse`]), and so is a file that is not an rtloop stream.
+    ///
+    /// A stream that no writer has claimed yet is not dead: while its creator lives it is
+    /// refused too ([`CreateError::NotYetWritten`]). The old stream's writer is claimed for
+    /// the time of the swap, so nobody can start writing it in between and end up writing
+    /// to an unlinked file; its waiting readers are told it closed.
     pub fn create_replacing(name: &str, cfg: &StreamConfig) -> Result<Self, CreateError> {
         layout::validate_name(name)?;
         match Self::open(name) {
             Err(OpenError::NotFound { .. }) => Self::create(name, cfg),
             Err(OpenError::LayoutVersion { .. }) => Self::create_or_replace(name, cfg),
-            Ok(old) => match old.writer_liveness() {
-                crate::Liveness::Active { pid, .. } => Err(CreateError::InUse {
-                    name: name.to_owned(),
-                    pid,
-                }),
-                _ => Self::create_or_replace(name, cfg),
-            },
+            Ok(old) => {
+                let creator = old.info().creator_pid;
+                if old.writer_liveness() == crate::Liveness::NoWriter
+                    && creator != sys::pid()
+                    && crate::lifecycle::pid_alive(creator)
+                {
+                    return Err(CreateError::NotYetWritten {
+                        name: name.to_owned(),
+                        pid: creator,
+                    });
+                }
+                // hold the old stream's writer through the swap: a live writer refuses us
+                let _held = old.writer().map_err(|e| match e {
+                    crate::ClaimError::WriterBusy { pid, .. } => CreateError::InUse {
+                        name: name.to_owned(),
+                        pid,
+                    },
+                    _ => CreateError::AlreadyExists {
+                        name: name.to_owned(),
+                    },
+                })?;
+                // `_held` drops after the swap: the name is the new stream's by then, so its
+                // close removes nothing and wakes the old stream's readers
+                Self::create_or_replace(name, cfg)
+            }
+            Err(_) if Stream::is_half_made(name) => Self::create_or_replace(name, cfg),
             Err(_) => Err(CreateError::AlreadyExists {
                 name: name.to_owned(),
             }),
@@ -508,6 +551,9 @@ impl Stream<SharedMemory> {
                 },
                 _ => io("create", e),
             })?;
+        // Held while the file is being made: a file without magic and without this lock was
+        // left by a creator that died (`lifecycle`). Released when `file` closes below.
+        let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive);
         // from here on, a failure removes the half-made file
         let fail = |e: CreateError| {
             let _ = std::fs::remove_file(&path);
@@ -573,6 +619,12 @@ impl Stream<SharedMemory> {
             h.name[..name.len()].copy_from_slice(name.as_bytes());
             h.has_labels = u32::from(!cfg.ch_names.is_empty() || !cfg.ch_units.is_empty());
             h.creator_pid = sys::pid();
+            h.flags = if cfg.keep { header_flags::KEEP } else { 0 }
+                | if cfg.internal {
+                    header_flags::INTERNAL
+                } else {
+                    0
+                };
             put_label(&mut h.content_type, &cfg.content_type);
             put_label(&mut h.source_id, &cfg.source_id);
             let types = joined_types(cfg);
@@ -727,6 +779,8 @@ impl Stream<SharedMemory> {
             created_unix_ns: h.created_unix_ns,
             file_bytes: h.file_bytes,
             path,
+            keep: h.flags & header_flags::KEEP != 0,
+            internal: h.flags & header_flags::INTERNAL != 0,
         };
         Stream::from_parts(Arc::new(map), info)
     }
@@ -757,6 +811,9 @@ impl Stream<SharedMemory> {
         if std::os::unix::fs::FileExt::read_exact_at(&file, &mut magic, 0).is_err()
             || magic != MAGIC
         {
+            if Stream::is_half_made(name) {
+                return crate::lifecycle::remove_half_made(name);
+            }
             return Err(refuse(
                 "it does not begin with the rtloop stream magic".into(),
             ));

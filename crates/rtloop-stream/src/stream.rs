@@ -45,6 +45,12 @@ pub struct StreamConfig {
     pub source_id: String,
     /// Free-form description (rtloop's Python package stores JSON here, as LSL's `desc`).
     pub description: String,
+    /// Keep the name when the writer closes cleanly. By default a clean close removes the
+    /// name (readers already attached read on; the memory comes back when the last one
+    /// unmaps it), so an ended stream is never resolved again and never piles up.
+    pub keep: bool,
+    /// Used inside one rtloop tool: hidden from listings and resolution unless asked for.
+    pub internal: bool,
 }
 
 impl StreamConfig {
@@ -63,6 +69,8 @@ impl StreamConfig {
             content_type: String::new(),
             source_id: String::new(),
             description: String::new(),
+            keep: false,
+            internal: false,
         }
     }
 }
@@ -104,6 +112,10 @@ pub struct StreamInfo {
     pub file_bytes: u64,
     /// Path of the shared-memory file.
     pub path: PathBuf,
+    /// The name outlives a clean close ([`StreamConfig::keep`]).
+    pub keep: bool,
+    /// Used inside one rtloop tool ([`StreamConfig::internal`]).
+    pub internal: bool,
 }
 
 /// An open stream: the handle readers and the writer are made from.
@@ -158,6 +170,8 @@ impl Stream<crate::backing::HeapBacking> {
             created_unix_ns: 0,
             file_bytes: 0,
             path: PathBuf::new(),
+            keep: cfg.keep,
+            internal: cfg.internal,
         };
         Stream::from_parts(Arc::new(backing), info)
     }
@@ -199,8 +213,28 @@ impl<B: Backing> Stream<B> {
         self.map.control().events.written()
     }
 
+    /// Whether the stream's name still leads to this stream: `false` once the name was
+    /// removed (a clean close without [`StreamConfig::keep`], `Stream::remove`) or taken by a
+    /// newer stream. Streams without a file (in the heap) are always current.
+    #[must_use]
+    pub fn is_current(&self) -> bool {
+        match self.map.file_id() {
+            None => true,
+            Some(id) => file_id_at(&self.info.path) == Some(id),
+        }
+    }
+
+    /// Remove the stream's name if it still leads to this stream (never a newer stream's).
+    /// Returns whether it did.
+    pub(crate) fn unlink_if_current(&self) -> bool {
+        self.map.file_id().is_some()
+            && self.is_current()
+            && std::fs::remove_file(&self.info.path).is_ok()
+    }
+
     /// Become the stream's one writer. Refused while another live process holds it; a dead
-    /// holder (its process is gone) is replaced.
+    /// holder (its process is gone) is replaced. Refused too once the stream has ended (its
+    /// name removed or taken by a newer stream): a writer there would write to nobody.
     pub fn writer(&self) -> Result<Writer<B>, ClaimError> {
         let owner = &self.map.control().owner;
         let me = ProcessId::current();
@@ -218,6 +252,15 @@ impl<B: Backing> Stream<B> {
                 tracing::warn!(stream = %self.info.name, pid = dead.pid(), "replacing the writer of a process that died");
             }
             claims::WriterClaim::Won { replaced: None } => {}
+        }
+        // Checked after the claim: a replacement claims the old stream's writer before it
+        // renames the new one over the name (`create_replacing`), so once we hold the claim
+        // the name cannot move to another stream unless it is removed by hand.
+        if !self.is_current() {
+            claims::release_writer(&owner.writer, me);
+            return Err(ClaimError::Ended {
+                name: self.info.name.clone(),
+            });
         }
         // Publish with the light barrier when sleepers can make this process run the heavy
         // half (`membarrier`; a process's first claim starts registering for it, and the
@@ -270,4 +313,11 @@ impl<B: Backing> Stream<B> {
         }
         n
     }
+}
+
+/// Device and inode of the file at `path` (not following a symbolic link).
+fn file_id_at(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.dev(), m.ino()))
 }

@@ -489,12 +489,33 @@ pub(crate) fn words_as_bytes(
     unsafe { &mut *words.as_mut_ptr().cast::<[u8; ring::INLINE_BYTES]>() }
 }
 
+impl<B: Backing> Writer<B> {
+    /// Whether the stream's writer word is still ours (not taken over after we were judged
+    /// dead, not a forked child's copy).
+    fn holds_claim(&self) -> bool {
+        // SYNC: Relaxed: compared with our own word only; the close's Release follows.
+        self.stream
+            .map
+            .control()
+            .owner
+            .writer
+            .load(Ordering::Relaxed)
+            == self.me.word()
+    }
+}
+
 impl<B: Backing> Drop for Writer<B> {
     fn drop(&mut self) {
         if sys::fork_generation() != self.fork_generation {
             return; // a forked child's copy: the writer is the parent's
         }
         let c = self.stream.map.control();
+        // A clean close ends the stream: its name goes (unless it was made to be kept), so it
+        // is never resolved again and its memory comes back once the last reader unmaps it.
+        // Done while we still hold the claim, so no replacement can have taken the name.
+        if !self.stream.info().keep && self.holds_claim() {
+            self.stream.unlink_if_current();
+        }
         // the next writer's Acquire claim sees everything we committed (Release inside)
         if !claims::release_writer(&c.owner.writer, self.me) {
             return;

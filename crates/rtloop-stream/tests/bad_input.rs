@@ -13,9 +13,18 @@ use rtloop_stream::{
 use rtloop_testkit::{role, spawn_role, unique_name, StreamGuard, Watchdog};
 
 /// A stream holding samples `[0, n)` of the test payload, its writer and a latest reader.
+/// A stream holding samples `[0, n)`, kept after its writer closes (these tests look at the
+/// file once the writer is gone).
 fn filled(label: &str, n: u64) -> (StreamGuard, Stream, rtloop_stream::Writer) {
     let name = unique_name(label);
-    let stream = create(&name, n);
+    let stream = Stream::create(
+        &name,
+        &StreamConfig {
+            keep: true,
+            ..StreamConfig::new(DType::U64, CH, 1000.0, n)
+        },
+    )
+    .unwrap();
     let guard = StreamGuard::new(&name);
     let mut w = stream.writer().unwrap();
     w.write_bytes(&payload_bytes(0, n), None).unwrap();
@@ -370,7 +379,15 @@ fn second_writer_from_another_process_is_refused_with_the_holders_pid() {
     }
     let _dog = Watchdog::arm(60, TEST);
     let name = unique_name("writer-elsewhere");
-    let stream = create(&name, 10);
+    // kept: a dead writer's stream that is not kept is reclaimed by the next create anywhere
+    let stream = Stream::create(
+        &name,
+        &StreamConfig {
+            keep: true,
+            ..StreamConfig::new(DType::U64, CH, 1000.0, 10)
+        },
+    )
+    .unwrap();
     let _g = StreamGuard::new(&name);
     let mut holder = spawn_role(TEST, "hold-writer", &[("STREAM", &name)]);
     let holder_pid = holder.id();

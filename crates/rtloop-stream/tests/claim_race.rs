@@ -17,7 +17,6 @@ use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::create;
 use rtloop_stream::Stream;
 use rtloop_testkit::{finish, report, role, spawn_role, unique_name, StreamGuard, Watchdog};
 
@@ -159,7 +158,15 @@ fn rounds(default: u64, soak: u64) -> String {
 
 fn run(test_name: &str, variant: &str, rounds: &str) {
     let name = unique_name("claim-race");
-    let stream = create(&name, 64);
+    // kept: the racers hand the one stream back and forth (a clean close would end it)
+    let stream = Stream::create(
+        &name,
+        &rtloop_stream::StreamConfig {
+            keep: true,
+            ..rtloop_stream::StreamConfig::new(rtloop_stream::DType::U64, common::CH, 1000.0, 64)
+        },
+    )
+    .unwrap();
     let _g = StreamGuard::new(&name);
     let coord = format!("/dev/shm/rtloop-test-coord-{name}");
     let _c = RemoveOnDrop(coord.clone());

@@ -11,7 +11,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::{check, create, payload_bytes, value, CH};
+use common::{check, create, create_kept, payload_bytes, value, CH};
 use proptest::prelude::*;
 use rtloop_stream::{ReadError, ReaderMode, Writer};
 use rtloop_testkit::{unique_name, StreamGuard};
@@ -46,7 +46,7 @@ fn stale_rows(reader: &rtloop_stream::Reader, first: u64, end: u64) -> usize {
 /// window offered must start after the scribbled slots.
 fn cancel_then_commit_one(tag: &str, next_writer: bool) {
     let name = unique_name(tag);
-    let stream = create(&name, 128);
+    let stream = create_kept(&name, 128);
     let _g = StreamGuard::new(&name);
     let cap = stream.info().capacity;
     let reader = stream.reader(ReaderMode::Latest).unwrap();

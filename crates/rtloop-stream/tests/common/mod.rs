@@ -52,6 +52,16 @@ pub fn create(name: &str, capacity: u64) -> Stream {
         .unwrap_or_else(|e| panic!("create {name}: {e}"))
 }
 
+/// A u64 stream of [`CH`] channels whose name outlives a clean close, for tests that hand it
+/// from one writer to the next.
+pub fn create_kept(name: &str, capacity: u64) -> Stream {
+    let cfg = StreamConfig {
+        keep: true,
+        ..StreamConfig::new(DType::U64, CH, 1000.0, capacity)
+    };
+    Stream::create(name, &cfg).unwrap_or_else(|e| panic!("create {name}: {e}"))
+}
+
 /// Pull up to `max` samples and check them; returns what was delivered, or the error.
 pub fn pull_checked(reader: &mut Reader, max: usize) -> Result<(u64, usize), ReadError> {
     let mut buf = vec![0u8; max * 8 * CH];

@@ -1,0 +1,285 @@
+//! A stream's life as the rest of the system shows it, and the one rule that gives an ended
+//! stream's memory back.
+//!
+//! # The rule
+//!
+//! * A writer that **closes cleanly** removes the stream's name (unless the stream was made
+//!   with [`StreamConfig::keep`](crate::StreamConfig::keep)). Readers already attached read
+//!   on; the memory comes back when the last of them unmaps it. An ended stream is therefore
+//!   never resolved again, and a second run never finds the first one's data.
+//! * A stream whose writer **died** is reclaimed by the next [`Stream::create`], listing
+//!   ([`Stream::survey`] with reclaiming on, as `rtloop stream list` and
+//!   `rtloop.resolve_streams` do) or [`Stream::collect_ended`] (`rtloop stream gc`), which
+//!   say what they freed. A kept stream stays until it is removed by hand.
+//! * A file left **half made** by a process that died inside `create` (no stream magic yet,
+//!   its creator's lock gone) is reclaimed the same way.
+//! * A stream that has **no writer yet** is not ended: it waits for one.
+
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::{OpenError, RemoveError};
+use crate::layout::MAGIC;
+use crate::shm::stream_path;
+use crate::{sys, Liveness, Stream};
+
+/// Where a stream is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamState {
+    /// A live process holds the writer.
+    Live {
+        /// The writer's pid.
+        pid: u32,
+        /// Nanoseconds since its last commit or heartbeat.
+        since_heartbeat_ns: u64,
+    },
+    /// Created, no writer has claimed it yet.
+    Waiting {
+        /// Who created it.
+        creator_pid: u32,
+    },
+    /// Its writer closed cleanly (the name stays only for a kept stream).
+    Closed,
+    /// Its writer's process ended without closing.
+    Dead {
+        /// The writer's pid.
+        pid: u32,
+    },
+    /// The file under the name is not a stream this rtloop can read.
+    Damaged {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl StreamState {
+    /// One word: `live`, `waiting`, `closed`, `dead` or `damaged`.
+    #[must_use]
+    pub fn word(&self) -> &'static str {
+        match self {
+            StreamState::Live { .. } => "live",
+            StreamState::Waiting { .. } => "waiting",
+            StreamState::Closed => "closed",
+            StreamState::Dead { .. } => "dead",
+            StreamState::Damaged { .. } => "damaged",
+        }
+    }
+
+    /// Whether the stream has ended (closed, dead or damaged): nothing more will be written.
+    #[must_use]
+    pub fn ended(&self) -> bool {
+        matches!(
+            self,
+            StreamState::Closed | StreamState::Dead { .. } | StreamState::Damaged { .. }
+        )
+    }
+
+    /// The state of an open stream.
+    #[must_use]
+    pub fn of(stream: &Stream) -> StreamState {
+        match stream.writer_liveness() {
+            Liveness::Active {
+                pid,
+                since_heartbeat_ns,
+            } => StreamState::Live {
+                pid,
+                since_heartbeat_ns,
+            },
+            Liveness::NoWriter => StreamState::Waiting {
+                creator_pid: stream.info().creator_pid,
+            },
+            Liveness::Closed => StreamState::Closed,
+            Liveness::Dead { pid } => StreamState::Dead { pid },
+        }
+    }
+}
+
+impl std::fmt::Display for StreamState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamState::Live { pid, .. } => write!(f, "live (writer pid {pid})"),
+            StreamState::Waiting { creator_pid } => {
+                write!(f, "waiting for a writer (made by pid {creator_pid})")
+            }
+            StreamState::Closed => f.write_str("closed"),
+            StreamState::Dead { pid } => write!(f, "dead (writer pid {pid} ended without closing)"),
+            StreamState::Damaged { reason } => write!(f, "damaged: {reason}"),
+        }
+    }
+}
+
+/// One entry of [`Stream::survey`].
+#[derive(Debug)]
+pub struct Surveyed {
+    /// The stream's name.
+    pub name: String,
+    /// Its state.
+    pub state: StreamState,
+    /// The open stream (`None` when damaged).
+    pub stream: Option<Stream>,
+}
+
+impl Surveyed {
+    /// Whether the stream is used inside one rtloop tool (hidden unless asked for).
+    #[must_use]
+    pub fn internal(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.info().internal)
+    }
+}
+
+/// One stream given back by [`Stream::collect_ended`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// The stream's name.
+    pub name: String,
+    /// Bytes of shared memory its file held.
+    pub bytes: u64,
+    /// Why it was ended: `dead (writer pid N ...)` or `half made ...`.
+    pub why: String,
+}
+
+/// How long a file without the stream magic may be in the making before it is judged half
+/// made (its creator also holds a lock on it while it makes it).
+const HALF_MADE_AFTER: Duration = Duration::from_secs(2);
+
+impl Stream {
+    /// Every stream in the shared-memory directory with its state, sorted by name. With
+    /// `reclaim`, ended streams that nobody keeps are given back on the way (as
+    /// [`Stream::collect_ended`] does) and are not in the list but in the second one.
+    #[must_use]
+    pub fn survey(reclaim: bool) -> (Vec<Surveyed>, Vec<Reclaimed>) {
+        let mut out = Vec::new();
+        let mut freed = Vec::new();
+        for name in Stream::list() {
+            let path = stream_path(&name);
+            match Stream::open(&name) {
+                Ok(s) => {
+                    let state = StreamState::of(&s);
+                    if reclaim && !s.info().keep {
+                        if let StreamState::Dead { pid } = state {
+                            let bytes = s.info().file_bytes;
+                            // judged again right before removing: a new writer may have
+                            // replaced the dead one meanwhile
+                            if matches!(StreamState::of(&s), StreamState::Dead { .. })
+                                && s.unlink_if_current()
+                            {
+                                freed.push(Reclaimed {
+                                    name,
+                                    bytes,
+                                    why: format!("dead (writer pid {pid} ended without closing)"),
+                                });
+                                continue;
+                            }
+                        }
+                    }
+                    out.push(Surveyed {
+                        name,
+                        state,
+                        stream: Some(s),
+                    });
+                }
+                Err(OpenError::NotFound { .. }) => {} // removed meanwhile
+                Err(e) => {
+                    if reclaim && half_made(&path) {
+                        let bytes = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+                        if std::fs::remove_file(&path).is_ok() {
+                            freed.push(Reclaimed {
+                                name,
+                                bytes,
+                                why: "half made (its creator ended inside create)".to_owned(),
+                            });
+                            continue;
+                        }
+                    }
+                    out.push(Surveyed {
+                        name,
+                        state: StreamState::Damaged {
+                            reason: damage_reason(&e),
+                        },
+                        stream: None,
+                    });
+                }
+            }
+        }
+        (out, freed)
+    }
+
+    /// Give back the memory of every stream of this user that has ended and is not kept: a
+    /// dead writer's stream, and a file a crashed `create` left half made. Streams that are
+    /// live, wait for a writer, or were made with `keep` stay. Returns what was freed.
+    #[must_use]
+    pub fn collect_ended() -> Vec<Reclaimed> {
+        Stream::survey(true).1
+    }
+
+    /// Whether the file under `name` is one a crashed `create` left half made (no magic, no
+    /// creator holding it): such a file is removable by [`Stream::remove`] and replaceable.
+    #[must_use]
+    pub fn is_half_made(name: &str) -> bool {
+        crate::layout::validate_name(name).is_ok() && half_made(&stream_path(name))
+    }
+}
+
+/// A file of this user without the stream magic, not locked by a creator and older than
+/// [`HALF_MADE_AFTER`].
+fn half_made(path: &Path) -> bool {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return false;
+    };
+    let Ok(meta) = file.metadata() else {
+        return false;
+    };
+    if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
+        return false;
+    }
+    let mut magic = [0u8; 8];
+    let read = std::os::unix::fs::FileExt::read_at(&file, &mut magic, 0).unwrap_or(0);
+    if read == 8 && magic == MAGIC {
+        return false;
+    }
+    if magic.iter().any(|&b| b != 0) {
+        return false; // somebody else's bytes: not ours to judge
+    }
+    let age = meta
+        .modified()
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .unwrap_or_default();
+    // a creator holds an exclusive lock while it makes the file
+    age >= HALF_MADE_AFTER
+        && rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+}
+
+fn damage_reason(e: &OpenError) -> String {
+    match e {
+        OpenError::NotAStream { reason, .. } | OpenError::Refused { reason, .. } => reason.clone(),
+        OpenError::LayoutVersion {
+            found, expected, ..
+        } => format!(
+            "it was made by another rtloop (stream layout {found}; this rtloop reads layout {expected}); remove it with `rtloop stream remove`"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Whether process `pid` exists (any start time).
+pub(crate) fn pid_alive(pid: u32) -> bool {
+    pid != 0 && sys::process_alive(pid, 0)
+}
+
+/// [`Stream::remove`] for a half-made file: it has no magic, so the magic check refuses it.
+pub(crate) fn remove_half_made(name: &str) -> Result<(), RemoveError> {
+    let path = stream_path(name);
+    if half_made(&path) {
+        std::fs::remove_file(&path).map_err(|source| RemoveError::Io { path, source })
+    } else {
+        Err(RemoveError::NotFound {
+            name: name.to_owned(),
+        })
+    }
+}
