@@ -265,6 +265,37 @@ struct Output {
     writer: Writer,
 }
 
+/// A sink's copy of one input's rows of a tick: preallocated for the signal's rows per tick
+/// and aligned for any dtype (a sink may hand the rows to C, e.g. liblsl, as values).
+struct RowCopy {
+    buf: Vec<u8>,
+    /// Where the aligned bytes start in `buf`.
+    start: usize,
+    /// The most bytes it holds.
+    len: usize,
+}
+
+impl RowCopy {
+    /// Every dtype's alignment divides this.
+    const ALIGN: usize = 16;
+
+    fn new(len: usize) -> RowCopy {
+        let buf = vec![0u8; len + Self::ALIGN];
+        let start = (Self::ALIGN - buf.as_ptr() as usize % Self::ALIGN) % Self::ALIGN;
+        RowCopy { buf, start, len }
+    }
+
+    /// Its first `n` bytes to copy into, or `None` if it holds fewer.
+    fn get_mut(&mut self, n: usize) -> Option<&mut [u8]> {
+        (n <= self.len).then(|| &mut self.buf[self.start..self.start + n])
+    }
+
+    /// Its first `n` bytes (`n` at most what [`RowCopy::get_mut`] gave).
+    fn get(&self, n: usize) -> &[u8] {
+        &self.buf[self.start..self.start + n]
+    }
+}
+
 /// The timing a process reports at its end (written as JSON to the run directory).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProcessReport {
@@ -432,6 +463,20 @@ impl Process {
         let me = self.index;
         let kind = self.model.processes[me].kind;
         let mut windows: Vec<Option<Window>> = Vec::with_capacity(self.inputs.len());
+        // A sink acts on its inputs (sends, pushes, writes) while it reads them, so it never
+        // gets the ring itself: each tick its rows are copied into these buffers and
+        // validated before the sink sees them (made once here: no allocation in a tick).
+        let copy_inputs = kind == Kind::Sink;
+        let mut copies: Vec<RowCopy> = if copy_inputs {
+            self.inputs
+                .iter()
+                .map(|i| RowCopy::new(i.signal.rows_per_tick() * i.signal.row_bytes()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // where each copy's rows start in their stream, and how many there are
+        let mut spans: Vec<(u64, usize)> = Vec::with_capacity(copies.len());
         let every = if kind == Kind::Module {
             self.model.processes[me].every.max(1)
         } else {
@@ -486,11 +531,12 @@ impl Process {
                 realtime_ns: rtloop_sys::realtime_ns(),
                 monotonic_ns: ready,
             };
-            // zero-copy windows of the inputs: history for fixed signals, this tick's rows
-            // for variable ones
+            // the inputs, history for fixed signals and this tick's rows for variable ones:
+            // zero-copy windows for a module, validated copies for a sink
             windows.clear();
+            spans.clear();
             let mut lost = false;
-            for inp in &mut self.inputs {
+            for (i, inp) in self.inputs.iter_mut().enumerate() {
                 let end = board.tick_end(inp.sig_index, k);
                 let first = if inp.signal.variable {
                     if k == 0 {
@@ -504,6 +550,29 @@ impl Process {
                 } else {
                     end - inp.signal.rows_per_tick() as u64
                 };
+                if let Some(copy) = copies.get_mut(i) {
+                    // a sink: a validated copy, or a lost tick (the sink does not run)
+                    let rows = end.saturating_sub(first) as usize;
+                    let buf = copy.get_mut(rows * inp.signal.row_bytes()).ok_or_else(|| {
+                        ProcessError::Step {
+                            tick: k,
+                            source: StepError(format!(
+                                "signal {:?} holds {rows} rows in tick {k}, more than its {} \
+                                 rows per tick",
+                                inp.signal.name,
+                                inp.signal.rows_per_tick()
+                            )),
+                        }
+                    })?;
+                    match inp.reader.read_into(first, end, buf, None) {
+                        Ok(()) => {
+                            spans.push((first, rows));
+                            let _ = inp.reader.seek(end);
+                        }
+                        Err(_) => lost = true,
+                    }
+                    continue;
+                }
                 match inp.reader.window(first, end) {
                     Ok(w) => {
                         windows.push(Some(w));
@@ -532,25 +601,44 @@ impl Process {
                     rows_out.push(if sig.variable { 0 } else { sig.rows_per_tick() });
                 }
             } else {
-                let views: Vec<InView<'_>> = self
-                    .inputs
-                    .iter()
-                    .zip(&windows)
-                    .map(|(inp, w)| {
-                        let w = w.as_ref().expect("not lost");
-                        InView {
+                let views: Vec<InView<'_>> = if copy_inputs {
+                    // a sink: the copies validated above, which no writer can touch
+                    self.inputs
+                        .iter()
+                        .zip(&copies)
+                        .zip(&spans)
+                        .map(|((inp, c), &(first, rows))| InView {
                             signal: &inp.signal,
-                            // SAFETY: a speculative read (seqlock pattern): every input
-                            // window is `check`ed after the step, and if the writer lapped
-                            // any of them the step's outputs are discarded (zeroed and
-                            // counted as an input overrun), so racy contents are never
-                            // acted on.
-                            bytes: unsafe { w.bytes() },
-                            rows: w.len(),
-                            first: w.first,
-                        }
-                    })
-                    .collect();
+                            bytes: c.get(rows * inp.signal.row_bytes()),
+                            rows,
+                            first,
+                        })
+                        .collect()
+                } else {
+                    self.inputs
+                        .iter()
+                        .zip(&windows)
+                        .map(|(inp, w)| {
+                            let w = w.as_ref().expect("not lost");
+                            InView {
+                                signal: &inp.signal,
+                                // SAFETY: a speculative read (seqlock pattern), given to
+                                // sources and modules only (sinks get validated copies
+                                // above). The writer may store to these bytes during the
+                                // step once it laps the window: every window is `check`ed
+                                // after the step, and if one was lapped the step's outputs
+                                // are discarded (zeroed, counted as an input overrun), so
+                                // no torn value reaches a signal. What the step does
+                                // besides its outputs is not covered: a module's own state
+                                // or side effects (a print, a file) may hold torn values
+                                // from that tick.
+                                bytes: unsafe { w.bytes() },
+                                rows: w.len(),
+                                first: w.first,
+                            }
+                        })
+                        .collect()
+                };
                 let mut outs: Vec<OutBuf<'_>> = guards
                     .iter_mut()
                     .map(|(sig, g)| {

@@ -125,7 +125,10 @@ pub struct TickInfo {
 pub struct InView<'a> {
     /// The signal.
     pub signal: &'a Signal,
-    /// `rows * signal.row_bytes()` bytes.
+    /// `rows * signal.row_bytes()` bytes. A sink gets a copy of the rows, validated
+    /// against the ring before the sink runs: never a value the writer overwrote. A module
+    /// gets the ring's memory in place, checked after its step (its outputs are discarded
+    /// if the writer lapped it).
     pub bytes: &'a [u8],
     /// Rows this tick (always `rows_per_tick` for a fixed signal).
     pub rows: usize,
