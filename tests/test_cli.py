@@ -59,6 +59,9 @@ def test_stream_commands_round_trip_and_python_sees_the_stream(stream_name: str)
     info = run("stream", "info", stream_name)
     assert info.returncode == 0 and "written     4 samples" in info.stdout
     w.close()
+    # the clean close ended the stream: its name is gone without being removed by hand
+    assert stream_name not in rtloop.Stream.list()
+    assert run("stream", "create", stream_name, "--channels", "1").returncode == 0
     assert run("stream", "remove", stream_name).returncode == 0
     assert stream_name not in rtloop.Stream.list()
 

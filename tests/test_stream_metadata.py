@@ -59,10 +59,15 @@ def test_metadata_given_at_creation_is_what_every_opener_sees(make_name: Callabl
 
 
 def test_resolve_streams_filters_by_name_type_and_source_id(make_name: Callable[[], str]) -> None:
-    eeg, markers, other = make_name(), make_name(), make_name()
-    rtloop.Stream.create(eeg, n_channels=2, content_type="EEG", source_id=f"src-{eeg}")
-    rtloop.Stream.create(markers, n_channels=1, content_type="Markers", source_id=f"src-{eeg}")
-    rtloop.Stream.create(other, n_channels=1, content_type="EEG", source_id="elsewhere")
+    eeg, markers, other, unwritten = make_name(), make_name(), make_name(), make_name()
+    made = [
+        rtloop.Stream.create(eeg, n_channels=2, content_type="EEG", source_id=f"src-{eeg}"),
+        rtloop.Stream.create(markers, n_channels=1, content_type="Markers", source_id=f"src-{eeg}"),
+        rtloop.Stream.create(other, n_channels=1, content_type="EEG", source_id="elsewhere"),
+    ]
+    writers = [s.writer() for s in made]  # live: resolve finds live streams, as pylsl does
+    rtloop.Stream.create(unwritten, n_channels=2, content_type="EEG", source_id=f"src-{eeg}")
+    assert unwritten not in {i.name for i in rtloop.resolve_streams()}, "no writer yet: not live"
     mine = {eeg, markers, other}
     listed = [i.name for i in rtloop.resolve_streams() if i.name in mine]
     assert listed == sorted(mine)
@@ -74,6 +79,8 @@ def test_resolve_streams_filters_by_name_type_and_source_id(make_name: Callable[
     # an info opens its stream
     s = rtloop.resolve_streams(name=eeg)[0].open()
     assert s.name == eeg and s.content_type == "EEG"
+    for w in writers:
+        w.close()
 
 
 def test_resolve_streams_waits_for_a_stream_another_process_creates(make_name: Callable[[], str]) -> None:

@@ -165,8 +165,16 @@ class Stream:
         source_id: str = "",
         ch_types: Union[str, Sequence[str], None] = None,
         desc: Optional[Dict[str, Any]] = None,
+        keep: bool = False,
     ) -> "Stream":
         """Create a new stream.
+
+        A stream ends when its writer closes: its name goes with it (readers already
+        attached read on, and the memory comes back when the last of them is done), so a
+        later run never finds this run's data. ``keep=True`` keeps the name after a clean
+        close, to hand the stream to another writer or read it later. A stream whose writer
+        dies is reclaimed by the next ``create``, :func:`resolve_streams` or
+        ``rtloop stream gc``.
 
         Parameters
         ----------
@@ -201,6 +209,9 @@ class Stream:
             Free-form description (LSL's ``desc``): any JSON-serialisable dict, e.g. the
             amplifier, the montage, the subject. Types and description together take at
             most 3776 bytes (they live in the stream's header).
+        keep : bool
+            Keep the name when the writer closes cleanly (see above); remove it by hand
+            with :meth:`remove` or ``rtloop stream remove``.
 
         Returns
         -------
@@ -221,6 +232,7 @@ class Stream:
         event_capacity = ensure_int(event_capacity, "event_capacity")
         check_type(sfreq, (int, float), "sfreq")
         check_type(replace, bool, "replace")
+        check_type(keep, bool, "keep")
         names = [] if ch_names is None else list(ch_names)
         units = [] if ch_units is None else list(ch_units)
         if ch_types is None:
@@ -259,6 +271,7 @@ class Stream:
             content_type=content_type,
             source_id=source_id,
             description=description,
+            keep=keep,
         )
         return cls(native)
 
@@ -280,6 +293,23 @@ class Stream:
     def list() -> List[str]:
         """Names of the streams there are (sorted)."""
         return _rtloop.Stream.list()
+
+    @staticmethod
+    def gc() -> List[Tuple[str, int, str]]:
+        """Give back the memory of every ended stream nobody keeps (a dead writer's, one a
+        crash left half made) and say what was freed: ``(name, bytes, why)`` for each."""
+        return [tuple(r) for r in _rtloop.Stream.collect_ended()]  # type: ignore[misc]
+
+    @property
+    def state(self) -> str:
+        """Where the stream is in its life: ``"live"`` (a writer holds it), ``"waiting"``
+        (no writer yet), ``"closed"`` or ``"dead"`` (its writer ended without closing)."""
+        return self._s.state
+
+    @property
+    def keep(self) -> bool:
+        """Whether the name outlives a clean close (``Stream.create(keep=True)``)."""
+        return self._s.keep
 
     @staticmethod
     def remove(name: str) -> None:
@@ -489,6 +519,16 @@ class StreamInfo:
     writer: str = "none"
     """The writer's state when listed: ``"none"``, ``"active"``, ``"closed"`` or ``"dead"``."""
     path: str = ""
+    state: str = "live"
+    """Where the stream was in its life when resolved: ``"live"`` (a writer holds it),
+    ``"waiting"`` (made, no writer yet), ``"closed"``, ``"dead"`` (its writer ended without
+    closing) or ``"damaged"`` (the file is not a stream this rtloop reads; see ``damage``).
+    Only ``resolve_streams(ended=True)`` returns anything but live streams."""
+    damage: str = ""
+    """Why a damaged stream cannot be read (empty otherwise)."""
+    internal: bool = False
+    """Used inside one rtloop tool (the lab's transport, ...): resolved only with
+    ``internal=True``."""
 
     @classmethod
     def _of(cls, s: _rtloop.Stream) -> "StreamInfo":
@@ -508,6 +548,15 @@ class StreamInfo:
             creator_pid=s.creator_pid,
             writer=str(s.writer_liveness()["state"]),
             path=str(s.path),
+            state=s.state,
+            internal=s.internal,
+        )
+
+    @classmethod
+    def _damaged(cls, name: str, reason: str) -> "StreamInfo":
+        return cls(
+            name=name, content_type="", n_channels=0, sfreq=0.0, dtype="", source_id="",
+            writer="none", state="damaged", damage=reason,
         )
 
     def open(self) -> "Stream":
@@ -522,9 +571,11 @@ def resolve_streams(
     source_id: Optional[str] = None,
     minimum: int = 0,
     timeout: Optional[float] = 0.0,
+    ended: bool = False,
+    internal: bool = False,
 ) -> List[StreamInfo]:
-    """The streams on this machine with their metadata, as pylsl's ``resolve_streams`` and
-    ``resolve_byprop``.
+    """The live streams on this machine with their metadata, as pylsl's ``resolve_streams``
+    and ``resolve_byprop`` (which find live outlets only).
 
     Parameters
     ----------
@@ -535,28 +586,42 @@ def resolve_streams(
     timeout : float | None
         Seconds to wait for ``minimum`` matches; ``None`` waits for ever. When it runs out,
         what matched so far is returned (as pylsl does), possibly fewer than ``minimum``.
+    ended : bool
+        Also return streams that are not live: made but not written yet (``"waiting"``),
+        ``"closed"`` (kept after their writer closed), ``"dead"`` and ``"damaged"``; each
+        one's :attr:`StreamInfo.state` says which. Without it only streams a live writer
+        holds are returned, so a reader never picks up an earlier run's data.
+    internal : bool
+        Also return streams used inside one rtloop tool (the lab's transport, ...).
 
     Returns
     -------
     infos : list of StreamInfo
-        Sorted by name. Files in the stream directory that are not streams of this
-        rtloop's layout are skipped.
+        Sorted by name. Streams whose writer died are reclaimed on the way (their memory
+        given back) unless they were made with ``keep=True``.
     """
     for value, what in ((name, "name"), (type, "type"), (source_id, "source_id")):
         if value is not None:
             check_type(value, str, what)
+    check_type(ended, bool, "ended")
+    check_type(internal, bool, "internal")
     minimum = ensure_int(minimum, "minimum")
     wait = ensure_timeout(timeout)
     deadline = None if wait is None else time.monotonic() + wait
     while True:
         found = []
-        for stream_name in _rtloop.Stream.list():
+        listed, _freed = _rtloop.Stream.survey(True)
+        for stream_name, state, detail, s in listed:
             if name is not None and stream_name != name:
                 continue
-            try:
-                s = _rtloop.Stream.open(stream_name)
-            except (OSError, ValueError, _rtloop.RtloopError):
-                continue  # removed meanwhile, another layout, not ours
+            if state != "live" and not ended:
+                continue
+            if s is None:
+                if type is None and source_id is None:
+                    found.append(StreamInfo._damaged(stream_name, detail.removeprefix("damaged: ")))
+                continue
+            if s.internal and not internal:
+                continue
             if type is not None and s.content_type != type:
                 continue
             if source_id is not None and s.source_id != source_id:

@@ -106,6 +106,7 @@ pub fn run(a: &DemoArgs, g: &Global) -> anyhow::Result<()> {
     let capacity = a.rate.ceil() as u64; // one second of history
     let mut cfg = StreamConfig::new(DType::I16, a.channels as usize, a.rate, capacity);
     cfg.ch_units = vec!["uV".into(); a.channels as usize];
+    cfg.keep = a.keep;
     let stream = Stream::create(&name, &cfg)?;
     let result = run_with(&stream, a, g);
     if !a.keep {

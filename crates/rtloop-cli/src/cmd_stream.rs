@@ -15,8 +15,12 @@ use crate::Global;
 pub enum StreamCommand {
     /// Create a stream (owner-only shared memory in /dev/shm, or $RTLOOP_SHM_DIR).
     Create(CreateArgs),
-    /// List streams with their occupancy (PercentUsed), readers, losses and writer state.
-    List,
+    /// List streams with their occupancy (PercentUsed), readers, losses and state: live and
+    /// waiting streams; `--all` adds ended ones. Streams whose writer died are reclaimed.
+    List(ListArgs),
+    /// Give back the memory of ended streams nobody keeps (a dead writer's, a half-made
+    /// file) and say what was freed.
+    Gc,
     /// Everything about one stream: shape, channels, counters, readers.
     Info {
         /// Stream name.
@@ -57,6 +61,10 @@ pub struct CreateArgs {
     /// died, as a crashed run leaves it); a stream with a live writer is never replaced.
     #[arg(long)]
     pub replace: bool,
+    /// Keep the name after the writer closes (by default a clean close removes it; see
+    /// `rtloop stream gc`).
+    #[arg(long)]
+    pub keep: bool,
     /// Channel names, comma-separated (one per channel).
     #[arg(long, value_delimiter = ',')]
     pub ch_names: Vec<String>,
@@ -76,6 +84,20 @@ pub struct CreateArgs {
     /// Free-form description (a JSON object for Python's `Stream.desc`).
     #[arg(long, default_value = "")]
     pub desc: String,
+}
+
+/// Options of `rtloop stream list`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListArgs {
+    /// Also show ended streams: closed (kept), dead and damaged ones.
+    #[arg(long)]
+    pub all: bool,
+    /// Also show streams used inside rtloop's tools (the lab's transport, ...).
+    #[arg(long)]
+    pub internal: bool,
+    /// Only streams of this content type (LSL's stream type: EEG, Markers, ...).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub content_type: Option<String>,
 }
 
 /// Options of `rtloop stream monitor`.
@@ -103,7 +125,8 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 pub fn run(c: StreamCommand, g: &Global) -> anyhow::Result<()> {
     match c {
         StreamCommand::Create(a) => create(&a, g),
-        StreamCommand::List => list(g),
+        StreamCommand::List(a) => list(&a, g),
+        StreamCommand::Gc => gc(g),
         StreamCommand::Info { name } => info(&name, g),
         StreamCommand::Monitor(a) => monitor(&a, g),
         StreamCommand::Remove { names } => {
@@ -134,6 +157,7 @@ fn create(a: &CreateArgs, g: &Global) -> anyhow::Result<()> {
     cfg.content_type.clone_from(&a.content_type);
     cfg.source_id.clone_from(&a.source_id);
     cfg.description.clone_from(&a.desc);
+    cfg.keep = a.keep;
     let s = if a.replace {
         Stream::create_replacing(&a.name, &cfg)?
     } else {
@@ -249,16 +273,34 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
-fn list(g: &Global) -> anyhow::Result<()> {
-    let names = Stream::list();
+fn list(a: &ListArgs, g: &Global) -> anyhow::Result<()> {
+    let (found, freed) = Stream::survey(true);
+    report_freed(&freed);
     let mut rows = Vec::new();
     let mut table = Table::new(&[
         "name", "type", "dtype", "ch", "rate", "capacity", "written", "used %", "high %",
-        "readers", "lost", "writer",
+        "readers", "lost", "state", "writer",
     ]);
-    for n in &names {
-        match Stream::open(n) {
-            Ok(s) => {
+    let (mut hidden_ended, mut hidden_internal) = (0, 0);
+    for e in &found {
+        if e.internal() && !a.internal {
+            hidden_internal += 1;
+            continue;
+        }
+        if e.state.ended() && !a.all {
+            hidden_ended += 1;
+            continue;
+        }
+        if let Some(t) = &a.content_type {
+            if e.stream
+                .as_ref()
+                .is_none_or(|s| &s.info().content_type != t)
+            {
+                continue;
+            }
+        }
+        match &e.stream {
+            Some(s) => {
                 let (i, st) = (s.info(), s.stats());
                 table.row(&[
                     i.name.clone(),
@@ -272,13 +314,19 @@ fn list(g: &Global) -> anyhow::Result<()> {
                     format!("{:.1}", st.high_water as f64 * 100.0 / st.capacity as f64),
                     st.readers.len().to_string(),
                     st.lost_samples.to_string(),
+                    e.state.word().to_owned(),
                     liveness_text(st.writer),
                 ]);
-                rows.push(info_json(&s));
+                let mut row = info_json(s);
+                row["state"] = json!(e.state.word());
+                row["internal"] = json!(i.internal);
+                row["keep"] = json!(i.keep);
+                rows.push(row);
             }
-            Err(e) => {
+            None => {
+                let why = e.state.to_string();
                 table.row(&[
-                    n.as_str(),
+                    e.name.as_str(),
                     "",
                     "?",
                     "",
@@ -289,18 +337,70 @@ fn list(g: &Global) -> anyhow::Result<()> {
                     "",
                     "",
                     "",
-                    &format!("error: {e}"),
+                    "damaged",
+                    &why,
                 ]);
-                rows.push(json!({ "name": n, "error": e.to_string() }));
+                rows.push(json!({ "name": e.name, "state": "damaged", "error": why }));
             }
         }
     }
     if g.json {
         println!("{}", serde_json::Value::Array(rows));
-    } else if names.is_empty() {
-        println!("no streams in {}", rtloop_sys::shm_dir().display());
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!("no streams to show in {}", rtloop_sys::shm_dir().display());
     } else {
         print!("{}", table.render());
+    }
+    let mut notes = Vec::new();
+    if hidden_ended > 0 {
+        notes.push(format!(
+            "{hidden_ended} ended (closed, dead or damaged) not shown: --all shows them"
+        ));
+    }
+    if hidden_internal > 0 {
+        notes.push(format!(
+            "{hidden_internal} internal to rtloop's tools not shown: --internal shows them"
+        ));
+    }
+    if !notes.is_empty() {
+        println!("({})", notes.join("; "));
+    }
+    Ok(())
+}
+
+/// Say on stderr which ended streams a listing gave back (a JSON document stays on stdout).
+fn report_freed(freed: &[rtloop_stream::Reclaimed]) {
+    for r in freed {
+        eprintln!("reclaimed {} ({}): {}", r.name, human_bytes(r.bytes), r.why);
+    }
+}
+
+fn gc(g: &Global) -> anyhow::Result<()> {
+    let freed = Stream::collect_ended();
+    if g.json {
+        println!(
+            "{}",
+            json!({
+                "freed": freed.iter().map(|r| json!({"name": r.name, "bytes": r.bytes, "why": r.why})).collect::<Vec<_>>(),
+                "bytes": freed.iter().map(|r| r.bytes).sum::<u64>(),
+            })
+        );
+        return Ok(());
+    }
+    if freed.is_empty() {
+        println!("nothing to free: no stream has ended without being removed");
+    }
+    for r in &freed {
+        println!("freed {} ({}): {}", r.name, human_bytes(r.bytes), r.why);
+    }
+    if freed.len() > 1 {
+        println!(
+            "freed {} streams, {} in all",
+            freed.len(),
+            human_bytes(freed.iter().map(|r| r.bytes).sum())
+        );
     }
     Ok(())
 }

@@ -203,7 +203,7 @@ fn the_paced_reference_counts_a_host_stall_for_every_stamp_made_during_it() {
         "{late} stamps late by 10 ms or more: {:?}",
         h.summary()
     );
-    let mine = format!("rtloop-lines-loop-{}-", std::process::id());
+    let mine = format!(".rtloop-lines-loop-{}-", std::process::id());
     let left: Vec<_> = std::fs::read_dir(rtloop_sys::shm_dir())
         .unwrap()
         .filter_map(|e| e.ok())

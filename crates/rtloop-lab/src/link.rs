@@ -111,8 +111,12 @@ impl HostLink {
     }
 }
 
+/// The lab's transport streams are internal: listings and the viewer hide them unless asked.
 fn stream_cfg(capacity: u64) -> StreamConfig {
-    StreamConfig::new(DType::U32, 1, 0.0, capacity)
+    StreamConfig {
+        internal: true,
+        ..StreamConfig::new(DType::U32, 1, 0.0, capacity)
+    }
 }
 
 /// The host side before the device connects: it owns the endpoints (streams, a listener,

@@ -158,7 +158,7 @@ struct BareRing {
 
 impl BareRing {
     fn path(name: &str) -> PathBuf {
-        sys::shm_dir().join(format!("rtloop-bare-{name}"))
+        sys::shm_dir().join(format!(".rtloop-bare-{name}"))
     }
 
     fn len(slot: usize, capacity: u64) -> usize {

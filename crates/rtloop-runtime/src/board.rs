@@ -118,7 +118,7 @@ impl Board {
     /// The board file of model `model`.
     #[must_use]
     pub fn path_of(model: &str) -> PathBuf {
-        sys::shm_dir().join(format!("rtloop-board-{model}"))
+        sys::shm_dir().join(format!(".rtloop-board-{model}"))
     }
 
     /// Create the board of `model` (removed again when this value drops).

@@ -145,7 +145,10 @@ impl Catalog {
         let mut rows = Vec::with_capacity(names.len());
         for n in names {
             if let Some(s) = self.get(&n) {
-                rows.push(StreamRow::of(s));
+                // the streams rtloop's tools use inside (the lab's transport) are not data
+                if !s.info().internal {
+                    rows.push(StreamRow::of(s));
+                }
             }
         }
         rows.sort_by(|a, b| a.name.cmp(&b.name));

@@ -22,7 +22,7 @@ pub struct SharedLines {
 
 impl SharedLines {
     fn path(name: &str) -> PathBuf {
-        sys::shm_dir().join(format!("rtloop-lines-{name}"))
+        sys::shm_dir().join(format!(".rtloop-lines-{name}"))
     }
 
     /// Create the lines under `name` (removed again when this value drops).
