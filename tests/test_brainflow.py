@@ -162,6 +162,33 @@ def test_the_synthetic_board_streams_until_stopped_and_its_streams_go_with_it(pr
     assert not [n for n in rtloop.Stream.list() if n.startswith(prefix + ".")]
 
 
+def test_a_killed_bridge_restarts_over_the_streams_it_left(prefix: str) -> None:
+    """SIGKILL leaves the bridge's streams with a dead writer; the next bridge of the same
+    name reclaims them instead of refusing to start."""
+    p = bridge("--board", "synthetic", "--name", prefix)
+    try:
+        wait_ready(p)
+        before = sorted(n for n in rtloop.Stream.list() if n.startswith(prefix + "."))
+        assert before
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+    left = sorted(n for n in rtloop.Stream.list() if n.startswith(prefix + "."))
+    assert left == before, "a killed writer leaves its streams until they are reclaimed"
+    q = bridge("--board", "synthetic", "--name", prefix)
+    try:
+        line = wait_ready(q)
+        assert f"{prefix}.eeg" in line
+        eeg = rtloop.Stream.open(f"{prefix}.eeg")
+        assert eeg.state == "live"
+        data, _ = eeg.reader(mode="lossless").pull_chunk(max_samples=10, timeout=30)
+        assert len(data) > 0
+    finally:
+        q.terminate()
+        _, err = q.communicate(timeout=60)
+    assert q.returncode == 0, err
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

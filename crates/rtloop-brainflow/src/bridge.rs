@@ -138,6 +138,7 @@ pub fn create_streams(
     prefix: &str,
     capacity: Option<u64>,
     version: &str,
+    keep: bool,
 ) -> Result<Vec<Vec<Out>>, BrainFlowError> {
     let mut made: Vec<String> = Vec::new();
     let mut all = Vec::new();
@@ -158,6 +159,8 @@ pub fn create_streams(
                 }
                 cfg.content_type = k.content_type.to_string();
                 cfg.source_id = format!("brainflow:{}", data_board.name);
+                // `--keep`: the streams outlive the bridge's clean close
+                cfg.keep = keep;
                 cfg.description = serde_json::json!({
                     "brainflow": {
                         "board": board.name,
@@ -374,7 +377,15 @@ pub fn brainflow_in(
     }
     let mut session = Session::open(bf.clone(), board, &o.params, &o.configs, buffer)?;
     let version = bf.version();
-    let mut outs = create_streams(&layouts, board, data_board, &prefix, o.capacity, &version)?;
+    let mut outs = create_streams(
+        &layouts,
+        board,
+        data_board,
+        &prefix,
+        o.capacity,
+        &version,
+        !o.remove_at_end,
+    )?;
     let names: Vec<String> = outs.iter().flatten().map(|x| x.name.clone()).collect();
     let mut report = Report {
         board: board.to_string(),

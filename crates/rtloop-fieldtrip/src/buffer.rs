@@ -356,6 +356,8 @@ impl Buffer {
         let mut scfg =
             StreamConfig::new(dtype, def.nchans as usize, f64::from(def.fsample), capacity);
         scfg.event_capacity = self.cfg.events;
+        // a server that keeps its stream after it stops keeps it past its writer's close too
+        scfg.keep = !self.cfg.remove_on_drop;
         if let Some(names) = codec::channel_names(chunks, def.nchans as usize) {
             scfg.ch_names = names;
         }

@@ -127,6 +127,8 @@ pub fn lsl_in(
     // finds a bridged stream as pylsl's resolve_byprop finds the outlet (cut to what fits)
     cfg.content_type = truncate_utf8(&meta.kind, rtloop_stream::CONTENT_TYPE_MAX);
     cfg.source_id = truncate_utf8(&meta.source_id, rtloop_stream::SOURCE_ID_MAX);
+    // `--keep`: the stream outlives the bridge's clean close
+    cfg.keep = !o.remove_at_end;
     let stream = Stream::create(&name, &cfg)
         .map_err(|e| LslError::stream(format!("cannot create stream {name:?}"), e))?;
     let mut writer = stream

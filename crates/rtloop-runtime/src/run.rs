@@ -450,7 +450,7 @@ pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> 
             out_dir.display()
         ))
     })?;
-    let streams = create_streams(&model)?;
+    let streams = create_streams(&model, opts.keep)?;
     let run_dir =
         std::env::temp_dir().join(format!("rtloop-run-{}-{}", model.name, std::process::id()));
     std::fs::create_dir_all(&run_dir)
@@ -471,7 +471,8 @@ pub fn run(model_path: &Path, opts: &RunOptions) -> Result<RunReport, RunError> 
     result
 }
 
-fn create_streams(model: &Model) -> Result<Vec<String>, RunError> {
+/// `keep`: the streams outlive their writers' clean close (`--keep`).
+fn create_streams(model: &Model, keep: bool) -> Result<Vec<String>, RunError> {
     let mut names: Vec<String> = Vec::new();
     let tick_s = model.config.tick.as_secs_f64();
     for sig in &model.signals {
@@ -487,6 +488,7 @@ fn create_streams(model: &Model) -> Result<Vec<String>, RunError> {
             process::stream_capacity(sig),
         );
         cfg.event_capacity = 64;
+        cfg.keep = keep;
         // a stream left by a run that was killed (the board said no run is alive)
         if Stream::open(&name).is_ok() {
             let _ = Stream::remove(&name);
@@ -515,6 +517,7 @@ fn create_streams(model: &Model) -> Result<Vec<String>, RunError> {
         .collect();
     cfg.ch_units = vec!["us".to_owned(); cfg.n_channels];
     cfg.content_type = "timing".to_owned();
+    cfg.keep = keep;
     cfg.description = format!(
         "model {}: per tick, how late the tick started and each process's execution time of the \
          tick before (us)",
