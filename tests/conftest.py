@@ -176,3 +176,44 @@ def ft_server(tmp_path: Path, make_name: Callable[[], str]) -> Iterator[FieldTri
     s = FieldTripServer(tmp_path, make_name())
     yield s
     s.stop()
+
+
+# ---- the suite leaves no ended stream behind ----
+#
+# An ended stream's memory comes back without anyone naming it (docs/getting-started.md, "A
+# stream's life"). Measured here on the real shared-memory directory: every stream file the
+# session made that is still there at its end, and that has ended (closed, dead or damaged)
+# without being made to be kept, fails the run with its name and state.
+
+_SHM = Path(os.environ.get("RTLOOP_SHM_DIR", "/dev/shm"))
+
+
+def _stream_files() -> set:
+    return {p.name for p in _SHM.glob("rtloop-*")}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config._rtloop_streams_before = _stream_files()  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = getattr(session.config, "_rtloop_streams_before", None)
+    if before is None:
+        return
+    new = _stream_files() - before
+    if not new:
+        return
+    listed, _ = _rtloop.Stream.survey(False)
+    left = []
+    for name, state, detail, s in listed:
+        if f"rtloop-{name}" not in new:
+            continue
+        kept = s is not None and s.keep
+        if state in ("closed", "dead", "damaged") and not kept:
+            left.append(f"{name}: {detail}")
+    if left:
+        sys.stderr.write(
+            "\nended streams the test session left in "
+            f"{_SHM} (their memory should have come back):\n  " + "\n  ".join(left) + "\n"
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
