@@ -34,15 +34,27 @@ def test_a_python_function_is_the_work_step() -> None:
     assert r.host.latency.count == r["host"]["latency"]["count"]
     h = r["host"]
     assert r["device"]["ended"] == "stopped"
-    assert h["latency"]["count"] > 50
-    assert h["work"]["count"] > 100, "the function ran once per block"
+    # how many loopbacks and blocks a second gets depends on the machine's load; that the
+    # function ran once per block and saw every frame does not
+    assert h["latency"]["count"] > 0
+    assert h["work"]["count"] == h["blocks"], "the function ran once per block"
     assert h["work_events"] > 0
+    # the verdict follows the rate the device made: overloaded, with the numbers, exactly when
+    # it made less than 98 % of its frames over the measured window
+    d = r.device
+    assert d.seconds_measured > 0
+    if d.fps_measured < 0.98 * d.fps_configured:
+        assert r.verdict == "overloaded", r.verdict_notes
+        assert r.verdict_notes.startswith(
+            f"the device made {d.fps_measured:.0f} of {d.fps_configured:.0f} frames/s"), r.verdict_notes
+    else:
+        assert r.verdict != "overloaded", r.verdict_notes
     # the tails' reference samples as the run did: one round trip per loopback measured
     assert r.reference_paced is not None and r.reference_paced.count == h["latency"]["count"]
     assert r.host.preempted is not None and r.host.preempted >= 0
     # each block holds whole frames of 63 channels of uint16
     assert all(s[1] == np.uint16 and s[0][1] == 63 for s in shapes)
-    assert sum(s[0][0] for s in shapes) > 10_000
+    assert sum(s[0][0] for s in shapes) == h["frames"] > 0
 
 
 def test_an_exception_in_the_work_ends_the_run_and_is_raised() -> None:

@@ -109,7 +109,11 @@ def tune(
     """Find the smallest ReadSize the host keeps up with (``rtloop lab tune``): a load test
     per step, ReadSize halved from ``start`` down to the smallest a frame allows (``bisect``
     refines between the last stable and first unstable size), the recommendation keeping
-    ``margin`` stable sizes below it. ``rate_sweep=True`` holds ``read_size`` and raises the
+    ``margin`` qualifying sizes below it. A step qualifies when it is stable, its device made
+    its frames at its rate (within 2 %; a device that did not is "overloaded", and the sweep
+    goes on past it) and its p99 is within 10x (the block's fill time + the p99 of the bare loop
+    sampled the same way right after it); with none, ``recommended_read_size`` is None and
+    ``no_recommendation`` says why. ``rate_sweep=True`` holds ``read_size`` and raises the
     rate instead, as liboni's onix-loadtest does. ``quick`` runs short steps. Returns a
     `rtloop.reports.TuneReport`; ``out`` also writes results.json and tune.png there.
 

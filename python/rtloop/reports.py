@@ -171,8 +171,16 @@ class DeviceReport(Report):
     # the most load-tester frames made in one step: after a stall of its own the device makes
     # up the frames it missed at twice its rate, so this stays a few frames (7 at 60 kHz)
     burst_max_frames: int
+    # the catch-up window (ns) of the step that made them: at most this over half the frame
+    # period, plus one; 50 µs unless the device's own last two steps were both longer
+    burst_window_ns: int
     # times the device process was preempted in the measured window, if known
     preempted: Optional[int]
+    # frames made in the measured window, its seconds, and the rate: more than 2 % below
+    # fps_configured makes the run "overloaded"
+    frames_measured: int
+    seconds_measured: float
+    fps_measured: float
 
 
 class LoadtestReport(Report):
@@ -203,9 +211,13 @@ class TuneReport(Report):
     sweep: str
     load: LoadTester
     min_read_size: int
-    # per step: read_size, fps, class (stable, unstable, ...), latency, percent_used_*, notes
+    # per step: read_size, fps (configured), fps_achieved (made), class (stable, unstable,
+    # overloaded, ...), latency, percent_used_*, notes, reference_p99_ns, tail_bound_ns and
+    # qualifies (whether a recommendation may come from it)
     steps: List[Dict[str, Any]]
     recommended_read_size: Optional[int]
+    # why there is none, if none
+    no_recommendation: Optional[str]
     smallest_stable: Optional[int]
     last_good_fps: Optional[int]
     last_good_bytes_per_s: Optional[float]

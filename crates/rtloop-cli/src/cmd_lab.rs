@@ -21,7 +21,8 @@ pub enum LabCommand {
     Loadtest(LoadtestArgs),
     /// Find the smallest stable ReadSize: sweep 16384 down by halves to the minimum (restart
     /// per step, >= --loopbacks results each), classify each step, recommend one with a
-    /// safety margin. --rate-sweep instead holds ReadSize and finds the last good rate
+    /// safety margin, only from steps whose device kept its rate and whose p99 is near the
+    /// bare loop sampled the same way after the step. --rate-sweep instead holds ReadSize and finds the last good rate
     /// (liboni's onix-loadtest).
     Tune(TuneArgs),
 }
@@ -295,10 +296,10 @@ fn print_loadtest(j: &LoadtestReport) {
     ]);
     if let Some(d) = &j.device {
         t.row(&[
-            "device rate achieved".to_string(),
+            "device rate made, measured window (overloaded below 98 %)".to_string(),
             format!(
-                "{:.0} frames/s (configured {:.1})",
-                d.fps_achieved, d.fps_configured
+                "{:.0} of {:.1} frames/s over {:.2} s ({:.0} over the whole run)",
+                d.fps_measured, d.fps_configured, d.seconds_measured, d.fps_achieved
             ),
         ]);
         t.row(&[
@@ -307,7 +308,11 @@ fn print_loadtest(j: &LoadtestReport) {
         ]);
         t.row(&[
             "most frames made in one step (after its own stall: twice the rate)".to_string(),
-            d.burst_max_frames.to_string(),
+            format!(
+                "{} (its catch-up window then: {})",
+                d.burst_max_frames,
+                us(d.burst_window_ns)
+            ),
         ]);
         t.row(&[
             "FIFO high water, measured window (device, exact)".to_string(),

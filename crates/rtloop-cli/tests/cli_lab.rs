@@ -43,7 +43,8 @@ fn loadtest_runs_end_to_end() {
     assert_eq!(v["read_size"], 888, "rounded up to a multiple of 4");
     assert_eq!(v["device"]["ended"], "stopped");
     let h = &v["host"];
-    assert!(h["latency"]["count"].as_u64().unwrap() > 100, "{h}");
+    // loopbacks came back (how many in 1 s depends on how busy the machine is)
+    assert!(h["latency"]["count"].as_u64().unwrap() > 0, "{h}");
     assert_eq!(h["histogram_us"].as_array().unwrap().len(), 1000);
     assert!(h["work"]["count"].as_u64().unwrap() > 0);
     assert!(v["reference_pingpong"]["p50_ns"].as_u64().unwrap() > 0);
@@ -53,13 +54,17 @@ fn loadtest_runs_end_to_end() {
         "{}",
         v["reference_paced"]
     );
-    // the verdict lab tune gives a step, with its reason
+    // the verdict lab tune gives a step, with its reason; it follows the rate the device
+    // made (a modest load on a quiet machine: stable; a machine too busy to give the device
+    // its CPU: overloaded, with the numbers)
     let verdict = v["verdict"].as_str().unwrap();
     assert!(
-        ["stable at 0 %", "stable near 0 %", "unstable", "error"].contains(&verdict),
+        ["stable at 0 %", "stable near 0 %", "unstable", "error"].contains(&verdict)
+            || verdict == "overloaded",
         "{verdict}"
     );
     assert!(!v["verdict_notes"].as_str().unwrap().is_empty());
+    verdict_follows_the_rate(&v);
     // the FIFO's high water over the measured window is part of the whole run's
     let d = &v["device"];
     assert!(
@@ -70,6 +75,160 @@ fn loadtest_runs_end_to_end() {
         assert!(out.join(f).exists(), "{f}");
     }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The verdict of a load test report `v` is "overloaded", with the device's numbers, exactly
+/// when the device made less than 98 % of its rate over the measured window.
+fn verdict_follows_the_rate(v: &serde_json::Value) {
+    let d = &v["device"];
+    let made = d["fps_measured"].as_f64().unwrap();
+    let configured = d["fps_configured"].as_f64().unwrap();
+    assert!(d["seconds_measured"].as_f64().unwrap() > 0.0, "{d}");
+    let notes = v["verdict_notes"].as_str().unwrap();
+    if made < 0.98 * configured {
+        assert_eq!(
+            v["verdict"], "overloaded",
+            "{made} of {configured}: {notes}"
+        );
+        let numbers = format!("the device made {made:.0} of {configured:.0} frames/s");
+        assert!(notes.starts_with(&numbers), "{notes}");
+    } else {
+        assert_ne!(
+            v["verdict"], "overloaded",
+            "{made} of {configured}: {notes}"
+        );
+    }
+}
+
+/// A device stopped (SIGSTOP) from inside the measured window until after the run's end
+/// made a fraction of its frames: the run is overloaded, says the numbers, and is never
+/// called stable however empty its FIFO was (before: "stable at 0 %").
+#[test]
+fn a_device_stopped_through_the_end_of_the_window_makes_the_run_overloaded() {
+    let _turn = one_at_a_time();
+    use std::process::Stdio;
+    let child = common::rtloop_cmd()
+        .args([
+            "--json",
+            "lab",
+            "loadtest",
+            "--profile",
+            "intan64",
+            "--read-size",
+            "1024",
+            "--seconds",
+            "2",
+            "--warmup",
+            "0.5",
+            "--no-reference",
+            "--no-publish",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let device = child_playing(child.id(), "lab-device");
+    let mut stopped_for = std::time::Duration::ZERO;
+    if let Some(pid) = device {
+        // into the measured window, then stopped past the run's end (2.5 s): the host waits
+        // for its block meanwhile and ends once the device runs again
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        let t = std::time::Instant::now();
+        stop_for(pid, std::time::Duration::from_secs(3));
+        stopped_for = t.elapsed();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(device.is_some(), "no device process: {}", common::text(&o));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &v["device"];
+    assert_eq!(d["ended"], "stopped", "{d}");
+    // the window held the stop: the device made at most the frames of the rest of it (and
+    // twice its rate while catching up after it)
+    let window = d["seconds_measured"].as_f64().unwrap();
+    assert!(window > 0.0, "{d}");
+    let configured = d["fps_configured"].as_f64().unwrap();
+    let made = d["fps_measured"].as_f64().unwrap();
+    assert!(
+        made < 0.98 * configured,
+        "stopped {stopped_for:?} of a {window:.2} s window, made {made} of {configured} frames/s"
+    );
+    assert_eq!(v["verdict"], "overloaded", "{}", v["verdict_notes"]);
+    verdict_follows_the_rate(&v);
+}
+
+/// `pid` stopped (SIGSTOP) for `how_long`, then continued.
+fn stop_for(pid: u32, how_long: std::time::Duration) {
+    use rustix::process::{kill_process, Pid, Signal};
+    let pid = Pid::from_raw(pid as i32).expect("a pid above 0");
+    if kill_process(pid, Signal::STOP).is_ok() {
+        std::thread::sleep(how_long);
+        let _ = kill_process(pid, Signal::CONT);
+    }
+}
+
+/// The tuner recommends only from steps whose device kept its rate: with every step's device
+/// stopped through the end of its window, every step is overloaded, the sweep still goes down
+/// to the minimum (an overloaded step says nothing about its ReadSize), and it recommends
+/// nothing, saying why (before: every step "stable at 0 %" and a recommendation).
+#[test]
+fn tune_recommends_nothing_from_steps_whose_device_was_stopped() {
+    let _turn = one_at_a_time();
+    use std::process::Stdio;
+    let mut child = common::rtloop_cmd()
+        .args([
+            "--json",
+            "lab",
+            "tune",
+            "--profile",
+            "intan64",
+            "--quick",
+            "--start",
+            "512",
+            "--margin",
+            "0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // stop each step's device from 1 s into it (its measured window starts at 0.5 s) for 4 s,
+    // past the step's 3.5 s
+    let tune_pid = child.id();
+    let mut stopped = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+        let Some(pid) = child_playing(tune_pid, "lab-device") else {
+            continue;
+        };
+        if stopped.contains(&pid) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            continue;
+        }
+        stopped.push(pid);
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        stop_for(pid, std::time::Duration::from_secs(4));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", common::text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let steps = v["steps"].as_array().unwrap();
+    let measured: Vec<&serde_json::Value> = steps
+        .iter()
+        .filter(|s| !s["fps_achieved"].is_null())
+        .collect();
+    // 512, 256 and the minimum, 160; each device was stopped
+    assert_eq!(measured.len(), 3, "{v}");
+    assert_eq!(stopped.len(), 3, "{stopped:?}: {v}");
+    for s in &measured {
+        let made = s["fps_achieved"].as_f64().unwrap();
+        assert!(made < 0.98 * s["fps"].as_f64().unwrap(), "{s}");
+        assert_eq!(s["class"], "overloaded", "{s}");
+        assert_eq!(s["qualifies"], false, "{s}");
+    }
+    assert!(v["recommended_read_size"].is_null(), "{v}");
+    let why = v["no_recommendation"].as_str().unwrap();
+    assert!(why.contains("3 step(s) overloaded"), "{why}");
 }
 
 #[test]
@@ -107,9 +266,24 @@ fn tune_sweeps_down_to_the_minimum_and_recommends() {
         .collect();
     for class in &classes {
         assert!(
-            ["stable at 0 %", "stable near 0 %", "unstable", "error"].contains(class),
+            [
+                "stable at 0 %",
+                "stable near 0 %",
+                "unstable",
+                "overloaded",
+                "error"
+            ]
+            .contains(class),
             "{class}"
         );
+    }
+    // every measured step shows the rate its device made, and is overloaded exactly when
+    // that fell more than 2 % short of the rate configured
+    for s in v["steps"].as_array().unwrap() {
+        if let Some(made) = s["fps_achieved"].as_f64() {
+            let short = made < 0.98 * s["fps"].as_f64().unwrap();
+            assert_eq!(s["class"] == "overloaded", short, "{s}");
+        }
     }
     for (k, pair) in sizes.windows(2).enumerate() {
         assert!(
@@ -128,7 +302,29 @@ fn tune_sweeps_down_to_the_minimum_and_recommends() {
         None => {
             assert_eq!(sizes[sizes.len() - 2..], [160, 80], "{sizes:?}");
             assert_eq!(*classes.last().unwrap(), "error");
-            assert!(v["recommended_read_size"].as_u64().is_some(), "{v}");
+        }
+    }
+    // a recommendation comes only from a step that qualifies (stable, its rate kept, its p99
+    // within the stated bound of the reference measured after it); with none, it says why
+    let qualifying: Vec<u64> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["qualifies"] == true)
+        .map(|s| s["read_size"].as_u64().unwrap())
+        .collect();
+    for s in v["steps"].as_array().unwrap() {
+        if s["qualifies"] == true {
+            let bound = s["tail_bound_ns"].as_u64().unwrap();
+            assert!(s["latency"]["p99_ns"].as_u64().unwrap() <= bound, "{s}");
+            assert!(s["class"].as_str().unwrap().starts_with("stable"), "{s}");
+        }
+    }
+    match v["recommended_read_size"].as_u64() {
+        Some(r) => assert!(qualifying.contains(&r), "{r} not in {qualifying:?}"),
+        None => {
+            assert!(qualifying.is_empty(), "{qualifying:?}: {v}");
+            assert!(v["no_recommendation"].as_str().is_some(), "{v}");
         }
     }
 }
@@ -291,22 +487,19 @@ fn a_stopped_device_makes_up_its_frames_at_twice_the_rate_not_in_one_burst() {
         d["lateness"]["max_ns"].as_u64().unwrap() >= 40_000_000,
         "{d}"
     );
-    // intan64, light enough for a debug build's host to keep up: 30 kHz, a frame every
-    // 33,332 ns, so the stop missed 1,500 frames. Made up at twice the rate from SLACK_NS
-    // back, one step makes 4 of them; slow steps (a debug build) may widen that window to
-    // twice their own length, so ask only that no step made a tenth of what the stop missed
-    // (the exact bound is the pacer's unit tests')
-    let missed = 50_000_000 / 33_332;
+    // intan64: 30 kHz, a frame every 33,332 ns, so the stop missed 1,500 frames. They are
+    // made up at twice the rate: one step makes at most its catch-up window over half a
+    // period, plus one; the window is 50 µs (4 frames) unless the device's own last two
+    // steps were both longer (a loaded machine, a debug build), never the stop itself. How
+    // many that is on a quiet machine is bench/lab_stalls.py's figure, not this test's
+    let period_ns = 1e9 / d["fps_configured"].as_f64().unwrap();
+    let window = d["burst_window_ns"].as_u64().unwrap();
     let most = d["burst_max_frames"].as_u64().unwrap();
+    assert!(window >= 50_000, "{d}");
     assert!(
-        most <= missed / 10,
-        "{most} frames in one step, of the {missed} the stop missed: {d}"
+        most as f64 <= window as f64 / (period_ns / 2.0) + 1.0,
+        "{most} frames in one step, more than twice the rate over its {window} ns window: {d}"
     );
-    // and every frame was made
-    let achieved = d["fps_achieved"].as_f64().unwrap();
-    let configured = d["fps_configured"].as_f64().unwrap();
-    assert!(
-        (achieved - configured).abs() / configured < 0.01,
-        "{achieved} frames/s against {configured}"
-    );
+    // it made up the stop, or says it did not keep its rate
+    verdict_follows_the_rate(&v);
 }

@@ -105,10 +105,27 @@ pub struct DeviceReport {
     /// short: two steps in a row slower than 25 µs each widen it to twice their length).
     #[serde(default)]
     pub burst_max_frames: u64,
+    /// The catch-up window of the step that made `burst_max_frames` (ns): a step makes at
+    /// most this over half the frame period, plus one. 50 µs unless the device's own last two
+    /// steps were both longer (its schedule as achieved, not a fixed figure).
+    #[serde(default)]
+    pub burst_window_ns: u64,
     /// Times this process was preempted in the measured window (another task took its CPU),
     /// if known.
     #[serde(default)]
     pub preempted: Option<u64>,
+    /// Load-tester frames made in the measured window (after the warm-up, until the host said
+    /// stop).
+    #[serde(default)]
+    pub frames_measured: u64,
+    /// Seconds of the measured window, on the device's clock.
+    #[serde(default)]
+    pub seconds_measured: f64,
+    /// The rate achieved in the measured window, frames/s: below `fps_configured` when this
+    /// process did not get the CPU time to make its frames (a loaded machine), which makes
+    /// the run "overloaded" whatever its FIFO shows.
+    #[serde(default)]
+    pub fps_measured: f64,
 }
 
 /// A run that cannot go on.
@@ -150,6 +167,11 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
     let measure_from =
         start + Duration::from_secs_f64(cfg.warmup_seconds.max(0.0)).as_nanos() as u64;
     let mut measured_high_water = 0u64;
+    // the measured window as the device saw it: its first step at or after `measure_from`,
+    // and the frames made from then on
+    let mut measuring_since: Option<u64> = None;
+    let mut frames_measured = 0u64;
+    let mut burst_window = 0u64;
     let mut preempted_at_start: Option<Option<u64>> = None;
     let ended = loop {
         let now = monotonic_ns();
@@ -183,7 +205,12 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
         }
         frames += made;
         if now >= measure_from {
-            burst_max = burst_max.max(made);
+            measuring_since.get_or_insert(now);
+            frames_measured += made;
+            if made > burst_max {
+                burst_max = made;
+                burst_window = pacer.window_ns();
+            }
         }
         if next_mm <= now {
             let used_words = (fifo.len() / 4) as u32;
@@ -237,7 +264,9 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
     if ended == "stopped" || ended == "time limit" {
         let _ = link.finish();
     }
-    let seconds = (monotonic_ns() - start) as f64 * 1e-9;
+    let end = monotonic_ns();
+    let seconds = (end - start) as f64 * 1e-9;
+    let seconds_measured = measuring_since.map_or(0.0, |t| (end - t) as f64 * 1e-9);
     Ok(DeviceReport {
         ended: ended.to_owned(),
         frames,
@@ -251,6 +280,14 @@ pub fn run(cfg: &DeviceConfig, link: &mut DeviceLink) -> Result<DeviceReport, De
         loopbacks,
         lateness: lateness.summary(),
         burst_max_frames: burst_max,
+        burst_window_ns: burst_window,
+        frames_measured,
+        seconds_measured,
+        fps_measured: if seconds_measured > 0.0 {
+            frames_measured as f64 / seconds_measured
+        } else {
+            0.0
+        },
         preempted: rtloop_sys::thread_preemptions()
             .zip(preempted_at_start.flatten())
             .map(|(end, start)| end.saturating_sub(start)),

@@ -156,8 +156,8 @@ pub struct LoadtestReport {
     pub device: Option<DeviceReport>,
     /// Why the run ended early (a FIFO overflow, the device process ending), if it did.
     pub error: Option<String>,
-    /// The verdict `rtloop lab tune` gives a step: stable at 0 %, stable near 0 %, unstable
-    /// or error, with the reason.
+    /// The verdict `rtloop lab tune` gives a step: stable at 0 %, stable near 0 %, unstable,
+    /// overloaded (the device did not keep its rate) or error, with the reason.
     pub verdict: crate::tune::Class,
     /// Why that verdict.
     pub verdict_notes: String,
@@ -286,8 +286,8 @@ pub struct RunResult {
 }
 
 impl RunResult {
-    /// The verdict the tuner gives this run: stable at 0 %, stable near 0 %, unstable or
-    /// error, with its reason.
+    /// The verdict the tuner gives this run: stable at 0 %, stable near 0 %, unstable,
+    /// overloaded or error, with its reason.
     #[must_use]
     pub fn classify(&self, read_size: u64, lt: &LoadTester, fifo_bytes: u64) -> crate::tune::Step {
         crate::tune::classify(
@@ -563,7 +563,19 @@ pub fn tune(
             &mut |_| {},
             None,
         )?;
-        Ok(r.classify(read_size, &lt2, lab.fifo_bytes))
+        let mut step = r.classify(read_size, &lt2, lab.fifo_bytes);
+        // the tail's reference: the bare loop sampled as this step's loopbacks, right after
+        // it (only a stable step can be recommended from, so only it needs one)
+        let reference = match &r.host {
+            Some(h) if step.class.stable() && h.latency.count > 0 && h.seconds > 0.0 => Some(
+                reference::bare_loop_paced(h.latency.count, Duration::from_secs_f64(h.seconds))?
+                    .summary()
+                    .p99_ns,
+            ),
+            _ => None,
+        };
+        step.judge_tail(reference, lt2.bytes_per_s());
+        Ok(step)
     };
     if cfg.rate_sweep {
         let read_size = frame::read_size(&cfg.read_size, &lt)?;

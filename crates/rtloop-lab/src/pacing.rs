@@ -79,6 +79,22 @@ impl Pacer {
         Some(late)
     }
 
+    /// How far back from the last `now` items may be made at once (ns): the most one step
+    /// may make is this over `period / CATCH_UP`, plus one. It is SLACK_NS unless the
+    /// source's own last two steps were both longer, so it follows the schedule the source
+    /// achieves, not a fixed figure.
+    #[must_use]
+    pub fn window_ns(&self) -> u64 {
+        self.window()
+    }
+
+    /// The most items one step with catch-up window `window_ns` may make at `period_ns`
+    /// (see [`Pacer::window_ns`]).
+    #[must_use]
+    pub fn most_in_one_step(window_ns: u64, period_ns: u64) -> u64 {
+        window_ns / (period_ns.max(CATCH_UP) / CATCH_UP) + 1
+    }
+
     /// When the next item is due on the schedule (ns).
     #[must_use]
     pub fn next_due(&self) -> u64 {
@@ -93,7 +109,7 @@ mod tests {
     /// The most one step may make after a stall: the items spaced period / CATCH_UP apart
     /// in the last SLACK_NS.
     fn most_in_one_step(period: u64) -> u64 {
-        SLACK_NS / (period.max(CATCH_UP) / CATCH_UP) + 1
+        Pacer::most_in_one_step(SLACK_NS, period)
     }
 
     /// Items made in one step at `now`.
