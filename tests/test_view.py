@@ -302,9 +302,11 @@ def test_channel_pages_show_their_own_channels_and_the_viewer_takes_no_reader_sl
     page.wait_for_function("() => window.rtloopView.ring && window.rtloopView.ring.lastBin >= 0", timeout=10_000)
     page.select_option("#per-page", "4")
     for first, shown in ((0, 4), (4, 4), (8, 2)):
+        # this page's reset, not the one before it (the first page also starts at channel 0)
         page.wait_for_function(
-            "f => { const r = window.rtloopView.reset; return r && r.config.first_channel === f && window.rtloopView.ring.lastBin >= 0; }",
-            arg=first, timeout=10_000)
+            "([f, n]) => { const r = window.rtloopView.reset; return r && r.config.first_channel === f && "
+            "r.config.n_channels === n && window.rtloopView.ring.lastBin >= 0; }",
+            arg=[first, shown], timeout=10_000)
         r = page.evaluate("() => { const r = window.rtloopView.ring; const s = r.lastBin % r.cols; "
                           "return { names: r.names, mm: Array.from(r.minmax.subarray(s * r.nch * 2, (s + 1) * r.nch * 2)) }; }")
         assert r["names"] == names[first:first + shown]
