@@ -635,3 +635,35 @@ def test_idle_connections_at_the_limit_make_room_for_a_new_client() -> None:
             s.close()
         err = v.stop()
     assert "the one idle longest" in err
+
+
+def test_max_connections_is_kept_and_scopes_are_never_closed_to_make_room() -> None:
+    v = Viewer("--max-connections", "3")
+    idle: List[socket.socket] = []
+    scopes: List[Ws] = []
+    try:
+        idle = [socket.create_connection(("127.0.0.1", v.port), timeout=5) for _ in range(10)]
+        # the tenth took the place of the seventh: the three newest are open
+        status, _ = http(v.port, f"/api/streams?token={v.token}")
+        assert status == 200
+        assert [_closed(s) for s in idle] == [True] * 8 + [False] * 2
+        # three scopes fill the viewer: idle connections make room for them, scopes do not
+        scopes = [Ws(v.port, f"/ws/scope?stream=none-{os.getpid()}&token={v.token}") for _ in range(3)]
+        assert all(_closed(s) for s in idle)
+        status, body = http(v.port, f"/api/streams?token={v.token}")
+        assert status == 503 and "3 connections open" in body and "--max-connections" in body, body
+        for ws in scopes:
+            ws.send(b'{"type":"frame"}')
+            assert ws.recv_text()["message"] == "send a config before asking for frames"
+        # a scope that ends gives its place back
+        scopes.pop().close()
+        deadline = time.monotonic() + 20
+        while http(v.port, f"/api/streams?token={v.token}")[0] != 200:
+            assert time.monotonic() < deadline, "the closed scope's place was not given back"
+            time.sleep(0.05)
+    finally:
+        for s in idle:
+            s.close()
+        for ws in scopes:
+            ws.close()
+        v.stop()
