@@ -8,11 +8,15 @@ the page measures is read back; its target is judged in bench/view.py, not here.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
+import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -73,17 +77,23 @@ while True:
 class Viewer:
     """`rtloop view --port 0` in its own process."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: Dict[str, str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rtloop", "view", "--port", "0", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})}, preexec_fn=preexec_fn,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("rtloop view: open "):
-            self.stop()
-            raise AssertionError(f"rtloop view did not start: {line!r}")
+            err = self.stop()
+            raise AssertionError(f"rtloop view did not start: {line!r} {err}")
         self.url = line.split("open ", 1)[1].strip()
+        base, _, query = self.url.partition("?")
+        self.base = base
+        self.token = query.split("token=", 1)[1] if "token=" in query else ""
+        self.port = int(base.rsplit(":", 1)[1].rstrip("/"))
 
     def stop(self) -> str:
         return terminate(self.proc)
@@ -152,7 +162,7 @@ def test_the_scope_draws_a_known_waveform_and_its_events(
     name = make_name()
     writer = child(WRITER, name, str(RATE), str(FREQ), "1500")
     writer.expect("ready")
-    page.goto(f"{viewer.url}{'&' if '?' in viewer.url else '?'}stream={name}")
+    page.goto(f"{viewer.url}&stream={name}")
     # two seconds of signal, then freeze what is on screen
     page.wait_for_function("() => window.rtloopView.ring && window.rtloopView.ring.written >= 2500", timeout=20_000)
     page.click("#pause")
@@ -224,7 +234,7 @@ def test_a_viewer_shown_to_other_machines_asks_for_its_token(make_name: Callable
         base = v.url.split("?", 1)[0]
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(base + "api/streams", timeout=5)
-        assert e.value.code == 403
+        assert e.value.code == 401
         assert "access token" in e.value.read().decode()
         with urllib.request.urlopen(f"{base}api/streams?token={token}", timeout=5) as r:
             assert r.status == 200
@@ -255,7 +265,7 @@ def test_the_lab_publishes_its_latency_and_percent_used_live_and_the_page_shows_
         page.goto(viewer.url)
         row(page, f"{prefix}.latency").wait_for(timeout=30_000)
         row(page, f"{prefix}.percent_used").wait_for(timeout=10_000)
-        page.goto(f"{viewer.url}?stream={prefix}.latency")
+        page.goto(f"{viewer.url}&stream={prefix}.latency")
         page.wait_for_function("() => window.rtloopView.reset", timeout=10_000)
         page.click("#mode-hist")
         page.wait_for_function("() => window.rtloopView.histogram && window.rtloopView.histogram.n > 50", timeout=20_000)
@@ -288,13 +298,15 @@ def test_channel_pages_show_their_own_channels_and_the_viewer_takes_no_reader_sl
     w = s.writer()
     # channel c holds the constant c * 100: each page's minima and maxima say which channels it shows
     w.push_chunk(np.tile(np.arange(10, dtype=np.int16) * 100, (500, 1)))
-    page.goto(f"{viewer.url}?stream={name}")
+    page.goto(f"{viewer.url}&stream={name}")
     page.wait_for_function("() => window.rtloopView.ring && window.rtloopView.ring.lastBin >= 0", timeout=10_000)
     page.select_option("#per-page", "4")
     for first, shown in ((0, 4), (4, 4), (8, 2)):
+        # this page's reset, not the one before it (the first page also starts at channel 0)
         page.wait_for_function(
-            "f => { const r = window.rtloopView.reset; return r && r.config.first_channel === f && window.rtloopView.ring.lastBin >= 0; }",
-            arg=first, timeout=10_000)
+            "([f, n]) => { const r = window.rtloopView.reset; return r && r.config.first_channel === f && "
+            "r.config.n_channels === n && window.rtloopView.ring.lastBin >= 0; }",
+            arg=[first, shown], timeout=10_000)
         r = page.evaluate("() => { const r = window.rtloopView.ring; const s = r.lastBin % r.cols; "
                           "return { names: r.names, mm: Array.from(r.minmax.subarray(s * r.nch * 2, (s + 1) * r.nch * 2)) }; }")
         assert r["names"] == names[first:first + shown]
@@ -306,3 +318,352 @@ def test_channel_pages_show_their_own_channels_and_the_viewer_takes_no_reader_sl
     # the page read the stream all along without registering a reader
     assert row(page, name).locator("td").nth(5).inner_text() == "0"
     w.close()
+
+
+# ---------------------------------------------------------------- access, sizes, connections
+# Real requests on real sockets, written out byte by byte: the refusals are about headers
+# (Host, Origin) that ordinary clients set for themselves.
+
+
+def http(port: int, path: str, host: str | None = None, origin: str | None = None,
+         upgrade: bool = False, timeout: float = 10.0) -> tuple[int, str]:
+    """One request on a fresh connection: (status, body or the 101's headers)."""
+    lines = [f"GET {path} HTTP/1.1", f"Host: {host or f'127.0.0.1:{port}'}"]
+    if origin is not None:
+        lines.append(f"Origin: {origin}")
+    if upgrade:
+        lines += ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+                  f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}"]
+    else:
+        lines.append("Connection: close")
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        if status == 101:
+            return status, head.decode()
+        length = re.search(rb"(?i)content-length: *(\d+)", head)
+        while length and len(body) < int(length.group(1)):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return status, body.decode(errors="replace")
+
+
+class Ws:
+    """A WebSocket client written out (RFC 6455), so a test can send what a browser would
+    not: frames longer than allowed, any Origin."""
+
+    def __init__(self, port: int, path: str, origin: str | None = None) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        key = base64.b64encode(os.urandom(16)).decode()
+        req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+               f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+               + (f"Origin: {origin}\r\n" if origin else "") + "\r\n")
+        self.sock.sendall(req.encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(1)
+            assert chunk, f"closed during the handshake: {head!r}"
+            head += chunk
+        assert head.startswith(b"HTTP/1.1 101"), head
+
+    def send(self, payload: bytes, opcode: int = 1) -> None:
+        n = len(payload)
+        hdr = bytes([0x80 | opcode])
+        if n < 126:
+            hdr += bytes([0x80 | n])
+        elif n < 65536:
+            hdr += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            hdr += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)
+        body = (np.frombuffer(payload, np.uint8) ^ np.resize(np.frombuffer(mask, np.uint8), n)).tobytes()
+        self.sock.sendall(hdr + mask + body)
+
+    def _exact(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise EOFError("the viewer closed the connection")
+            out += chunk
+        return out
+
+    def recv(self) -> tuple[int, bytes]:
+        """The next (opcode, payload); close frames included."""
+        b0, b1 = self._exact(2)
+        n = b1 & 0x7F
+        if n == 126:
+            n = struct.unpack(">H", self._exact(2))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", self._exact(8))[0]
+        return b0 & 0x0F, self._exact(n)
+
+    def recv_text(self) -> Dict[str, Any]:
+        while True:
+            op, data = self.recv()
+            if op == 1:
+                return json.loads(data)
+            assert op != 8, f"closed: {data!r}"
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def vm_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_a_loopback_viewer_asks_every_request_for_its_token(viewer: Viewer) -> None:
+    # the default address too: another user's process, or a web page in the browser, is on
+    # the same machine
+    assert viewer.url.startswith(f"http://127.0.0.1:{viewer.port}/?token=")
+    assert len(viewer.token) >= 32
+    p, tok = viewer.port, viewer.token
+    for path in ("/", "/api/streams", "/api/streams/x", "/api/streams/x/histogram"):
+        status, body = http(p, path)
+        assert status == 401 and "access token" in body, (path, status, body)
+        status, body = http(p, f"{path}?token=not-the-token-at-all")
+        assert status == 403 and "wrong access token" in body, (path, status, body)
+    # the WebSocket upgrade too
+    assert http(p, "/ws/scope?stream=x", upgrade=True)[0] == 401
+    assert http(p, "/ws/scope?stream=x&token=not-the-token-at-all", upgrade=True)[0] == 403
+    # with the token: the data, and the upgrade from the page's own origin (or no browser)
+    status, body = http(p, f"/api/streams?token={tok}")
+    assert status == 200 and isinstance(json.loads(body), list)
+    assert http(p, f"/?token={tok}")[0] == 200
+    assert http(p, f"/ws/scope?stream=x&token={tok}", upgrade=True,
+                origin=f"http://127.0.0.1:{p}")[0] == 101
+    assert http(p, f"/ws/scope?stream=x&token={tok}", upgrade=True)[0] == 101
+    assert http(p, f"/api/streams?token={tok}", host=f"localhost:{p}")[0] == 200
+    # the script holds no data
+    assert http(p, "/app.js")[0] == 200
+
+
+def test_a_foreign_origin_or_host_is_refused_even_with_the_token(viewer: Viewer) -> None:
+    p, tok = viewer.port, viewer.token
+    # another site's page opening a WebSocket (browsers send their page's origin)
+    for origin in ("http://evil.example", f"http://evil.example:{p}", "null",
+                   f"https://127.0.0.1:{p}", f"http://127.0.0.1:{p + 1}"):
+        status, body = http(p, f"/ws/scope?stream=x&token={tok}", upgrade=True, origin=origin)
+        assert status == 403 and "own page" in body, (origin, status, body)
+    # DNS rebinding: a name that resolves to 127.0.0.1 but is not this viewer's
+    for host in (f"evil.example:{p}", "evil.example", f"127.0.0.1:{p + 1}", f"127.0.0.1.evil.example:{p}"):
+        for path in ("/", f"/api/streams?token={tok}"):
+            status, body = http(p, path, host=host)
+            assert status == 403 and "Host" in body, (host, path, status, body)
+        assert http(p, f"/ws/scope?stream=x&token={tok}", upgrade=True, host=host,
+                    origin=f"http://{host}")[0] == 403
+
+
+def test_the_token_can_be_set(make_name: Callable[[], str]) -> None:
+    token = "a-token-set-by-the-test-" + os.urandom(4).hex()
+    v = Viewer(env={"RTLOOP_VIEW_TOKEN": token})
+    try:
+        assert v.url == f"http://127.0.0.1:{v.port}/?token={token}"
+        assert http(v.port, f"/api/streams?token={token}")[0] == 200
+        assert http(v.port, "/api/streams")[0] == 401
+    finally:
+        v.stop()
+
+
+def test_a_message_longer_than_allowed_closes_the_scope_with_the_reason(
+    viewer: Viewer, make_name: Callable[[], str]
+) -> None:
+    ws = Ws(viewer.port, f"/ws/scope?stream={make_name()}&token={viewer.token}")
+    try:
+        ws.send(b'{"type":"frame","pad":"' + b"A" * 100_000 + b'"}')
+        op, data = ws.recv()
+        assert op == 8, (op, data[:200])
+        code = struct.unpack(">H", data[:2])[0]
+        reason = data[2:].decode()
+        assert code == 1009, (code, reason)
+        assert "65536 bytes" in reason and "AAAA" not in reason, reason
+    finally:
+        ws.close()
+
+
+def test_a_bad_request_is_answered_briefly_without_the_request(
+    viewer: Viewer, make_name: Callable[[], str]
+) -> None:
+    ws = Ws(viewer.port, f"/ws/scope?stream={make_name()}&token={viewer.token}")
+    try:
+        junk = "Q" * 60_000  # under the limit, so it is read and answered
+        for req in ('{"type":"config","window_s":"' + junk + '"}', '{"type":"' + junk + '"}',
+                    "[" + junk, '{"pad":"' + junk + '","type":"frame"'):
+            ws.send(req.encode())
+            msg = ws.recv_text()
+            assert msg["type"] == "error"
+            text = msg["message"]
+            assert len(text) < 400 and "Q" * 50 not in text, text[:300]
+            assert text.startswith("bad request, ") and '{"type":"frame"}' in text, text
+        ws.send(b'{"type":"nope"}')
+        text = ws.recv_text()["message"]
+        assert "unknown variant `nope`, expected `config` or `frame`" in text, text
+        # the connection still serves good requests
+        ws.send(b'{"type":"frame"}')
+        assert ws.recv_text()["message"] == "send a config before asking for frames"
+    finally:
+        ws.close()
+
+
+def test_big_messages_from_many_clients_leave_the_viewer_small(make_name: Callable[[], str]) -> None:
+    v = Viewer()
+    try:
+        path = f"/ws/scope?stream={make_name()}&token={v.token}"
+        warm = Ws(v.port, path)
+        warm.send(b'{"type":"nope"}')
+        warm.recv_text()
+        warm.close()
+        time.sleep(0.2)
+        rss0, hwm0 = vm_kib(v.proc.pid, "VmRSS"), vm_kib(v.proc.pid, "VmHWM")
+
+        def flood(_: int) -> None:
+            ws = Ws(v.port, path)
+            try:
+                # one 12 MiB text frame of a bad request: within what the old viewer took
+                ws.send(b'{"type":"' + b"Z" * (12 << 20) + b'"}')
+                ws.recv()
+            except (OSError, EOFError):
+                pass  # refused from its header: the viewer closed while it was sent
+            finally:
+                ws.close()
+
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            list(ex.map(flood, range(8)))
+        time.sleep(0.5)
+        rss1, hwm1 = vm_kib(v.proc.pid, "VmRSS"), vm_kib(v.proc.pid, "VmHWM")
+        # 8 clients sent 96 MiB; the viewer read none of it into memory, at its peak or after
+        assert hwm1 - hwm0 < 24 * 1024, (hwm0, hwm1)
+        assert rss1 - rss0 < 16 * 1024, (rss0, rss1)
+        assert http(v.port, f"/api/streams?token={v.token}")[0] == 200
+    finally:
+        v.stop()
+
+
+def _closed(s: socket.socket) -> bool:
+    """The viewer closed this connection (EOF, or reset after unread bytes)."""
+    s.setblocking(False)
+    try:
+        while s.recv(65536):
+            pass  # an answer before the close (a 408) is read past
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def test_slow_and_silent_connections_are_closed_after_the_header_timeout() -> None:
+    v = Viewer(env={"RTLOOP_VIEW_HEADER_TIMEOUT": "0.5"})
+    socks: List[socket.socket] = []
+    try:
+        dribblers = [socket.create_connection(("127.0.0.1", v.port), timeout=5) for _ in range(20)]
+        silent = [socket.create_connection(("127.0.0.1", v.port), timeout=5) for _ in range(5)]
+        socks = dribblers + silent
+        # a keep-alive connection that got its answer is idle too
+        kept = socket.create_connection(("127.0.0.1", v.port), timeout=5)
+        socks.append(kept)
+        kept.sendall(f"GET /api/streams?token={v.token} HTTP/1.1\r\nHost: 127.0.0.1:{v.port}\r\n\r\n".encode())
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        header = f"GET /api/streams?token={v.token} HTTP/1.1\r\nHost: 127.0.0.1:{v.port}\r\nX-Pad: ".encode()
+        sent = 0
+        deadline = time.monotonic() + 30
+        # one header byte every 0.1 s: each byte arrives well within any read timeout
+        while time.monotonic() < deadline and not all(_closed(s) for s in socks):
+            for s in dribblers:
+                try:
+                    s.send(header[sent % len(header):][:1] if sent < len(header) else b"a")
+                except OSError:
+                    pass
+            sent += 1
+            time.sleep(0.1)
+        open_ = [i for i, s in enumerate(socks) if not _closed(s)]
+        assert not open_, f"still open after {sent * 0.1:.1f} s: {open_}"
+        # and a client that sends its request at once is served
+        assert http(v.port, f"/api/streams?token={v.token}")[0] == 200
+    finally:
+        for s in socks:
+            s.close()
+        v.stop()
+
+
+def test_idle_connections_at_the_limit_make_room_for_a_new_client() -> None:
+    import resource
+
+    def few_files() -> None:
+        # as `ulimit -n 64`: the old viewer ran out of files and stopped accepting
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+
+    # a long header timeout: room is made by closing the idle ones, not by the timeout
+    v = Viewer(env={"RTLOOP_VIEW_HEADER_TIMEOUT": "600"}, preexec_fn=few_files)
+    idle: List[socket.socket] = []
+    try:
+        for _ in range(100):
+            idle.append(socket.create_connection(("127.0.0.1", v.port), timeout=5))
+        time.sleep(0.5)
+        status, body = http(v.port, f"/api/streams?token={v.token}", timeout=20)
+        assert status == 200 and isinstance(json.loads(body), list)
+        # the oldest idle ones were closed to make room; the newest are still open
+        closed = [i for i, s in enumerate(idle) if _closed(s)]
+        assert len(closed) >= 60 and closed == list(range(len(closed))), closed
+        assert not _closed(idle[-1])
+        # a scope's WebSocket is not idle: it survives another wave of idle connections
+        ws = Ws(v.port, f"/ws/scope?stream=none-{os.getpid()}&token={v.token}")
+        more = [socket.create_connection(("127.0.0.1", v.port), timeout=5) for _ in range(100)]
+        idle += more
+        time.sleep(0.5)
+        ws.send(b'{"type":"frame"}')
+        assert ws.recv_text()["message"] == "send a config before asking for frames"
+        ws.close()
+    finally:
+        for s in idle:
+            s.close()
+        err = v.stop()
+    assert "the one idle longest" in err
+
+
+def test_max_connections_is_kept_and_scopes_are_never_closed_to_make_room() -> None:
+    v = Viewer("--max-connections", "3")
+    idle: List[socket.socket] = []
+    scopes: List[Ws] = []
+    try:
+        idle = [socket.create_connection(("127.0.0.1", v.port), timeout=5) for _ in range(10)]
+        # the tenth took the place of the seventh: the three newest are open
+        status, _ = http(v.port, f"/api/streams?token={v.token}")
+        assert status == 200
+        assert [_closed(s) for s in idle] == [True] * 8 + [False] * 2
+        # three scopes fill the viewer: idle connections make room for them, scopes do not
+        scopes = [Ws(v.port, f"/ws/scope?stream=none-{os.getpid()}&token={v.token}") for _ in range(3)]
+        assert all(_closed(s) for s in idle)
+        status, body = http(v.port, f"/api/streams?token={v.token}")
+        assert status == 503 and "3 connections open" in body and "--max-connections" in body, body
+        for ws in scopes:
+            ws.send(b'{"type":"frame"}')
+            assert ws.recv_text()["message"] == "send a config before asking for frames"
+        # a scope that ends gives its place back
+        scopes.pop().close()
+        deadline = time.monotonic() + 20
+        while http(v.port, f"/api/streams?token={v.token}")[0] != 200:
+            assert time.monotonic() < deadline, "the closed scope's place was not given back"
+            time.sleep(0.05)
+    finally:
+        for s in idle:
+            s.close()
+        for ws in scopes:
+            ws.close()
+        v.stop()
