@@ -788,37 +788,16 @@ pub fn record(
             }
             Err(e) => break format!("read error: {e}"),
         }
-        let evs = match reader.pull_events() {
-            Ok(evs) => evs,
-            Err(ReadError::Overrun { lost, .. }) => {
-                // the event ring lapped the recorder: say so and count it (the next pull
-                // goes on from the oldest event kept)
-                tracing::warn!(
-                    stream = name,
-                    lost,
-                    "the recorder lost events (event ring lapped)"
-                );
-                if !paused {
-                    seg.header.lost_events += lost;
-                    total_lost_events += lost;
-                    control
-                        .lost_events
-                        .store(total_lost_events, Ordering::Relaxed);
-                }
-                reader.pull_events().unwrap_or_default()
-            }
-            Err(_) => Vec::new(),
-        };
-        {
-            if !paused {
-                for e in evs {
-                    let mut line = serde_json::to_vec(&event_json(&e)).expect("json");
-                    line.push(b'\n');
-                    let (w, path) = &mut seg.events;
-                    w.write_all(&line).map_err(io_err(path))?;
-                    seg.header.events += 1;
-                    total_events += 1;
-                }
+        let (evs, lost) = pull_events_counting(&mut reader, name);
+        if !paused {
+            seg.header.lost_events += lost;
+            total_lost_events += lost;
+            control
+                .lost_events
+                .store(total_lost_events, Ordering::Relaxed);
+            for e in evs {
+                write_event(&mut seg, &e)?;
+                total_events += 1;
             }
         }
         if last_flush.elapsed() >= cfg.flush_every {
@@ -830,6 +809,20 @@ pub fn record(
             seg.flush(sync)?;
         }
     };
+    // the events pushed before the writer closed (or the stop) that no pull took yet: the
+    // loop may end right after a sample read saw the writer gone
+    if !control.paused.load(Ordering::Relaxed) {
+        let (evs, lost) = pull_events_counting(&mut reader, name);
+        seg.header.lost_events += lost;
+        total_lost_events += lost;
+        control
+            .lost_events
+            .store(total_lost_events, Ordering::Relaxed);
+        for e in evs {
+            write_event(&mut seg, &e)?;
+            total_events += 1;
+        }
+    }
     header = seg.close(&ended)?;
     let _ = header;
     Ok(RecordReport {
@@ -842,6 +835,45 @@ pub fn record(
         seconds: started.elapsed().as_secs_f64(),
         ended,
     })
+}
+
+/// The events pushed since the last pull, and how many of them the event ring lapped
+/// before they could be read: every pushed event is in one or the other, also when the
+/// ring laps the reader again between two pulls (each lap is counted, and the pull goes on
+/// from the oldest event kept).
+fn pull_events_counting(
+    reader: &mut rtloop_stream::Reader,
+    name: &str,
+) -> (Vec<rtloop_stream::Event>, u64) {
+    let mut lost = 0;
+    // a writer that laps the ring on every try keeps its events for the next round
+    for _ in 0..16 {
+        match reader.pull_events() {
+            Ok(evs) => return (evs, lost),
+            Err(ReadError::Overrun { lost: n, .. }) => {
+                tracing::warn!(
+                    stream = name,
+                    lost = n,
+                    "the recorder lost events (event ring lapped)"
+                );
+                lost += n;
+            }
+            Err(e) => {
+                tracing::warn!(stream = name, "cannot read events: {e}");
+                break;
+            }
+        }
+    }
+    (Vec::new(), lost)
+}
+
+fn write_event(seg: &mut Segment, e: &rtloop_stream::Event) -> Result<(), RecordError> {
+    let mut line = serde_json::to_vec(&event_json(e)).expect("json");
+    line.push(b'\n');
+    let (w, path) = &mut seg.events;
+    w.write_all(&line).map_err(io_err(path))?;
+    seg.header.events += 1;
+    Ok(())
 }
 
 /// A recording opened for reading (the sample count comes from the file sizes).
