@@ -104,3 +104,68 @@ def test_sys_info_json() -> None:
 def test_python_dash_m_runs_the_same_command() -> None:
     out = subprocess.run([sys.executable, "-m", "rtloop", "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "sys-info" in out.stdout
+
+
+def _as_nobody(path: Path) -> str:
+    """Connect to `path` as uid 65534 (a forked child) and send GET_HDR: "served",
+    "closed" (the server hung up without a reply) or "EACCES" (the file mode said no)."""
+    import errno
+    import socket
+    import struct
+
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 3
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(30)
+            try:
+                s.connect(str(path))
+                s.sendall(struct.pack("<HHI", 1, 0x201, 0))
+                code = 0 if s.recv(8) else 1
+            except OSError as e:
+                # the server may hang up before the request is sent (EPIPE) or read (ECONNRESET)
+                closed = e.errno in (errno.ECONNRESET, errno.EPIPE)
+                code = 2 if e.errno == errno.EACCES else (1 if closed else 10 + (e.errno or 0))
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return {0: "served", 1: "closed", 2: "EACCES"}.get(code, f"error (exit {code})")
+
+
+def test_serve_unix_socket_is_owner_only_and_refuses_other_users(stream_name: str) -> None:
+    import socket
+    import stat
+    import struct
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root")
+    d = Path(tempfile.mkdtemp(prefix="rtloop-ftsock-"))
+    d.chmod(0o755)  # another user may reach the socket file; its own mode decides
+    path = d / "ft.sock"
+    p = subprocess.Popen(
+        [*rtloop_cmd(), "serve", "--no-tcp", "--unix", str(path), "--stream", stream_name, "--duration", "300"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.umask(0),
+    )
+    try:
+        assert p.stdout is not None and "listening" in p.stdout.readline()
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert _as_nobody(path) == "EACCES"
+        # a socket another user can reach after all (a chmod, a copy in a shared place): the
+        # server itself refuses the other user
+        os.chmod(path, 0o777)
+        assert _as_nobody(path) == "closed"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(str(path))
+            s.sendall(struct.pack("<HHI", 1, 0x201, 0))
+            assert len(s.recv(8)) == 8, "this user is served"
+    finally:
+        p.terminate()
+        p.communicate(timeout=60)
+        shutil.rmtree(d, ignore_errors=True)
