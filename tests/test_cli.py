@@ -106,6 +106,32 @@ def test_python_dash_m_runs_the_same_command() -> None:
     assert out.returncode == 0 and "sys-info" in out.stdout
 
 
+def _no_panic(out: subprocess.CompletedProcess[str]) -> None:
+    assert "panicked" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--bind", "127.0.0.1:0", "--duration", "1e300"],
+        ["serve", "--bind", "127.0.0.1:0", "--message-timeout", "1e300"],
+        ["view", "--port", "0", "--duration", "1e300"],
+        ["record", "no-such-stream-here", "--out", "{tmp}", "--seconds", "1e300"],
+        ["record", "no-such-stream-here", "--out", "{tmp}", "--split-seconds", "1e300"],
+        ["bridge", "brainflow-in", "--board", "synthetic", "--seconds", "1e300"],
+        ["bridge", "brainflow-in", "--board", "synthetic", "--stall", "1e300"],
+        ["bridge", "lsl-in", "name=x", "--seconds", "1e300"],
+        ["bridge", "lsl-out", "no-such-stream-here", "--seconds", "1e300"],
+    ],
+)
+def test_a_duration_too_long_is_refused_with_the_allowed_range(args: List[str], tmp_path: Path) -> None:
+    out = run(*[a.replace("{tmp}", str(tmp_path / "rec")) for a in args], timeout=60)
+    _no_panic(out)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "expected a number of seconds > 0 and at most 1e9" in out.stderr, out.stderr
+    assert not (tmp_path / "rec").exists()
+
+
 def _as_nobody(path: Path) -> str:
     """Connect to `path` as uid 65534 (a forked child) and send GET_HDR: "served",
     "closed" (the server hung up without a reply) or "EACCES" (the file mode said no)."""

@@ -21,13 +21,13 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Stop after this many seconds (else at Ctrl-C, SIGTERM, or when every writer is gone).
-    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub seconds: Option<f64>,
     /// Start a new segment (NAME.0002, ...) every this many MB of samples.
     #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
     pub split_mb: Option<f64>,
     /// Start a new segment every this many seconds.
-    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub split_seconds: Option<f64>,
     /// Listen on this UNIX socket for commands, one per line: `status` (a JSON line back),
     /// `start`, `pause`, `split`, `stop` — for headless rigs.

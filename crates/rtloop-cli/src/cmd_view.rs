@@ -23,7 +23,7 @@ pub struct ViewArgs {
     #[arg(long, env = "RTLOOP_VIEW_TOKEN")]
     pub token: Option<String>,
     /// Stop after this many seconds (default: until Ctrl-C or SIGTERM).
-    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub duration: Option<f64>,
 }
 
