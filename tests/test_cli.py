@@ -132,6 +132,63 @@ def test_a_duration_too_long_is_refused_with_the_allowed_range(args: List[str], 
     assert not (tmp_path / "rec").exists()
 
 
+def _fake_recording(d: Path, stamps: List[int]) -> Path:
+    """A recording directory as `rtloop record` writes it: one float32 channel, one sample
+    per stamp."""
+    d.mkdir()
+    n = len(stamps)
+    header = {
+        "format": "rtloop-recording", "version": 1, "stream": "fake", "dtype": "float32",
+        "n_channels": 1, "ch_names": ["a"], "ch_units": [""], "sfreq": 1000.0,
+        "first_sample": 0, "start_monotonic_ns": 0, "start_unix_ns": 0, "samples": n,
+        "events": 0, "lost_samples": 0, "gaps": [], "complete": True, "ended": "stopped",
+        "rtloop_version": rtloop.__version__,
+    }
+    (d / "header.json").write_text(json.dumps(header))
+    np.arange(n, dtype=np.float32).tofile(d / "data.bin")
+    np.array(stamps, dtype=np.uint64).tofile(d / "timestamps.bin")
+    (d / "events.jsonl").write_text("")
+    return d
+
+
+def test_replay_refuses_a_fifo_instead_of_hanging(tmp_path: Path, stream_name: str) -> None:
+    fifo = tmp_path / "x.bin"
+    os.mkfifo(fifo)
+    out = run("replay", str(fifo), "--stream", stream_name, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "is a FIFO (named pipe), not a regular file" in out.stderr, out.stderr
+    # a FIFO where a recording's samples should be
+    rec = _fake_recording(tmp_path / "rec", [0, 1000])
+    (rec / "data.bin").unlink()
+    os.mkfifo(rec / "data.bin")
+    out = run("replay", str(rec), "--stream", stream_name, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "data.bin: is a FIFO" in out.stderr, out.stderr
+
+
+def test_replay_refuses_a_wait_of_a_billion_seconds(tmp_path: Path, stream_name: str) -> None:
+    """A timestamp jump of 1e9 s, or a rate of 1e-9 Hz: a paced replay would wait silently
+    for 31 years; it stops with what is wrong instead (--fast still plays it)."""
+    rec = _fake_recording(tmp_path / "rec", [0, 1000, 10**18 + 1000])
+    out = run("replay", str(rec), "--stream", stream_name, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "sample 2 is due 1.000e9 s after the sample before it" in out.stderr, out.stderr
+    assert "--fast" in out.stderr and "at most 86400 s" in out.stderr, out.stderr
+    out = run("--json", "replay", str(rec), "--stream", stream_name, "--fast", timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["samples"] == 3
+    rtloop.Stream.remove(stream_name)
+    # a SpikeGLX file whose .meta says 1e-9 Hz
+    bin_path = tmp_path / "slow.nidq.bin"
+    np.zeros(2, dtype=np.int16).tofile(bin_path)
+    meta = {"nSavedChans": 1, "niSampRate": "1e-9", "typeThis": "nidq", "niAiRangeMax": 5,
+            "snsMnMaXaDw": "0,0,1,0", "fileSizeBytes": 4}
+    bin_path.with_suffix(".meta").write_text("".join(f"{k}={v}\n" for k, v in meta.items()))
+    out = run("replay", str(bin_path), "--stream", stream_name, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "sample 1 is due 1.000e9 s" in out.stderr and "rate (0.000000001 Hz)" in out.stderr, out.stderr
+
+
 def _as_nobody(path: Path) -> str:
     """Connect to `path` as uid 65534 (a forked child) and send GET_HDR: "served",
     "closed" (the server hung up without a reply) or "EACCES" (the file mode said no)."""
