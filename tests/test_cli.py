@@ -189,6 +189,17 @@ def test_replay_refuses_a_wait_of_a_billion_seconds(tmp_path: Path, stream_name:
     assert "sample 1 is due 1.000e9 s" in out.stderr and "rate (0.000000001 Hz)" in out.stderr, out.stderr
 
 
+def test_stream_remove_removes_all_it_can_and_names_each_failure(make_name) -> None:  # type: ignore[no-untyped-def]
+    a, b, c = make_name(), make_name(), make_name()
+    for n in (a, c):
+        assert run("stream", "create", n, "--channels", "1", "--capacity", "8").returncode == 0
+    out = run("stream", "remove", a, b, c)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert a not in rtloop.Stream.list() and c not in rtloop.Stream.list()
+    assert f"removed {a}" in out.stdout and f"removed {c}" in out.stdout
+    assert f'cannot remove "{b}"' in out.stderr and "1 of 3 streams not removed" in out.stderr, out.stderr
+
+
 def _as_nobody(path: Path) -> str:
     """Connect to `path` as uid 65534 (a forked child) and send GET_HDR: "served",
     "closed" (the server hung up without a reply) or "EACCES" (the file mode said no)."""
