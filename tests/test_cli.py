@@ -200,6 +200,13 @@ def test_stream_remove_removes_all_it_can_and_names_each_failure(make_name) -> N
     assert f'cannot remove "{b}"' in out.stderr and "1 of 3 streams not removed" in out.stderr, out.stderr
 
 
+def test_an_error_says_its_cause_once(tmp_path: Path) -> None:
+    out = run("record", "no-such-stream-here", "--out", str(tmp_path / "rec"))
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.count("no stream named") == 1, out.stderr
+    _no_panic(out)
+
+
 def _as_nobody(path: Path) -> str:
     """Connect to `path` as uid 65534 (a forked child) and send GET_HDR: "served",
     "closed" (the server hung up without a reply) or "EACCES" (the file mode said no)."""
