@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import Callable, List
 
 import numpy as np
 import pytest
@@ -189,7 +189,7 @@ def test_replay_refuses_a_wait_of_a_billion_seconds(tmp_path: Path, stream_name:
     assert "sample 1 is due 1.000e9 s" in out.stderr and "rate (0.000000001 Hz)" in out.stderr, out.stderr
 
 
-def test_stream_remove_removes_all_it_can_and_names_each_failure(make_name) -> None:  # type: ignore[no-untyped-def]
+def test_stream_remove_removes_all_it_can_and_names_each_failure(make_name: Callable[[], str]) -> None:
     a, b, c = make_name(), make_name(), make_name()
     for n in (a, c):
         assert run("stream", "create", n, "--channels", "1", "--capacity", "8").returncode == 0
