@@ -980,6 +980,7 @@ def test_a_module_whose_init_never_returns_is_ended_by_seconds_and_named(tmp_pat
             pass
         """,
     )
+    # the module alone: nothing else that a loaded machine could keep from starting in 2 s
     model = write(
         tmp_path,
         "m.yaml",
@@ -987,10 +988,8 @@ def test_a_module_whose_init_never_returns_is_ended_by_seconds_and_named(tmp_pat
         config: {{name: {name}, tick_us: 5000}}
         signals:
           x: {{shape: [4], dtype: float32}}
-        sources:
-          gen: {{driver: synthetic, out: [x]}}
         modules:
-          stuck: {{language: python, code: m.py, in: [x]}}
+          stuck: {{language: python, code: m.py, out: [x]}}
         """,
     )
     p = subprocess.run(
@@ -1006,5 +1005,4 @@ def test_a_module_whose_init_never_returns_is_ended_by_seconds_and_named(tmp_pat
     assert report["stopped_by"] == "failed"
     assert "stuck" in report["problem"] and "--seconds 2" in report["problem"], report["problem"]
     assert "did not finish starting" in proc(report, "stuck")["error"], proc(report, "stuck")
-    assert proc(report, "gen")["error"] is None
     assert not [s for s in rtloop.Stream.list() if s.startswith(name)]
