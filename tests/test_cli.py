@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import Callable, List
 
 import numpy as np
 import pytest
@@ -107,3 +107,169 @@ def test_sys_info_json() -> None:
 def test_python_dash_m_runs_the_same_command() -> None:
     out = subprocess.run([sys.executable, "-m", "rtloop", "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "sys-info" in out.stdout
+
+
+def _no_panic(out: subprocess.CompletedProcess[str]) -> None:
+    assert "panicked" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--bind", "127.0.0.1:0", "--duration", "1e300"],
+        ["serve", "--bind", "127.0.0.1:0", "--message-timeout", "1e300"],
+        ["view", "--port", "0", "--duration", "1e300"],
+        ["record", "no-such-stream-here", "--out", "{tmp}", "--seconds", "1e300"],
+        ["record", "no-such-stream-here", "--out", "{tmp}", "--split-seconds", "1e300"],
+        ["bridge", "brainflow-in", "--board", "synthetic", "--seconds", "1e300"],
+        ["bridge", "brainflow-in", "--board", "synthetic", "--stall", "1e300"],
+        ["bridge", "lsl-in", "name=x", "--seconds", "1e300"],
+        ["bridge", "lsl-out", "no-such-stream-here", "--seconds", "1e300"],
+    ],
+)
+def test_a_duration_too_long_is_refused_with_the_allowed_range(args: List[str], tmp_path: Path) -> None:
+    out = run(*[a.replace("{tmp}", str(tmp_path / "rec")) for a in args], timeout=60)
+    _no_panic(out)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "expected a number of seconds > 0 and at most 1e9" in out.stderr, out.stderr
+    assert not (tmp_path / "rec").exists()
+
+
+def _fake_recording(d: Path, stamps: List[int]) -> Path:
+    """A recording directory as `rtloop record` writes it: one float32 channel, one sample
+    per stamp."""
+    d.mkdir()
+    n = len(stamps)
+    header = {
+        "format": "rtloop-recording", "version": 1, "stream": "fake", "dtype": "float32",
+        "n_channels": 1, "ch_names": ["a"], "ch_units": [""], "sfreq": 1000.0,
+        "first_sample": 0, "start_monotonic_ns": 0, "start_unix_ns": 0, "samples": n,
+        "events": 0, "lost_samples": 0, "gaps": [], "complete": True, "ended": "stopped",
+        "rtloop_version": rtloop.__version__,
+    }
+    (d / "header.json").write_text(json.dumps(header))
+    np.arange(n, dtype=np.float32).tofile(d / "data.bin")
+    np.array(stamps, dtype=np.uint64).tofile(d / "timestamps.bin")
+    (d / "events.jsonl").write_text("")
+    return d
+
+
+def test_replay_refuses_a_fifo_instead_of_hanging(tmp_path: Path, stream_name: str) -> None:
+    fifo = tmp_path / "x.bin"
+    os.mkfifo(fifo)
+    out = run("replay", str(fifo), "--stream", stream_name, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "is a FIFO (named pipe), not a regular file" in out.stderr, out.stderr
+    # a FIFO where a recording's samples should be
+    rec = _fake_recording(tmp_path / "rec", [0, 1000])
+    (rec / "data.bin").unlink()
+    os.mkfifo(rec / "data.bin")
+    out = run("replay", str(rec), "--stream", stream_name, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "data.bin: is a FIFO" in out.stderr, out.stderr
+
+
+def test_replay_refuses_a_wait_of_a_billion_seconds(tmp_path: Path, stream_name: str) -> None:
+    """A timestamp jump of 1e9 s, or a rate of 1e-9 Hz: a paced replay would wait silently
+    for 31 years; it stops with what is wrong instead (--fast still plays it)."""
+    rec = _fake_recording(tmp_path / "rec", [0, 1000, 10**18 + 1000])
+    out = run("replay", str(rec), "--stream", stream_name, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "sample 2 is due 1.000e9 s after the sample before it" in out.stderr, out.stderr
+    assert "--fast" in out.stderr and "at most 86400 s" in out.stderr, out.stderr
+    out = run("--json", "replay", str(rec), "--stream", stream_name, "--fast", timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["samples"] == 3
+    rtloop.Stream.remove(stream_name)
+    # a SpikeGLX file whose .meta says 1e-9 Hz
+    bin_path = tmp_path / "slow.nidq.bin"
+    np.zeros(2, dtype=np.int16).tofile(bin_path)
+    meta = {"nSavedChans": 1, "niSampRate": "1e-9", "typeThis": "nidq", "niAiRangeMax": 5,
+            "snsMnMaXaDw": "0,0,1,0", "fileSizeBytes": 4}
+    bin_path.with_suffix(".meta").write_text("".join(f"{k}={v}\n" for k, v in meta.items()))
+    out = run("replay", str(bin_path), "--stream", stream_name, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "sample 1 is due 1.000e9 s" in out.stderr and "rate (0.000000001 Hz)" in out.stderr, out.stderr
+
+
+def test_stream_remove_removes_all_it_can_and_names_each_failure(make_name: Callable[[], str]) -> None:
+    a, b, c = make_name(), make_name(), make_name()
+    for n in (a, c):
+        assert run("stream", "create", n, "--channels", "1", "--capacity", "8").returncode == 0
+    out = run("stream", "remove", a, b, c)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert a not in rtloop.Stream.list() and c not in rtloop.Stream.list()
+    assert f"removed {a}" in out.stdout and f"removed {c}" in out.stdout
+    assert f'cannot remove "{b}"' in out.stderr and "1 of 3 streams not removed" in out.stderr, out.stderr
+
+
+def test_an_error_says_its_cause_once(tmp_path: Path) -> None:
+    out = run("record", "no-such-stream-here", "--out", str(tmp_path / "rec"))
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.count("no stream named") == 1, out.stderr
+    _no_panic(out)
+
+
+def _as_nobody(path: Path) -> str:
+    """Connect to `path` as uid 65534 (a forked child) and send GET_HDR: "served",
+    "closed" (the server hung up without a reply) or "EACCES" (the file mode said no)."""
+    import errno
+    import socket
+    import struct
+
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 3
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(30)
+            try:
+                s.connect(str(path))
+                s.sendall(struct.pack("<HHI", 1, 0x201, 0))
+                code = 0 if s.recv(8) else 1
+            except OSError as e:
+                # the server may hang up before the request is sent (EPIPE) or read (ECONNRESET)
+                closed = e.errno in (errno.ECONNRESET, errno.EPIPE)
+                code = 2 if e.errno == errno.EACCES else (1 if closed else 10 + (e.errno or 0))
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return {0: "served", 1: "closed", 2: "EACCES"}.get(code, f"error (exit {code})")
+
+
+def test_serve_unix_socket_is_owner_only_and_refuses_other_users(stream_name: str) -> None:
+    import socket
+    import stat
+    import struct
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("acting as another user needs root")
+    d = Path(tempfile.mkdtemp(prefix="rtloop-ftsock-"))
+    d.chmod(0o755)  # another user may reach the socket file; its own mode decides
+    path = d / "ft.sock"
+    p = subprocess.Popen(
+        [*rtloop_cmd(), "serve", "--no-tcp", "--unix", str(path), "--stream", stream_name, "--duration", "300"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.umask(0),
+    )
+    try:
+        assert p.stdout is not None and "listening" in p.stdout.readline()
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert _as_nobody(path) == "EACCES"
+        # a socket another user can reach after all (a chmod, a copy in a shared place): the
+        # server itself refuses the other user
+        os.chmod(path, 0o777)
+        assert _as_nobody(path) == "closed"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(str(path))
+            s.sendall(struct.pack("<HHI", 1, 0x201, 0))
+            assert len(s.recv(8)) == 8, "this user is served"
+    finally:
+        p.terminate()
+        p.communicate(timeout=60)
+        shutil.rmtree(d, ignore_errors=True)

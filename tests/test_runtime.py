@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -870,3 +871,138 @@ def test_a_signals_occupancy_is_its_readers_real_lag(tmp_path: Path) -> None:
     finally:
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=60)
+
+
+def _rtloop() -> List[str]:
+    """The rtloop command: `RTLOOP_BIN` if set (a built binary), else this package's."""
+    exe = os.environ.get("RTLOOP_BIN")
+    return [exe] if exe else [sys.executable, "-m", "rtloop"]
+
+
+def _children_of(pid: int) -> List[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+            kids.append(int(d))
+    return kids
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` exists and is not a zombie (an orphan's zombie waits for init)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_a_killed_supervisor_takes_its_processes_with_it(tmp_path: Path) -> None:
+    """`rtloop run` killed with SIGKILL cannot stop its processes through the board; they
+    wait on ticks nobody starts. Each dies with it (the parent-death signal), the source
+    (an `rtloop child` process) and the Python module alike."""
+    name = unique("orphan")
+    write(tmp_path, "m.py", "def step(x, y):\n    y[:] = x\n")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}, tick_us: 5000}}
+        signals:
+          x: {{shape: [4], dtype: float32}}
+          y: {{shape: [4], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [x]}}
+        modules:
+          m: {{language: python, code: m.py, in: [x], out: [y]}}
+        """,
+    )
+    sup = subprocess.Popen(
+        [*_rtloop(), "run", str(model), "--seconds", "600", "--quiet"],
+        cwd=tmp_path,
+        env=dict(os.environ, RTLOOP_PYTHON=sys.executable),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    kids: List[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if f"{name}.y" in rtloop.Stream.list() and rtloop.Stream.open(f"{name}.y").written > 50:
+                break
+            assert sup.poll() is None, "the model ended before it was killed"
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the model did not start")
+        kids = _children_of(sup.pid)
+        assert len(kids) == 2, kids  # gen and m
+        sup.kill()
+        sup.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_running(k) for k in kids):
+            time.sleep(0.1)
+        assert not [k for k in kids if _running(k)], "processes outlived their supervisor"
+    finally:
+        sup.kill()
+        sup.wait()
+        for k in kids:
+            if _running(k):
+                os.kill(k, signal.SIGKILL)
+        for n in rtloop.Stream.list():
+            if n.startswith(name):
+                rtloop.Stream.remove(n)
+        shm = Path(os.environ.get("RTLOOP_SHM_DIR", "/dev/shm"))
+        (shm / f"rtloop-board-{name}").unlink(missing_ok=True)
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"rtloop-run-{name}-{sup.pid}", ignore_errors=True)
+
+
+def test_a_module_whose_init_never_returns_is_ended_by_seconds_and_named(tmp_path: Path) -> None:
+    """Starting (import, init) is bounded by --seconds too: the module still in its init is
+    killed and the report names it, instead of the run waiting 120 s for it."""
+    name = unique("stuck")
+    write(
+        tmp_path,
+        "m.py",
+        """
+        import time
+
+        def init(ctx):
+            while True:
+                time.sleep(1)
+
+        def step(x):
+            pass
+        """,
+    )
+    # the module alone: nothing else that a loaded machine could keep from starting in 2 s
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}, tick_us: 5000}}
+        signals:
+          x: {{shape: [4], dtype: float32}}
+        modules:
+          stuck: {{language: python, code: m.py, out: [x]}}
+        """,
+    )
+    p = subprocess.run(
+        [*_rtloop(), "--json", "run", str(model), "--quiet", "--seconds", "2"],
+        cwd=tmp_path,
+        env=dict(os.environ, RTLOOP_PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    code, report, err = p.returncode, json.loads(p.stdout or "{}"), p.stderr
+    assert code == 1, err
+    assert report["stopped_by"] == "failed"
+    assert "stuck" in report["problem"] and "--seconds 2" in report["problem"], report["problem"]
+    assert "did not finish starting" in proc(report, "stuck")["error"], proc(report, "stuck")
+    assert not [s for s in rtloop.Stream.list() if s.startswith(name)]

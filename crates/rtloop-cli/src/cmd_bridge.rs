@@ -94,16 +94,16 @@ pub struct BrainflowInArgs {
     #[arg(long)]
     pub capacity: Option<u64>,
     /// Stop after this many seconds (default: until Ctrl-C, or the end of a playback file).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub seconds: Option<f64>,
     /// Keep the streams after the bridge stops (default: removed).
     #[arg(long)]
     pub keep: bool,
     /// Seconds without data after which the board is reported and reconnected.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::cmd_demo::seconds)]
     pub stall: f64,
     /// Seconds between reconnection attempts.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::cmd_demo::seconds)]
     pub retry: f64,
     /// List the boards (names, ids, the options each needs) and exit.
     #[arg(long)]
@@ -122,13 +122,13 @@ pub struct LslInArgs {
     #[arg(long)]
     pub stream: Option<String>,
     /// Seconds to wait for the outlet.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = crate::cmd_demo::seconds)]
     pub timeout: f64,
     /// Samples the stream keeps (default: 10 s of data, at least 65536).
     #[arg(long)]
     pub capacity: Option<u64>,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub seconds: Option<f64>,
     /// Keep the stream after the bridge stops (default: removed).
     #[arg(long)]
@@ -150,7 +150,7 @@ pub struct LslOutArgs {
     #[arg(long)]
     pub source_id: Option<String>,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub seconds: Option<f64>,
 }
 
@@ -220,10 +220,9 @@ pub fn run(c: BridgeCommand, g: &Global) -> anyhow::Result<()> {
 }
 
 fn secs(what: &str, s: f64) -> anyhow::Result<Duration> {
-    if s.is_finite() && s > 0.0 {
-        Ok(Duration::from_secs_f64(s))
-    } else {
-        anyhow::bail!("--{what} {s}: a number of seconds > 0")
+    match crate::cmd_demo::seconds(&s.to_string()) {
+        Ok(s) => Ok(Duration::from_secs_f64(s)),
+        Err(e) => anyhow::bail!("--{what}: {e}"),
     }
 }
 

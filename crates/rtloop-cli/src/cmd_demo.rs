@@ -47,6 +47,20 @@ pub struct DemoArgs {
     pub keep: bool,
 }
 
+/// The longest duration a command takes, in seconds (about 31 years): more is a typo, and
+/// would overflow the clock arithmetic.
+pub(crate) const MAX_SECONDS: f64 = 1e9;
+
+/// A duration option: seconds, > 0 and at most [`MAX_SECONDS`].
+pub(crate) fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= MAX_SECONDS => Ok(v),
+        _ => Err(format!(
+            "expected a number of seconds > 0 and at most {MAX_SECONDS:e} (about 31 years), got {s:?}"
+        )),
+    }
+}
+
 pub(crate) fn positive_f64(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),

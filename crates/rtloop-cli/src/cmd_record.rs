@@ -21,13 +21,13 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Stop after this many seconds (else at Ctrl-C, SIGTERM, or when every writer is gone).
-    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub seconds: Option<f64>,
     /// Start a new segment (NAME.0002, ...) every this many MB of samples.
     #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
     pub split_mb: Option<f64>,
     /// Start a new segment every this many seconds.
-    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub split_seconds: Option<f64>,
     /// Listen on this UNIX socket for commands, one per line: `status` (a JSON line back),
     /// `start`, `pause`, `split`, `stop` — for headless rigs.
@@ -157,27 +157,19 @@ fn control_socket(
     done: Arc<AtomicBool>,
 ) -> Result<(std::thread::JoinHandle<()>, PathBuf)> {
     use std::io::{BufRead, BufReader, Write as _};
-    use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_file(path);
-    let l = std::os::unix::net::UnixListener::bind(path)
+    // owner-only whatever the umask, and connections from other users refused
+    let l = rtloop_sys::bind_private_unix(path)
         .with_context(|| format!("cannot listen on control socket {}", path.display()))?;
-    // owner-only whatever the umask (bind follows it); connections from other users are
-    // refused below as well, which also covers the moment between bind and this chmod
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("cannot make control socket {} owner-only", path.display()))?;
-    let me = rustix::process::geteuid();
     let t = std::thread::spawn(move || {
         for conn in l.incoming() {
             if done.load(Ordering::Relaxed) {
                 return;
             }
             let Ok(conn) = conn else { continue };
-            match rustix::net::sockopt::socket_peercred(&conn) {
-                Ok(cred) if cred.uid == me => {}
-                other => {
-                    tracing::warn!(peer = ?other.map(|c| c.uid.as_raw()).ok(), "refused a control connection from another user");
-                    continue;
-                }
+            if let Err(peer) = rtloop_sys::peer_is_me(&conn) {
+                tracing::warn!(?peer, "refused a control connection from another user");
+                continue;
             }
             let Ok(w) = conn.try_clone() else { continue };
             let mut w = w;

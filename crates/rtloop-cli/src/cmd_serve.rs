@@ -53,7 +53,7 @@ pub struct ServeArgs {
     /// Seconds a whole message may take to arrive, from its first byte; a slower client
     /// (stalled, or sending a byte at a time) is disconnected. Between messages a client may
     /// stay idle (until its place is needed).
-    #[arg(long, default_value_t = 10.0, value_parser = crate::cmd_demo::positive_f64)]
+    #[arg(long, default_value_t = 10.0, value_parser = crate::cmd_demo::seconds)]
     pub message_timeout: f64,
     /// MiB that messages being received may hold, over all clients together; a message that
     /// would go beyond gets the error reply of its kind and its connection is closed, before
@@ -72,7 +72,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_pm_qos: bool,
     /// Stop after this many seconds.
-    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub duration: Option<f64>,
     /// Keep the stream a PUT_HDR created when the server exits (it is removed by default).
     #[arg(long)]
@@ -142,7 +142,8 @@ pub(crate) fn wait_for_stop(seconds: Option<f64>) {
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
     let started = Instant::now();
-    let limit = seconds.map(Duration::from_secs_f64);
+    // the option parsers bound the seconds; a caller that did not is waited on for ever
+    let limit = seconds.and_then(|s| Duration::try_from_secs_f64(s).ok());
     while !stop.load(Ordering::Relaxed) && limit.is_none_or(|l| started.elapsed() < l) {
         std::thread::sleep(Duration::from_millis(50));
     }

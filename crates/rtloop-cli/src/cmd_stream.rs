@@ -130,16 +130,34 @@ pub fn run(c: StreamCommand, g: &Global) -> anyhow::Result<()> {
         StreamCommand::Info { name } => info(&name, g),
         StreamCommand::Monitor(a) => monitor(&a, g),
         StreamCommand::Remove { names } => {
+            // every name is tried: one that cannot go does not keep the others
+            let (mut removed, mut failed) = (Vec::new(), Vec::new());
             for n in &names {
-                Stream::remove(n)?;
-                if !g.json {
-                    println!("removed {n}");
+                match Stream::remove(n) {
+                    Ok(()) => {
+                        if !g.json {
+                            println!("removed {n}");
+                        }
+                        removed.push(n.clone());
+                    }
+                    Err(e) => {
+                        eprintln!("rtloop: cannot remove {n:?}: {e}");
+                        failed.push(json!({ "name": n, "error": e.to_string() }));
+                    }
                 }
             }
             if g.json {
-                println!("{}", json!({ "removed": names }));
+                println!("{}", json!({ "removed": removed, "failed": failed }));
             }
-            Ok(())
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                anyhow::bail!(
+                    "{} of {} streams not removed (each one's reason is above)",
+                    failed.len(),
+                    names.len()
+                )
+            }
         }
     }
 }

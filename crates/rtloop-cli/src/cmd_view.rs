@@ -37,7 +37,7 @@ pub struct ViewArgs {
           value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub max_connections: u32,
     /// Stop after this many seconds (default: until Ctrl-C or SIGTERM).
-    #[arg(long, value_parser = crate::cmd_demo::positive_f64)]
+    #[arg(long, value_parser = crate::cmd_demo::seconds)]
     pub duration: Option<f64>,
 }
 

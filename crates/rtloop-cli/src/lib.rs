@@ -187,7 +187,7 @@ where
         Command::Lab(c) => cmd_lab::run(c, &g),
         Command::Run(a) => {
             return cmd_run::run(&a, &g).unwrap_or_else(|e| {
-                eprintln!("rtloop: error: {e:#}");
+                eprintln!("rtloop: error: {}", error_text(&e));
                 ExitCode::FAILURE
             })
         }
@@ -200,10 +200,26 @@ where
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rtloop: error: {e:#}");
+            eprintln!("rtloop: error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, each cause once: most of rtloop's errors already
+/// say their cause in their own text (`stream "x": no stream named ...`), and printing
+/// the chain after it (anyhow's `{:#}`) said it twice.
+#[must_use]
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
 }
 
 /// A command that re-runs this rtloop (for child processes). Under the Python console
@@ -223,5 +239,33 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn an_error_says_each_cause_once() {
+        // as thiserror's `#[error("stream \"x\": {source}")]` with a `source` field is
+        #[derive(Debug)]
+        struct Says {
+            source: std::io::Error,
+        }
+        impl std::fmt::Display for Says {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "stream \"x\": {}", self.source)
+            }
+        }
+        impl std::error::Error for Says {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.source)
+            }
+        }
+        let inner = std::io::Error::other("no stream named \"x\"");
+        let e = anyhow::Error::new(Says { source: inner }).context("recording");
+        assert_eq!(
+            error_text(&e),
+            "recording: stream \"x\": no stream named \"x\""
+        );
+        // a cause the message does not say is still printed
+        let e = anyhow::Error::new(std::io::Error::other("disk full")).context("writing");
+        assert_eq!(error_text(&e), "writing: disk full");
     }
 }

@@ -235,9 +235,11 @@ impl Drop for Server {
     }
 }
 
-/// Bind a UNIX socket, replacing a stale socket file nobody listens on.
+/// Bind a UNIX socket only this user may use (0600 whatever the umask; other users'
+/// connections are refused in [`accept_unix`]), replacing a stale socket file nobody
+/// listens on.
 fn bind_unix(path: &Path) -> io::Result<UnixListener> {
-    match UnixListener::bind(path) {
+    match rtloop_sys::bind_private_unix(path) {
         Ok(l) => Ok(l),
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
             if UnixStream::connect(path).is_ok() {
@@ -248,7 +250,7 @@ fn bind_unix(path: &Path) -> io::Result<UnixListener> {
             }
             tracing::info!(path = %path.display(), "removing a stale socket file");
             std::fs::remove_file(path)?;
-            UnixListener::bind(path)
+            rtloop_sys::bind_private_unix(path)
         }
         Err(e) => Err(io::Error::new(
             e.kind(),
@@ -349,6 +351,11 @@ fn accept_unix(sh: &Arc<Shared>, l: &UnixListener) {
         };
         n += 1;
         let peer = format!("unix#{n}");
+        // the buffer's data is this user's: as the stream files are 0600, so is the socket
+        if let Err(uid) = rtloop_sys::peer_is_me(&s) {
+            tracing::warn!(%peer, ?uid, "refused a connection from another user");
+            continue;
+        }
         if !admit(sh, &peer) {
             continue;
         }

@@ -17,8 +17,9 @@
 //! The recorder reads in latest-wins mode: it never holds the writer back. If it is lapped
 //! anyway (the disk is slower than the stream) it records the gap and counts the lost samples.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -165,6 +166,16 @@ pub enum RecordError {
         /// The stream.
         stream: String,
     },
+    /// The place to write is not safe to write into: a directory of another user, or a
+    /// symbolic link (or other non-directory) where a recording's directory goes. Nothing is
+    /// written there.
+    #[error("{path}: {reason}; rtloop record writes only into directories of its own user and never follows a link where it creates something (remove it, or choose another --out)")]
+    Refused {
+        /// The directory or link.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A file could not be written (not writable, disk full, ...). What was written so far
     /// stays readable.
     #[error("{path}: {source} (what was recorded before stays readable)")]
@@ -208,10 +219,10 @@ impl Session {
                 });
             }
         }
-        std::fs::create_dir_all(out).map_err(io_err(out))?;
-        let probe = out.join(".rtloop-write-test");
-        std::fs::write(&probe, b"").map_err(io_err(out))?;
-        let _ = std::fs::remove_file(&probe);
+        let dir = open_out_dir(out)?;
+        let probe = ".rtloop-write-test";
+        create_private_at(&dir, probe).map_err(io_err(out))?;
+        let _ = rustix::fs::unlinkat(&dir, probe, rustix::fs::AtFlags::empty());
         let controls: Vec<std::sync::Arc<Control>> = streams
             .iter()
             .map(|_| {
@@ -349,38 +360,121 @@ const FILE_MODE: u32 = 0o600;
 /// See [`FILE_MODE`].
 const DIR_MODE: u32 = 0o700;
 
-/// Create (or truncate) `path` owner-only.
-fn create_private(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let f = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(FILE_MODE)
-        .open(path)?;
-    // an existing file keeps its mode through open: make it owner-only too
-    f.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
-    Ok(f)
+fn owner_only(mode: u32) -> rustix::fs::Mode {
+    rustix::fs::Mode::from_raw_mode(mode)
 }
 
-/// Create `dir` (and missing parents) owner-only.
-fn create_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(DIR_MODE)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
+/// Refuse a directory this user does not own: files written into it could be replaced,
+/// linked or read by its owner (and root must not write where another user prepared).
+fn check_owner(dir: &OwnedFd, path: &Path) -> Result<(), RecordError> {
+    let st = rustix::fs::fstat(dir).map_err(|e| io_err(path)(e.into()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me {
+        return Err(RecordError::Refused {
+            path: path.to_owned(),
+            reason: format!(
+                "the directory belongs to uid {}, not to this user (uid {me})",
+                st.st_uid
+            ),
+        });
+    }
+    Ok(())
 }
 
-fn write_header(dir: &Path, h: &Header) -> Result<(), RecordError> {
-    let tmp = dir.join("header.json.tmp");
-    let path = dir.join("header.json");
+/// The directory recordings go into (`--out`), open: created (with missing parents) 0700
+/// whatever the umask if it is missing, refused if it belongs to another user. A link
+/// given as `out` itself is followed (that is the user's own choice of path); every name
+/// created inside it is not.
+fn open_out_dir(out: &Path) -> Result<OwnedFd, RecordError> {
+    use rustix::fs::{Mode, OFlags, CWD};
+    use std::os::unix::fs::DirBuilderExt;
+    let created = match rustix::fs::mkdir(out, owner_only(DIR_MODE)) {
+        Ok(()) => true,
+        Err(rustix::io::Errno::EXIST) => false,
+        Err(rustix::io::Errno::NOENT) => {
+            // missing parents: owner-only too (the umask can only take bits away)
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(out)
+                .map_err(io_err(out))?;
+            true
+        }
+        Err(e) => return Err(io_err(out)(e.into())),
+    };
+    let dir = rustix::fs::openat(
+        CWD,
+        out,
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io_err(out)(e.into()))?;
+    check_owner(&dir, out)?;
+    if created {
+        rustix::fs::fchmod(&dir, owner_only(DIR_MODE)).map_err(|e| io_err(out)(e.into()))?;
+    }
+    Ok(dir)
+}
+
+/// Make (or reuse) the directory `name` in `parent`, owner-only, without following a link
+/// planted there; an existing one must be this user's.
+fn private_dir_at(parent: &OwnedFd, name: &str, path: &Path) -> Result<OwnedFd, RecordError> {
+    use rustix::fs::{Mode, OFlags};
+    match rustix::fs::mkdirat(parent, name, owner_only(DIR_MODE)) {
+        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        Err(e) => return Err(io_err(path)(e.into())),
+    }
+    let dir = match rustix::fs::openat(
+        parent,
+        name,
+        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(d) => d,
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+            let what = match std::fs::symlink_metadata(path) {
+                Ok(m) if m.file_type().is_symlink() => "is a symbolic link",
+                _ => "exists and is not a directory",
+            };
+            return Err(RecordError::Refused {
+                path: path.to_owned(),
+                reason: format!("where the recording's directory goes {what}"),
+            });
+        }
+        Err(e) => return Err(io_err(path)(e.into())),
+    };
+    check_owner(&dir, path)?;
+    rustix::fs::fchmod(&dir, owner_only(DIR_MODE)).map_err(|e| io_err(path)(e.into()))?;
+    Ok(dir)
+}
+
+/// Create `name` in `dir` owner-only, as a new file: O_EXCL|O_NOFOLLOW, so nothing planted
+/// there (a link to another file) is ever opened. What is there already (a previous
+/// recording's file, a link) is unlinked first, which never touches what a link points to.
+fn create_private_at(dir: &OwnedFd, name: &str) -> io::Result<File> {
+    use rustix::fs::OFlags;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(dir, name, flags, owner_only(FILE_MODE)) {
+        Err(rustix::io::Errno::EXIST) => {
+            rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty())?;
+            rustix::fs::openat(dir, name, flags, owner_only(FILE_MODE))?
+        }
+        r => r?,
+    };
+    // the umask may have taken bits away from 0600; the file is new, so this is its mode
+    rustix::fs::fchmod(&fd, owner_only(FILE_MODE))?;
+    Ok(File::from(fd))
+}
+
+fn write_header(dir: &OwnedFd, path: &Path, h: &Header) -> Result<(), RecordError> {
+    let tmp = path.join("header.json.tmp");
     let text = serde_json::to_vec_pretty(h).expect("a header serialises");
-    create_private(&tmp)
+    create_private_at(dir, "header.json.tmp")
         .and_then(|mut f| f.write_all(&text))
         .map_err(io_err(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io_err(&path))
+    // rename replaces a link at header.json itself, never what it points to
+    rustix::fs::renameat(dir, "header.json.tmp", dir, "header.json")
+        .map_err(|e| io_err(&path.join("header.json"))(e.into()))
 }
 
 fn event_json(e: &rtloop_stream::Event) -> serde_json::Value {
@@ -418,6 +512,7 @@ pub struct Control {
 /// One segment's open files and header.
 struct Segment {
     dir: PathBuf,
+    fd: OwnedFd,
     header: Header,
     data: (BufWriter<File>, PathBuf),
     stamps: (BufWriter<File>, PathBuf),
@@ -427,23 +522,35 @@ struct Segment {
 }
 
 impl Segment {
-    fn open(dir: PathBuf, header: Header) -> Result<Segment, RecordError> {
-        create_private_dir(&dir).map_err(io_err(&dir))?;
+    /// Open segment `name` (a directory in `out`) with fresh files.
+    fn open(
+        out: &OwnedFd,
+        dir: PathBuf,
+        name: &str,
+        header: Header,
+    ) -> Result<Segment, RecordError> {
+        let fd = private_dir_at(out, name, &dir)?;
         let open = |f: &str| -> Result<(BufWriter<File>, PathBuf), RecordError> {
             let p = dir.join(f);
-            let file = create_private(&p).map_err(io_err(&p))?;
+            let file = create_private_at(&fd, f).map_err(io_err(&p))?;
             Ok((BufWriter::with_capacity(1 << 20, file), p))
         };
+        let (data, stamps, events) = (
+            open("data.bin")?,
+            open("timestamps.bin")?,
+            open("events.jsonl")?,
+        );
         let seg = Segment {
-            data: open("data.bin")?,
-            stamps: open("timestamps.bin")?,
-            events: open("events.jsonl")?,
+            fd,
+            data,
+            stamps,
+            events,
             header,
             bytes: 0,
             opened: Instant::now(),
             dir,
         };
-        write_header(&seg.dir, &seg.header)?;
+        write_header(&seg.fd, &seg.dir, &seg.header)?;
         Ok(seg)
     }
 
@@ -455,7 +562,7 @@ impl Segment {
             }
         }
         if sync {
-            write_header(&self.dir, &self.header)?;
+            write_header(&self.fd, &self.dir, &self.header)?;
         }
         Ok(())
     }
@@ -471,10 +578,15 @@ impl Segment {
 /// The directory of segment `k` (1-based) of stream `name`: `out/name`, then `out/name.0002`...
 #[must_use]
 pub fn segment_dir(out: &Path, name: &str, k: u32) -> PathBuf {
+    out.join(segment_name(name, k))
+}
+
+/// The directory name of segment `k` (1-based) of stream `name` (see [`segment_dir`]).
+fn segment_name(name: &str, k: u32) -> String {
     if k <= 1 {
-        out.join(name)
+        name.to_owned()
     } else {
-        out.join(format!("{name}.{k:04}"))
+        format!("{name}.{k:04}")
     }
 }
 
@@ -529,8 +641,9 @@ pub fn record(
         rtloop_version: env!("CARGO_PKG_VERSION").into(),
         segment: 1,
     };
+    let out_fd = open_out_dir(out)?;
     let first_dir = segment_dir(out, name, 1);
-    let mut seg = Segment::open(first_dir.clone(), header.clone())?;
+    let mut seg = Segment::open(&out_fd, first_dir.clone(), name, header.clone())?;
     let sb = info.sample_bytes;
     let chunk = (MAX_WINDOW_BYTES / sb).clamp(1, info.capacity as usize);
     let mut buf = vec![0u8; chunk * sb];
@@ -564,7 +677,20 @@ pub fn record(
             h.start_unix_ns = sys::realtime_ns();
             (h.samples, h.events, h.lost_samples, h.gaps) = (0, 0, 0, Vec::new());
             h.lost_events = 0;
-            let old = std::mem::replace(&mut seg, Segment::open(segment_dir(out, name, k), h)?);
+            let next = match Segment::open(
+                &out_fd,
+                segment_dir(out, name, k),
+                &segment_name(name, k),
+                h,
+            ) {
+                Ok(n) => n,
+                Err(e) => {
+                    // what was recorded so far ends cleanly, saying why it stopped
+                    let _ = seg.close(&format!("stopped: the next segment: {e}"));
+                    return Err(e);
+                }
+            };
+            let old = std::mem::replace(&mut seg, next);
             old.close("split")?;
         }
         let want = if end > 0 {
@@ -662,37 +788,16 @@ pub fn record(
             }
             Err(e) => break format!("read error: {e}"),
         }
-        let evs = match reader.pull_events() {
-            Ok(evs) => evs,
-            Err(ReadError::Overrun { lost, .. }) => {
-                // the event ring lapped the recorder: say so and count it (the next pull
-                // goes on from the oldest event kept)
-                tracing::warn!(
-                    stream = name,
-                    lost,
-                    "the recorder lost events (event ring lapped)"
-                );
-                if !paused {
-                    seg.header.lost_events += lost;
-                    total_lost_events += lost;
-                    control
-                        .lost_events
-                        .store(total_lost_events, Ordering::Relaxed);
-                }
-                reader.pull_events().unwrap_or_default()
-            }
-            Err(_) => Vec::new(),
-        };
-        {
-            if !paused {
-                for e in evs {
-                    let mut line = serde_json::to_vec(&event_json(&e)).expect("json");
-                    line.push(b'\n');
-                    let (w, path) = &mut seg.events;
-                    w.write_all(&line).map_err(io_err(path))?;
-                    seg.header.events += 1;
-                    total_events += 1;
-                }
+        let (evs, lost) = pull_events_counting(&mut reader, name);
+        if !paused {
+            seg.header.lost_events += lost;
+            total_lost_events += lost;
+            control
+                .lost_events
+                .store(total_lost_events, Ordering::Relaxed);
+            for e in evs {
+                write_event(&mut seg, &e)?;
+                total_events += 1;
             }
         }
         if last_flush.elapsed() >= cfg.flush_every {
@@ -704,6 +809,20 @@ pub fn record(
             seg.flush(sync)?;
         }
     };
+    // the events pushed before the writer closed (or the stop) that no pull took yet: the
+    // loop may end right after a sample read saw the writer gone
+    if !control.paused.load(Ordering::Relaxed) {
+        let (evs, lost) = pull_events_counting(&mut reader, name);
+        seg.header.lost_events += lost;
+        total_lost_events += lost;
+        control
+            .lost_events
+            .store(total_lost_events, Ordering::Relaxed);
+        for e in evs {
+            write_event(&mut seg, &e)?;
+            total_events += 1;
+        }
+    }
     header = seg.close(&ended)?;
     let _ = header;
     Ok(RecordReport {
@@ -716,6 +835,45 @@ pub fn record(
         seconds: started.elapsed().as_secs_f64(),
         ended,
     })
+}
+
+/// The events pushed since the last pull, and how many of them the event ring lapped
+/// before they could be read: every pushed event is in one or the other, also when the
+/// ring laps the reader again between two pulls (each lap is counted, and the pull goes on
+/// from the oldest event kept).
+fn pull_events_counting(
+    reader: &mut rtloop_stream::Reader,
+    name: &str,
+) -> (Vec<rtloop_stream::Event>, u64) {
+    let mut lost = 0;
+    // a writer that laps the ring on every try keeps its events for the next round
+    for _ in 0..16 {
+        match reader.pull_events() {
+            Ok(evs) => return (evs, lost),
+            Err(ReadError::Overrun { lost: n, .. }) => {
+                tracing::warn!(
+                    stream = name,
+                    lost = n,
+                    "the recorder lost events (event ring lapped)"
+                );
+                lost += n;
+            }
+            Err(e) => {
+                tracing::warn!(stream = name, "cannot read events: {e}");
+                break;
+            }
+        }
+    }
+    (Vec::new(), lost)
+}
+
+fn write_event(seg: &mut Segment, e: &rtloop_stream::Event) -> Result<(), RecordError> {
+    let mut line = serde_json::to_vec(&event_json(e)).expect("json");
+    line.push(b'\n');
+    let (w, path) = &mut seg.events;
+    w.write_all(&line).map_err(io_err(path))?;
+    seg.header.events += 1;
+    Ok(())
 }
 
 /// A recording opened for reading (the sample count comes from the file sizes).

@@ -199,11 +199,47 @@ pub(crate) fn pick_series(
     }
 }
 
+/// Refuse `path` unless it is a regular file (or, with `dirs`, a directory), before anything
+/// opens it: opening a FIFO blocks until some other program opens its other end, and a
+/// device or socket holds no recording.
+///
+/// # Errors
+/// [`SourceError::Invalid`] naming what it is; [`SourceError::Io`] if it cannot be looked at.
+pub(crate) fn regular(path: &Path, dirs: bool) -> Result<(), SourceError> {
+    use std::os::unix::fs::FileTypeExt;
+    let m = std::fs::metadata(path).map_err(io_error(path))?;
+    let t = m.file_type();
+    if t.is_file() || (dirs && t.is_dir()) {
+        return Ok(());
+    }
+    let what = if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "a directory"
+    };
+    Err(invalid(
+        path,
+        format!(
+            "is {what}, not a regular file; replay reads only regular files{}",
+            if dirs { " and directories" } else { "" }
+        ),
+    ))
+}
+
+fn regular_file(path: &Path) -> Result<(), SourceError> {
+    regular(path, false)
+}
+
 /// Map `path` read-only, advised for sequential reading: how replay reads every file.
 ///
 /// # Errors
 /// The file cannot be opened or mapped.
 pub fn map_file(path: &Path) -> Result<Mmap, SourceError> {
+    regular_file(path)?;
     let f = File::open(path).map_err(io_error(path))?;
     // SAFETY: the mapping is read-only and private to this process; what it could observe
     // is the file changing under it (another program truncating or rewriting a recording
@@ -498,6 +534,21 @@ pub enum ReplayError {
         /// How many series were chosen.
         series: usize,
     },
+    /// At the pace asked for, the next sample would come after so long a wait that the
+    /// recording's timestamps or rate must be wrong.
+    #[error("{path}: sample {row} is due {wait_s:.3e} s after the sample before it (the recorded pace, at --speed {speed}): its timestamps jump, or its rate ({rate} Hz) is too low; allowed: at most {} s between samples (--fast plays it without waiting)", MAX_PACED_WAIT_S)]
+    Pace {
+        /// The recording.
+        path: PathBuf,
+        /// The sample (its row in the recording).
+        row: u64,
+        /// The wait, seconds.
+        wait_s: f64,
+        /// The speed asked for.
+        speed: f64,
+        /// The recording's nominal rate.
+        rate: f64,
+    },
     /// Two series whose streams would have the same name.
     #[error("two series would play into stream {name:?}; pick them apart with --series")]
     SameStream {
@@ -523,6 +574,14 @@ pub struct PlayOptions {
     /// several series of one recording given the same moment play in step.
     pub start: Option<Instant>,
 }
+
+/// The longest a paced replay waits between two samples, in seconds (a day): a recording
+/// paused for a while replays its pause, but a longer wait is a jump in its timestamps or a
+/// rate no recording has, which would hold the replay silently for ever.
+pub const MAX_PACED_WAIT_S: f64 = 86_400.0;
+
+/// How often a paced replay waiting for its next sample looks at its stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Rows written at once as fast as possible: about 1 MiB.
 pub const FAST_BLOCK_BYTES: usize = 1 << 20;
@@ -579,21 +638,39 @@ pub fn play_with(
     let (mut row, mut next_event, mut bytes) = (0u64, 0usize, 0u64);
     let began = Instant::now();
     let started = opts.start.unwrap_or(began);
-    while row < src.rows() {
+    let mut last_due = 0u64;
+    'rows: while row < src.rows() {
         // Ordering: a flag with nothing published through it: Relaxed.
         if stop.load(Ordering::Relaxed) {
             break;
         }
         let b = src.block(row, max_rows)?;
         if let Some(speed) = opts.speed {
-            let due = Duration::from_secs_f64(b.due_ns as f64 * 1e-9 / speed);
+            let wait_s = b.due_ns.saturating_sub(last_due) as f64 * 1e-9 / speed;
+            // NaN cannot come from a finite speed > 0, but would be refused as well
+            if wait_s.is_nan() || wait_s > MAX_PACED_WAIT_S {
+                return Err(ReplayError::Pace {
+                    path: info.path.clone(),
+                    row,
+                    wait_s,
+                    speed,
+                    rate: info.stream.nominal_rate,
+                });
+            }
+            last_due = b.due_ns;
+            let due = Duration::try_from_secs_f64(b.due_ns as f64 * 1e-9 / speed)
+                .unwrap_or(Duration::MAX);
             loop {
                 let left = due.saturating_sub(started.elapsed());
                 if left.is_zero() {
                     break;
                 }
+                // a long wait still answers Ctrl-C and SIGTERM
+                if stop.load(Ordering::Relaxed) {
+                    break 'rows;
+                }
                 if left > Duration::from_millis(2) {
-                    std::thread::sleep(left - Duration::from_millis(1));
+                    std::thread::sleep((left - Duration::from_millis(1)).min(STOP_POLL));
                 } else {
                     std::hint::spin_loop();
                 }

@@ -268,3 +268,59 @@ fn long_recordings_split_into_segments_that_join_up() {
     assert_eq!(joined, written);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn every_pushed_event_is_recorded_or_counted_lost_when_the_ring_laps_the_recorder() {
+    // a 4-event ring and a writer pushing as fast as it can: the ring laps the recorder
+    // between its pulls, often twice in a row; each round checks the count
+    let _w = Watchdog::arm(240, "event laps");
+    const PUSHED: u64 = 200_000;
+    for round in 0..6 {
+        let name = unique_name("rec-evlap");
+        let _g = StreamGuard::new(&name);
+        let mut cfg = StreamConfig::new(DType::F32, 1, 100.0, 1024);
+        cfg.event_capacity = 4;
+        let s = Stream::create(&name, &cfg).unwrap();
+        let out = tmpdir("evlap");
+        let report = std::thread::scope(|sc| {
+            let rec =
+                sc.spawn(|| record(&name, &out, &RecordConfig::default(), &Control::default()));
+            wait_for_reader(&s);
+            let mut w = s.writer().unwrap();
+            for i in 0..PUSHED {
+                w.push_event(&Event::new("n", i.to_string().as_str(), 0))
+                    .unwrap();
+                // a sample now and then keeps the recorder looping (it pulls events once
+                // per loop) instead of sleeping until samples come
+                if i % 16 == 0 {
+                    w.write(&[i as f32]).unwrap();
+                }
+            }
+            drop(w);
+            rec.join().unwrap().unwrap()
+        });
+        assert_eq!(
+            report.events + report.lost_events,
+            PUSHED,
+            "round {round}: {} recorded + {} lost",
+            report.events,
+            report.lost_events
+        );
+        let r = Recording::open(&out.join(&name)).unwrap();
+        assert_eq!(
+            (r.header.events, r.header.lost_events),
+            (report.events, report.lost_events)
+        );
+        let lines = std::fs::read_to_string(out.join(&name).join("events.jsonl")).unwrap();
+        assert_eq!(lines.lines().count() as u64, report.events);
+        // what was recorded is in order, without repeats
+        let values: Vec<u64> = lines
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["value"].as_str().unwrap().parse().unwrap()
+            })
+            .collect();
+        assert!(values.windows(2).all(|p| p[0] < p[1]), "round {round}");
+    }
+}

@@ -589,6 +589,10 @@ fn spawn(
     cmd.args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::io::stderr());
+    // a process waits on the board for ticks that only this supervisor starts: if the
+    // supervisor is killed (SIGKILL, OOM), it must end too, not wait forever. `supervise`
+    // runs on the thread that stays until every child has ended, as the signal requires.
+    rtloop_sys::end_with_parent(&mut cmd);
     cmd.spawn()
 }
 
@@ -634,8 +638,14 @@ fn supervise(
             }
         }
     }
-    // every process ready (Python with numba may take a while to import and compile)
-    let ready_deadline = Instant::now() + Duration::from_secs(120);
+    // every process ready (Python with numba may take a while to import and compile), for
+    // at most 120 s, or --seconds: a module whose init never returns must not hold the run
+    // past the time it was given
+    let ready_wait = opts
+        .seconds
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .map_or(READY_WAIT, |s| READY_WAIT.min(s));
+    let ready_deadline = Instant::now() + ready_wait;
     while problem.is_none() {
         if (0..n).all(|i| board.state(i) == ProcState::Ready) {
             break;
@@ -649,11 +659,33 @@ fn supervise(
             break;
         }
         if Instant::now() > ready_deadline {
-            let slow: Vec<&str> = (0..n)
-                .filter(|&i| board.state(i) != ProcState::Ready)
-                .map(|i| model.processes[i].name.as_str())
-                .collect();
-            problem = Some(format!("not ready after 120 s: {}", slow.join(", ")));
+            let why = if ready_wait < READY_WAIT {
+                format!("--seconds {}", ready_wait.as_secs_f64())
+            } else {
+                format!("{} s", READY_WAIT.as_secs())
+            };
+            let mut slow = Vec::new();
+            for (i, r) in procs.iter_mut().enumerate() {
+                if board.state(i) == ProcState::Ready {
+                    continue;
+                }
+                slow.push(r.name.clone());
+                // still in its import or init: it does not look at the board, so it cannot
+                // be asked to stop
+                if let Some(c) = &mut r.child {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    r.child = None;
+                    r.exit = Some(format!(
+                        "did not finish starting (import, init) within {why}; killed"
+                    ));
+                    board.set_state(i, ProcState::Failed);
+                }
+            }
+            problem = Some(format!(
+                "not ready within {why}: {} (still starting: import or init)",
+                slow.join(", ")
+            ));
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -810,6 +842,9 @@ fn supervise(
         tick_hist,
     })
 }
+
+/// How long the processes may take to start (import, compile, init) at most.
+const READY_WAIT: Duration = Duration::from_secs(120);
 
 fn seconds_to_ticks(s: f64, tick_ns: u64) -> u64 {
     ((s * 1e9) / tick_ns as f64).ceil().max(1.0) as u64

@@ -316,6 +316,60 @@ pub fn thread_preemptions() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Make the child that `cmd` starts end (SIGKILL) when the thread that starts it ends: a
+/// supervisor killed by SIGKILL must not leave its children running, and a child that
+/// waits on its supervisor through shared memory cannot tell it is gone. The kernel
+/// sends the signal when the parent *thread* ends, so start children from a thread that
+/// outlives them (the supervisor's own). If the parent is already gone when the child
+/// starts (it died between fork and the call), the child does not run.
+pub fn end_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two system calls (prctl, getppid)
+    // through rustix, which neither allocates nor takes locks, and builds an io::Error from
+    // a raw errno, which does not allocate either.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // the parent may have died before the prctl: then nobody would send the signal
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Bind a UNIX-domain socket at `path` that only this user may connect to: the socket file
+/// is made 0600 whatever the umask (bind follows it), and [`peer_is_me`] refuses
+/// connections from other users, which also covers the moment between bind and the chmod.
+pub fn bind_private_unix(
+    path: &std::path::Path,
+) -> std::io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let l = std::os::unix::net::UnixListener::bind(path)?;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        let _ = std::fs::remove_file(path);
+        return Err(std::io::Error::new(
+            e.kind(),
+            format!("cannot make socket {} owner-only: {e}", path.display()),
+        ));
+    }
+    Ok(l)
+}
+
+/// Whether the process at the other end of a UNIX-domain connection runs as this process's
+/// effective user (SO_PEERCRED). `Err(uid)` names the other user (`None` if the kernel did
+/// not say).
+pub fn peer_is_me(conn: &std::os::unix::net::UnixStream) -> Result<(), Option<u32>> {
+    match rustix::net::sockopt::socket_peercred(conn) {
+        Ok(cred) if cred.uid == rustix::process::geteuid() => Ok(()),
+        Ok(cred) => Err(Some(cred.uid.as_raw())),
+        Err(_) => Err(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

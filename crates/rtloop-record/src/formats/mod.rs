@@ -31,7 +31,8 @@ pub enum Format {
 /// [`SourceError::Io`] when the path does not exist, [`SourceError::Unrecognised`] when it
 /// is none of the formats (saying which are allowed).
 pub fn detect(path: &Path) -> Result<Format, SourceError> {
-    std::fs::metadata(path).map_err(crate::replay::io_error(path))?;
+    // a regular file or a directory, before anything opens it: opening a FIFO would block
+    crate::replay::regular(path, true)?;
     let ext = path
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
