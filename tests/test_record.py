@@ -251,7 +251,7 @@ def test_replay_of_an_xdf_file(make_name: Callable[[], str], tmp_path: Path) -> 
     rec.communicate(timeout=30)
     to_xdf(tmp_path / name, tmp_path / "r.xdf")
     again = make_name()
-    o = subprocess.run([*rtloop_exe(), "replay", str(tmp_path / "r.xdf"), "--stream", again, "--fast"],
+    o = subprocess.run([*rtloop_exe(), "replay", str(tmp_path / "r.xdf"), "--stream", again, "--fast", "--keep"],
                        capture_output=True, text=True, timeout=60)
     assert o.returncode == 0, o.stderr
     assert "200 samples and 1 events" in o.stdout

@@ -35,7 +35,7 @@ def replay(*args: str) -> subprocess.CompletedProcess[str]:
 
 def replayed(path: Path, name: str, *args: str) -> Tuple[rtloop.Stream, NDArray[Any], List[rtloop.Event], Dict[str, Any]]:
     """Replay ``path`` as fast as possible into stream ``name``; its samples, events, report."""
-    out = replay(str(path), "--fast", "--stream", name, *args)
+    out = replay(str(path), "--fast", "--keep", "--stream", name, *args)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     s = rtloop.Stream.open(name)
@@ -364,7 +364,7 @@ def test_nwb_series_with_timestamps_plays_at_its_stamps(tmp_path: Path, stream_n
     pynwb = need("pynwb", "pynwb")
     write_nwb(tmp_path / "s.nwb", np.zeros((10, 2), dtype=np.int16), False)
     # paced by its timestamps (20x), one channel, float64 as stored
-    out = replay(str(tmp_path / "s.nwb"), "--series", "pressure", "--speed", "20", "--stream", stream_name)
+    out = replay(str(tmp_path / "s.nwb"), "--series", "pressure", "--speed", "20", "--keep", "--stream", stream_name)
     assert out.returncode == 0, out.stderr
     assert abs(json.loads(out.stdout)["recorded_seconds"] - 0.495) < 1e-6
     s = rtloop.Stream.open(stream_name)
@@ -402,7 +402,7 @@ def test_play_paced_can_be_stopped_and_keeps_what_it_wrote(tmp_path: Path, make_
     traces = np.zeros((int(RATE) * 20, 5), dtype=np.int16)  # 20 s at the original pace
     bin_path = write_spikeglx(tmp_path / "run", traces, [500] * 384)
     name = make_name()
-    r = rtloop.replay.play(bin_path, stream=name)
+    r = rtloop.replay.play(bin_path, stream=name, keep=True)
     assert r.running and not r.wait(0.3)
     [report] = r.stop()
     assert not r.running and 0 < report.samples < len(traces)

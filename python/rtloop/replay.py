@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 from numpy.typing import NDArray
 
+from ._checks import check_type
 from .reports import ReplayReport
 from .stream import Stream, StreamInfo
 
@@ -97,12 +98,15 @@ def play(
     stream: Optional[str] = None,
     speed: Optional[float] = 1.0,
     capacity: Optional[int] = None,
+    keep: bool = False,
 ) -> Replay:
     """Play a recorded file into live streams (``rtloop replay PATH``): an rtloop recording,
     XDF, SpikeGLX (.bin + .meta), Open Ephys binary or NWB. ``series`` picks the series (one
     name or several, each into its own stream), ``all=True`` plays every one; ``stream`` names
     the stream (one series only). ``speed`` is a multiple of the original pace, ``None`` as
-    fast as possible. Samples go in bit for bit, events at their samples.
+    fast as possible. Samples go in bit for bit, events at their samples. A stream ends with
+    its replay (readers attached read it to the end; nobody finds it afterwards) unless
+    ``keep=True``.
 
     Everything is opened and checked before anything plays: a file that cannot be read is
     ``OSError``, one rtloop cannot play, a series it does not hold or a bad stream name
@@ -110,4 +114,5 @@ def play(
     from ._rtloop import ReplaySession
 
     names = [] if series is None else [series] if isinstance(series, str) else list(series)
-    return Replay(ReplaySession(os.fspath(path), names, bool(all), stream, speed, capacity))
+    check_type(keep, bool, "keep")
+    return Replay(ReplaySession(os.fspath(path), names, bool(all), stream, speed, capacity, keep))

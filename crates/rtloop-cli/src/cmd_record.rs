@@ -256,6 +256,10 @@ pub struct ReplayArgs {
     /// read that much history.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub capacity: Option<u64>,
+    /// Keep the stream once the replay ends (by default it ends with the replay: readers
+    /// attached read it to the end, and it is not found afterwards).
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// Replay a recorded file into a stream (or several series into a stream each, in step).
@@ -299,7 +303,13 @@ pub fn replay(a: &ReplayArgs, g: &Global) -> Result<()> {
             );
         }
     }
-    let reports = plan.play((!a.fast).then_some(a.speed), a.capacity, &stop, &|_| {})?;
+    let reports = plan.play(
+        (!a.fast).then_some(a.speed),
+        a.capacity,
+        a.keep,
+        &stop,
+        &|_| {},
+    )?;
     if g.json {
         if let [r] = reports.as_slice() {
             println!("{}", serde_json::to_string_pretty(r)?);

@@ -50,7 +50,8 @@ impl ReplaySession {
     /// Open `path` (every chosen series, every stream name checked: errors raise here and
     /// nothing plays), then play it on a thread; returns once every stream exists.
     #[new]
-    #[pyo3(signature = (path, series, all, stream, speed, capacity))]
+    #[pyo3(signature = (path, series, all, stream, speed, capacity, keep=false))]
+    #[allow(clippy::too_many_arguments)] // the Python call's keyword arguments, one each
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -59,6 +60,7 @@ impl ReplaySession {
         stream: Option<String>,
         speed: Option<f64>,
         capacity: Option<u64>,
+        keep: bool,
     ) -> PyResult<Self> {
         if let Some(s) = speed.filter(|s| !(s.is_finite() && *s > 0.0)) {
             return Err(PyValueError::new_err(format!(
@@ -88,7 +90,7 @@ impl ReplaySession {
                     ready.ready(names.clone(), String::new());
                 }
             };
-            plan.play(speed, capacity, stop, &created)
+            plan.play(speed, capacity, keep, stop, &created)
         })?;
         let mut session = ReplaySession {
             task,

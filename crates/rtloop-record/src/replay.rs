@@ -573,6 +573,9 @@ pub struct PlayOptions {
     /// The moment the first sample is due (default: when the stream is made). Replays of
     /// several series of one recording given the same moment play in step.
     pub start: Option<Instant>,
+    /// Keep the stream's name once the replay ends (by default it ends with the replay:
+    /// readers attached read it to the end, and nobody finds it afterwards).
+    pub keep: bool,
 }
 
 /// The longest a paced replay waits between two samples, in seconds (a day): a recording
@@ -620,7 +623,8 @@ pub fn play_with(
         stream: name.to_owned(),
         source: Box::new(e),
     };
-    let cfg = info.stream_config(opts.capacity)?;
+    let mut cfg = info.stream_config(opts.capacity)?;
+    cfg.keep = opts.keep;
     // a stream of that name left by an earlier replay (closed or dead) is replaced; one
     // that a live writer holds is never touched
     let stream = Stream::create_replacing(name, &cfg).map_err(|e| serr(e.into()))?;
@@ -866,6 +870,7 @@ impl ReplayPlan {
         &self,
         speed: Option<f64>,
         capacity: Option<u64>,
+        keep: bool,
         stop: &AtomicBool,
         created: &(dyn Fn(&str) + Sync),
     ) -> Result<Vec<ReplayReport>, ReplayError> {
@@ -873,6 +878,7 @@ impl ReplayPlan {
             speed,
             capacity,
             start: speed.map(|_| Instant::now() + Duration::from_millis(50)),
+            keep,
         };
         let results: Vec<_> = std::thread::scope(|sc| {
             let handles: Vec<_> = self

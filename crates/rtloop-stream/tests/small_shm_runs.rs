@@ -21,7 +21,7 @@ fn a_run(name: &str, close: bool) -> bool {
     assert!(pid >= 0, "fork");
     if pid == 0 {
         let cfg = StreamConfig::new(DType::U64, CH, 1000.0, 786_432);
-        let code = match Stream::create(name, &cfg).and_then(|s| Ok(s.writer())) {
+        let code = match Stream::create(name, &cfg).map(|s| s.writer()) {
             Ok(Ok(mut w)) => {
                 let ok = w.write_bytes(&payload_bytes(0, 1000), None).is_ok();
                 if close {

@@ -202,7 +202,11 @@ pub fn open_out(
         }
         let _ = Stream::remove(&o.stream);
     }
-    let cfg = StreamConfig::new(sig.dtype, sig.row_len(), rate, capacity);
+    let cfg = StreamConfig {
+        // `keep: true` keeps the stream past the writer's close
+        keep: o.keep,
+        ..StreamConfig::new(sig.dtype, sig.row_len(), rate, capacity)
+    };
     let stream = Stream::create(&o.stream, &cfg)
         .map_err(|e| DriverError::stream(format!("cannot create stream {:?}", o.stream), e))?;
     let writer = stream
