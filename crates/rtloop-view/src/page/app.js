@@ -235,8 +235,8 @@ function onText(msg) {
     const ws = windowSamples(c.window_s, msg.rate), keeps = msg.capacity - Math.floor(msg.capacity / 8);
     $("scope-note").hidden = ws <= keeps;
     $("scope-note").textContent = ws <= keeps ? "" :
-      `the ring keeps ${msg.rate > 0 ? fmtSeconds(keeps / msg.rate) : `${keeps} samples`} of this stream: ` +
-      `the window's older part stays empty`;
+      `the ring keeps ${msg.rate > 0 ? fmtSeconds(keeps / msg.rate) : `${keeps} samples`} of this stream, less than ` +
+      `the window: the window fills as samples come, and starts from that much after a change or a pause`;
     setStatus(msg.status);
     askFrame();
   } else if (msg.type === "status") {
