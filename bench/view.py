@@ -17,9 +17,11 @@ commit-to-screen p99 <= 100 ms; the writer's rate with the viewer >= 0.99x of it
 write takes is reported, not judged: on a 2-vCPU machine the browser's own drawing shares the
 writer's CPUs, which a rig's viewing machine would not.
 
-    python bench/view.py [--seconds 10] [--phases 2] [--quick] [--out DIR] [--json]
+    python bench/view.py [--seconds 10] [--phases 2] [--quick] [--heat] [--out DIR] [--json]
 
-Writes results.json and view-384.png (the page during the run) into --out.
+`--heat` shows the 384 channels as the scope's heat map instead of traces. Writes
+results.json and view-384.png (view-384-heat.png with --heat: the page during the run) into
+--out.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="3 s phases, one pair")
     ap.add_argument("--out", type=Path, help="write results.json and view-384.png here")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--heat", action="store_true", help="the heat map instead of traces")
     a = ap.parse_args()
     if a.quick:
         a.seconds, a.phases = 3.0, 1
@@ -147,6 +150,9 @@ def main() -> int:
                 page.goto(f"{url}{'&' if '?' in url else '?'}stream={name}")
                 page.select_option("#per-page", "384")
                 page.wait_for_function("() => window.rtloopView.ring && window.rtloopView.ring.nch === 384 && window.rtloopView.frames > 10", timeout=30_000)
+                if a.heat:
+                    page.click("#heat")
+                    page.wait_for_function("() => window.rtloopView.axes && window.rtloopView.axes.channels", timeout=30_000)
                 writer_phase("with")
                 print(f"[phase {ph + 1}/{a.phases}] writer with the page open, {a.seconds:.0f} s ...", file=sys.stderr)
                 f0, n0 = page.evaluate("() => [window.rtloopView.frames, window.rtloopView.latencies.length]")
@@ -160,7 +166,7 @@ def main() -> int:
                 view_secs += t1 - t0
                 if a.out and ph == 0:
                     a.out.mkdir(parents=True, exist_ok=True)
-                    page.screenshot(path=str(a.out / "view-384.png"))
+                    page.screenshot(path=str(a.out / ("view-384-heat.png" if a.heat else "view-384.png")), full_page=True)
             browser.close()
         writer_phase("idle")
         writer.stdin.write("report\n")
@@ -206,7 +212,8 @@ def main() -> int:
          f"{shown['write_p99_us']:.1f} / {alone['write_p99_us']:.1f}", "(reported)", None),
     ]
     results = {
-        "seconds_per_phase": a.seconds, "phases": a.phases, "frames_per_s": frames, "viewer_cpu_percent": cpu,
+        "seconds_per_phase": a.seconds, "phases": a.phases, "mode": "heat map" if a.heat else "traces",
+        "frames_per_s": frames, "viewer_cpu_percent": cpu,
         "commit_to_screen_ms": {"p50": lat_p50, "p99": lat_p99, "n": len(latencies)},
         "writer_without": alone, "writer_with": shown,
         "rows": [{"measure": m, "figure": f, "target": t, "met": v} for m, f, t, v in rows],

@@ -149,10 +149,16 @@ def test_the_page_lists_streams_as_they_come_and_go(viewer: Viewer, page: Any, m
     cells = r.locator("td").all_inner_texts()
     assert cells[:4] == [name, "int16", "8", "30 kHz"], cells
     assert r.get_attribute("data-writer") == "alive"
+    # a clean close ends the stream: its name goes, and so does its row
     w.close()
-    page.wait_for_function(
-        "n => document.querySelector(`#streams tbody tr[data-name='${n}']`)?.dataset.writer === 'closed'", arg=name, timeout=10_000)
-    rtloop.Stream.remove(name)
+    r.wait_for(state="detached", timeout=10_000)
+    # a stream waiting for its writer is listed until it is removed
+    other = make_name()
+    rtloop.Stream.create(other, n_channels=1, dtype="float32", sfreq=100.0, capacity=1000)
+    r = row(page, other)
+    r.wait_for(timeout=10_000)
+    assert r.get_attribute("data-writer") == "none"
+    rtloop.Stream.remove(other)
     r.wait_for(state="detached", timeout=10_000)
 
 
@@ -193,7 +199,7 @@ def test_the_scope_draws_a_known_waveform_and_its_events(
     page.wait_for_selector("#events .event", timeout=10_000)
     assert "sample 1500 stim pulse-7" in page.inner_text("#events")
     events = page.evaluate("() => window.rtloopView.events")
-    assert {"sample": 1500, "kind": "stim", "value": "pulse-7"} in events
+    assert {"index": 0, "sample": 1500, "kind": "stim", "value": "pulse-7"} in events
     # the page measured commit-to-screen latency of every frame with new samples
     lat = page.evaluate("() => window.rtloopView.latencies")
     assert len(lat) > 10 and all(0 <= x < 60_000 for x in lat), lat[:20]
@@ -304,8 +310,8 @@ def test_channel_pages_show_their_own_channels_and_the_viewer_takes_no_reader_sl
     for first, shown in ((0, 4), (4, 4), (8, 2)):
         # this page's reset, not the one before it (the first page also starts at channel 0)
         page.wait_for_function(
-            "([f, n]) => { const r = window.rtloopView.reset; return r && r.config.first_channel === f && "
-            "r.config.n_channels === n && window.rtloopView.ring.lastBin >= 0; }",
+            "([f, n]) => { const r = window.rtloopView.reset; return r && r.config.first_channel === f "
+            "&& r.config.n_channels === n && window.rtloopView.ring.lastBin >= 0; }",
             arg=[first, shown], timeout=10_000)
         r = page.evaluate("() => { const r = window.rtloopView.ring; const s = r.lastBin % r.cols; "
                           "return { names: r.names, mm: Array.from(r.minmax.subarray(s * r.nch * 2, (s + 1) * r.nch * 2)) }; }")
@@ -667,3 +673,312 @@ def test_max_connections_is_kept_and_scopes_are_never_closed_to_make_room() -> N
         for ws in scopes:
             ws.close()
         v.stop()
+# a writer of constant rows (channel c holds value + c) that a test closes, kills or replaces;
+# "close" on stdin closes it cleanly, "event SAMPLE" pushes an event at that sample
+CONTROLLED = r"""
+import sys, threading, time
+import numpy as np, rtloop
+name, value, rate = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+s = rtloop.Stream.create(name, n_channels=4, dtype="float32", sfreq=rate, capacity=100_000,
+                         ch_names=["a", "b", "c", "d"], ch_units=["uV"] * 4)
+w = s.writer()
+stop = threading.Event()
+lock = threading.Lock()
+def control():
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd and cmd[0] == "close":
+            stop.set()
+            with lock:
+                w.close()
+            print("closed", flush=True)
+threading.Thread(target=control, daemon=True).start()
+print("ready", flush=True)
+row = (value + np.arange(4, dtype=np.float32))[None, :]
+k, t0 = 0, time.monotonic()
+while not stop.is_set():
+    with lock:
+        if stop.is_set():
+            break
+        w.push_chunk(np.repeat(row, 10, axis=0))
+    k += 10
+    time.sleep(max(0.0, t0 + k / rate - time.monotonic()))
+time.sleep(3600)
+"""
+
+
+def scope_url(viewer: Viewer, name: str) -> str:
+    return f"{viewer.url}{'&' if '?' in viewer.url else '?'}stream={name}"
+
+
+def newest_values(page: Any) -> List[float]:
+    """The minima and maxima of the newest column the page holds, channel by channel."""
+    return page.evaluate("""() => { const r = window.rtloopView.ring; if (!r || r.lastBin < 0) return [];
+        const s = r.lastBin % r.cols; return Array.from(r.minmax.subarray(s * r.nch * 2, (s + 1) * r.nch * 2)); }""")
+
+
+def darkest(page: Any) -> int:
+    """The darkest grey level of the trace as the screen shows it (0 black, 255 white), in the
+    middle of the scope, away from the labels, scales and time axis drawn over it."""
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(page.locator("#scope").screenshot())).convert("L")
+    w, h = img.size
+    return int(img.crop((w // 4, 20, 3 * w // 4, h - 40)).getextrema()[0])
+
+
+@pytest.mark.parametrize("end", ["closed", "killed", "removed"])
+def test_an_ended_stream_is_never_shown_as_live(
+    viewer: Viewer, page: Any, make_name: Callable[[], str], child: Callable[..., Any], end: str
+) -> None:
+    name = make_name()
+    writer = child(CONTROLLED, name, "5", str(RATE))
+    writer.expect("ready")
+    page.goto(scope_url(viewer, name))
+    page.wait_for_function("() => window.rtloopView.frames > 10 && window.rtloopView.latencies.length > 3", timeout=20_000)
+    assert page.is_hidden("#banner")
+    assert "frames/s" in page.inner_text("#perf")
+    live_ink = darkest(page)
+    if end == "closed":
+        writer.send("close")
+        writer.expect("closed")
+        want, state = "writer closed", "closed"
+    elif end == "killed":
+        writer.proc.send_signal(signal.SIGKILL)
+        writer.proc.wait()
+        want, state = f"writer died (pid {writer.pid})", "dead"
+    else:
+        rtloop.Stream.remove(name)
+        want, state = "stream removed", "removed"
+    page.wait_for_function("w => document.getElementById('banner').textContent.startsWith(w)", arg=want, timeout=10_000)
+    assert page.is_visible("#banner")
+    assert "ended" in (page.get_attribute("#scope-wrap", "class") or "")
+    # frames go on (to notice a writer that makes the stream again), figures do not
+    f0 = page.evaluate("() => window.rtloopView.frames")
+    page.wait_for_function("f => window.rtloopView.frames >= f + 3", arg=f0, timeout=10_000)
+    perf = page.inner_text("#perf")
+    assert "frames/s" not in perf and "commit to screen" not in perf, perf
+    assert page.evaluate("() => window.rtloopView.latencies.length") == 0
+    # the trace is still there, dimmed: its darkest ink is lighter than it was
+    assert live_ink < 100 and darkest(page) > live_ink + 80, (live_ink, darkest(page))
+    # the list says the same of the stream
+    r = row(page, name)
+    page.wait_for_function(
+        "([n, s]) => document.querySelector(`#streams tbody tr[data-name='${n}']`)?.dataset.writer === s",
+        arg=[name, state], timeout=10_000)
+    if end != "killed":  # a clean close or a removal takes the name: the row is the scope's
+        assert r.get_attribute("data-ended") == "true"
+    if os.environ.get("RTLOOP_VIEW_SHOTS") and end == "killed":
+        page.screenshot(path=str(shots_dir() / "view-ended.png"))
+
+
+@pytest.mark.parametrize("end", ["closed", "killed"])
+def test_a_stream_made_again_under_its_name_is_followed(
+    viewer: Viewer, page: Any, make_name: Callable[[], str], child: Callable[..., Any], end: str
+) -> None:
+    name = make_name()
+    first = child(CONTROLLED, name, "10", str(RATE))
+    first.expect("ready")
+    page.goto(scope_url(viewer, name))
+    page.wait_for_function("() => window.rtloopView.ring && window.rtloopView.ring.lastBin >= 0", timeout=20_000)
+    assert newest_values(page) == [10, 10, 11, 11, 12, 12, 13, 13]
+    old = page.evaluate("() => window.rtloopView.incarnation")
+    if end == "closed":
+        first.send("close")
+        first.expect("closed")
+    else:
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait()
+    second = child(CONTROLLED, name, "20", str(RATE))
+    second.expect("ready")
+    # no reload: the scope shows the new stream's samples, live again
+    page.wait_for_function("() => { const r = window.rtloopView.ring; return r.lastBin >= 0 && "
+                           "r.minmax[(r.lastBin % r.cols) * r.nch * 2] === 20; }", timeout=10_000)
+    assert newest_values(page) == [20, 20, 21, 21, 22, 22, 23, 23]
+    page.wait_for_function("o => window.rtloopView.incarnation !== o && window.rtloopView.status.state === 'live'",
+                           arg=old, timeout=10_000)
+    assert page.is_hidden("#banner")
+    assert "ended" not in (page.get_attribute("#scope-wrap", "class") or "")
+    page.wait_for_function("() => window.rtloopView.latencies.length > 3", timeout=10_000)
+    page.wait_for_function(
+        "n => document.querySelector(`#streams tbody tr[data-name='${n}']`)?.dataset.writer === 'alive'", arg=name, timeout=10_000)
+
+
+def test_events_are_listed_once_each_in_sample_order(
+    viewer: Viewer, page: Any, make_name: Callable[[], str]
+) -> None:
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=10, dtype="float32", sfreq=1000.0, capacity=20_000)
+    w = s.writer()
+    w.push_chunk(np.zeros((1000, 10), dtype=np.float32))
+    for i, at in enumerate((100, 300, 500, 700)):
+        w.push_event("stim", f"e{i}", sample=at)
+    page.goto(scope_url(viewer, name))
+    want = [f"sample {at} stim e{i}" for i, at in enumerate((100, 300, 500, 700))]
+
+    def listed() -> List[str]:
+        return page.locator("#events .event").all_inner_texts()
+
+    page.wait_for_function("n => document.querySelectorAll('#events .event').length >= n", arg=4, timeout=10_000)
+    assert sorted(listed()) == sorted(want)
+
+    def settle(first: int, change: Callable[[], None]) -> None:
+        page.evaluate("() => { window.lastReset = window.rtloopView.reset; }")
+        change()
+        page.wait_for_function(
+            "f => window.rtloopView.reset !== window.lastReset && window.rtloopView.reset.config.first_channel === f "
+            "&& window.rtloopView.ring.lastBin >= 0", arg=first, timeout=10_000)
+        page.wait_for_timeout(300)  # the events of the new configuration have come
+
+    # channel pages and windows each send the window's events again
+    settle(0, lambda: page.select_option("#per-page", "4"))
+    settle(4, lambda: page.click("#page-next"))
+    settle(4, lambda: page.select_option("#window", "5"))
+    settle(4, lambda: page.select_option("#window", "1"))
+    assert listed() == want
+    # ... and so does a dropped connection, when the page connects again
+    settle(4, lambda: page.evaluate("() => window.rtloopView.socket.close()"))
+    assert listed() == want
+    # a new event comes once, after the others
+    w.push_chunk(np.zeros((100, 10), dtype=np.float32))
+    w.push_event("stim", "e4", sample=1050)
+    page.wait_for_function("() => document.querySelectorAll('#events .event').length >= 5", timeout=10_000)
+    page.wait_for_timeout(300)
+    assert listed() == want + ["sample 1050 stim e4"]
+    events = page.evaluate("() => window.rtloopView.events")
+    assert [e["sample"] for e in events] == [100, 300, 500, 700, 1050]
+    w.close()
+
+
+def test_axes_say_time_amplitude_counts_and_the_tick(viewer: Viewer, page: Any, make_name: Callable[[], str]) -> None:
+    # a regular stream: the time axis spans the window chosen, in seconds, with ticks
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=2, dtype="float32", sfreq=1000.0, capacity=100_000,
+                             ch_names=["Fz", "Cz"], ch_units=["uV", "uV"])
+    w = s.writer()
+    k = np.arange(3000)[:, None]
+    w.push_chunk((np.array([50.0, 100.0])[None, :] * np.sin(2 * np.pi * 5 * k / 1000)).astype(np.float32))
+    page.goto(scope_url(viewer, name))
+    page.wait_for_function("() => window.rtloopView.axes && window.rtloopView.axes.time.length > 2", timeout=10_000)
+    ax = page.evaluate("() => window.rtloopView.axes")
+    r = page.evaluate("() => ({ cols: window.rtloopView.ring.cols, spc: window.rtloopView.ring.spc })")
+    assert ax["unit"] == "s"
+    # the screen spans the 2 s window (to within a column), and the ticks are labelled in it
+    assert ax["span"] == pytest.approx(r["cols"] * r["spc"] / 1000.0)
+    assert 2.0 <= ax["span"] < 2.0 + r["spc"] / 1000.0 + 1e-9, (ax["span"], r)
+    labels = [t["label"] for t in ax["time"]]
+    assert labels[0] == "0" and "−1 s" in labels and "−2 s" in labels, labels
+    assert all(0 <= t["x"] <= 1 for t in ax["time"])
+    # each lane's scale, in the stream's unit, holds the lane's signal (one shared scale: ±100)
+    for lane in ax["lanes"]:
+        assert lane["unit"] == "uV" and lane["top"] >= 100 and lane["bottom"] <= -100, lane
+    assert "a lane" in page.inner_text("#perf")
+    # an irregular stream: the axis counts samples, and the window says samples, never seconds
+    irr = make_name()
+    s2 = rtloop.Stream.create(irr, n_channels=1, dtype="float32", sfreq=0.0, capacity=1000)
+    w2 = s2.writer()
+    w2.push_chunk(np.arange(900, dtype=np.float32)[:, None])
+    page.goto(scope_url(viewer, irr))
+    page.wait_for_function("() => window.rtloopView.axes && window.rtloopView.axes.unit === 'samples'", timeout=10_000)
+    ax = page.evaluate("() => window.rtloopView.axes")
+    assert 2000 <= ax["span"] < 2000 + page.evaluate("() => window.rtloopView.ring.spc")
+    assert page.locator("#window option:checked").inner_text() == "2000 samples"
+    assert not any(t["label"].endswith(" s") for t in ax["time"]), ax["time"]
+    # ... and its ring keeps fewer samples than the window: a note says so
+    assert page.is_visible("#scope-note")
+    cap = s2.capacity  # rounded up by the stream; an eighth is left for the writer's way
+    assert f"the ring keeps {cap - cap // 8} samples" in page.inner_text("#scope-note")
+    # the histogram's count axis: log (an empty bin on the baseline) and linear
+    page.click("#mode-hist")
+    page.wait_for_function("() => window.rtloopView.histAxis", timeout=10_000)
+    hx = page.evaluate("() => window.rtloopView.histAxis")
+    assert hx["log"] and [c["count"] for c in hx["counts"]][:3] == [0, 1, 10]
+    assert all(math.isfinite(c["y"]) for c in hx["counts"])
+    assert hx["counts"][0]["y"] > hx["counts"][1]["y"]  # 0 below 1, on the baseline
+    page.click("#hist-log")
+    page.wait_for_function("() => !window.rtloopView.histAxis.log", timeout=10_000)
+    counts = [c["count"] for c in page.evaluate("() => window.rtloopView.histAxis.counts")]
+    assert counts[0] == 0 and len(counts) >= 3 and len({b - a for a, b in zip(counts, counts[1:])}) == 1, counts
+    w.close()
+    w2.close()
+
+
+def test_the_runtime_timing_view_shows_the_tick(viewer: Viewer, page: Any) -> None:
+    # what `rtloop run` publishes for a model ticking at 1 kHz (its shape and description)
+    name = f"pytestmodel{os.getpid()}.tick-timing"
+    s = rtloop.Stream.create(name, n_channels=2, dtype="float32", sfreq=1000.0, capacity=10_000,
+                             ch_names=["tick_start_late", "filter_exec"], ch_units=["us", "us"],
+                             content_type="timing")
+    try:
+        w = s.writer()
+        w.push_chunk(np.tile(np.array([[3.0, 120.0]], dtype=np.float32), (2000, 1)))
+        page.goto(scope_url(viewer, name))
+        page.wait_for_function("() => window.rtloopView.axes && window.rtloopView.axes.deadline", timeout=10_000)
+        assert page.evaluate("() => window.rtloopView.axes.deadline") == {"value": 1000, "unit": "us"}
+        # each lane reaches past the tick, so the line shows in all of them
+        for lane in page.evaluate("() => window.rtloopView.axes.lanes"):
+            assert lane["bottom"] <= 0 and lane["top"] >= 1000, lane
+        if os.environ.get("RTLOOP_VIEW_SHOTS"):
+            page.screenshot(path=str(shots_dir() / "view-tick.png"))
+        w.close()
+    finally:
+        if name in rtloop.Stream.list():
+            rtloop.Stream.remove(name)
+
+
+def test_a_probe_shows_as_a_heat_map_with_channel_labels_and_values_on_hover(
+    viewer: Viewer, page: Any, make_name: Callable[[], str]
+) -> None:
+    name = make_name()
+    n, rate = 384, 30000.0
+    s = rtloop.Stream.create(name, n_channels=n, dtype="int16", sfreq=rate, capacity=200_000,
+                             ch_units=["uV"] * n)
+    w = s.writer()
+    # flat channels with their own offsets, and one spike: channel 100 dips to -1000 uV at
+    # sample 40000 of 60000 (the window's middle)
+    x = np.tile((np.arange(n, dtype=np.int16) * 3)[None, :], (60_000, 1))
+    x[40_000:40_030, 100] = -1000
+    w.push_chunk(x)
+    page.goto(scope_url(viewer, name))
+    page.wait_for_function("() => window.rtloopView.ring && window.rtloopView.ring.lastBin >= 0", timeout=10_000)
+    page.select_option("#per-page", "384")
+    page.wait_for_function("() => window.rtloopView.ring.nch === 384 && window.rtloopView.ring.lastBin >= 0", timeout=10_000)
+    page.click("#heat")
+    page.wait_for_function("() => window.rtloopView.axes && window.rtloopView.axes.channels", timeout=10_000)
+    # every channel has a row of its own, and the page still fits the screen
+    ring = page.evaluate("() => ({ rowPx: window.rtloopView.ring.rowPx, cols: window.rtloopView.ring.cols, "
+                         "spc: window.rtloopView.ring.spc, lastBin: window.rtloopView.ring.lastBin, "
+                         "h: document.getElementById('scope').height })")
+    assert ring["rowPx"] >= 1 and ring["h"] <= 900
+    # labels at a readable step: every step-th channel, at least 14 pixels apart
+    ch = page.evaluate("() => window.rtloopView.axes.channels")
+    assert ch["step"] * ring["rowPx"] >= 14 and ch["step"] < 64
+    assert [l["channel"] for l in ch["labels"]] == list(range(0, n, ch["step"]))
+    assert ch["labels"][1]["name"] == f"ch{ch['step']}"
+    # the pixels: the bluest spot of the map is channel 100's row at the spike's column
+    px = page.evaluate("""() => { const c = document.getElementById('scope'), d = c.getContext('2d')
+        .getImageData(0, 0, c.width, c.height).data; let best = -1, at = null;
+        for (let y = 0; y < c.height; y++) for (let x = 0; x < c.width; x++) {
+          const i = (y * c.width + x) * 4, blue = d[i + 2] - d[i];
+          if (blue > best) { best = blue; at = [x, y]; } }
+        const i = (at[1] * c.width + at[0]) * 4;
+        return { x: at[0], y: at[1], rgb: [d[i], d[i + 1], d[i + 2]], w: c.width }; }""")
+    assert px["y"] // ring["rowPx"] == 100, px
+    spike_col = 40_000 // ring["spc"]
+    assert ring["cols"] - 1 - (ring["lastBin"] - spike_col) == px["x"], (px, ring)
+    assert px["rgb"][2] > 150 and px["rgb"][0] < 60, px  # deep blue
+    # a channel without a spike is white at that column (its offset is taken out)
+    assert page.evaluate("([x, y]) => Array.from(document.getElementById('scope').getContext('2d')"
+                         ".getImageData(x, y, 1, 1).data)", [px["x"], 300 * ring["rowPx"]])[:3] == [255, 255, 255]
+    # hover: the value under the pointer, in the stream's unit
+    box = page.locator("#scope").bounding_box()
+    page.mouse.move(box["x"] + (px["x"] + 0.5) * box["width"] / px["w"],
+                    box["y"] + (100.5 * ring["rowPx"]) * box["height"] / ring["h"])
+    page.wait_for_selector("#hover:not([hidden])", timeout=5_000)
+    tip = page.inner_text("#hover")
+    assert tip.startswith("100: ch100 · −") and "-1000 to 300 uV" in tip, tip
+    if os.environ.get("RTLOOP_VIEW_SHOTS"):
+        page.screenshot(path=str(shots_dir() / "view-heatmap.png"))
+    w.close()

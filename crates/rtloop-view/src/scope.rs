@@ -8,7 +8,7 @@
 //! slot: the viewer is never a slow reader that a lossless writer waits for, and copies only
 //! what it has not seen.
 
-use rtloop_stream::{DType, Event, EventValue, ReadError, Stream};
+use rtloop_stream::{DType, Event, EventValue, ReadError, Stream, StreamState};
 
 /// What the scope shows.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -53,12 +53,46 @@ const SLICE: u64 = 4096;
 /// One event inside the scope's window.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ScopeEvent {
+    /// Its place among the stream's events (0 for the first pushed): the page lists each
+    /// event once however often a new configuration or connection sends it again.
+    pub index: u64,
     /// Sample index it belongs to.
     pub sample: u64,
     /// Its type as text (or a number's text).
     pub kind: String,
     /// Its value as text.
     pub value: String,
+}
+
+/// Where the scope's stream is in its life, as the page says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum ScopeStatus {
+    /// A live writer holds it.
+    Live {
+        /// The writer's pid.
+        pid: u32,
+    },
+    /// Made, no writer yet.
+    Waiting,
+    /// Its writer closed it: nothing more comes.
+    Closed,
+    /// Its writer's process ended without closing it.
+    Dead {
+        /// The writer's pid.
+        pid: u32,
+    },
+    /// Its name was removed (or no longer leads to it) while a writer may still hold it:
+    /// nobody new finds it.
+    Removed,
+}
+
+impl ScopeStatus {
+    /// Whether samples may still come.
+    #[must_use]
+    pub fn live(self) -> bool {
+        matches!(self, ScopeStatus::Live { .. } | ScopeStatus::Waiting)
+    }
 }
 
 /// What changed since the last frame.
@@ -85,6 +119,8 @@ pub struct ScopeFrame {
 /// The decimation state of one scope on one stream.
 pub struct Scope {
     stream: Stream,
+    /// The name the scope was opened by: a new stream under it is followed.
+    name: String,
     cfg: ScopeConfig,
     samples_per_column: u64,
     /// Next sample to decimate.
@@ -96,6 +132,8 @@ pub struct Scope {
     /// Aligned for every dtype (u64), viewed as bytes and as samples.
     scratch: Vec<u64>,
     stamps: Vec<u64>,
+    /// The status last given to the page.
+    reported: Option<ScopeStatus>,
 }
 
 impl Scope {
@@ -129,6 +167,7 @@ impl Scope {
         let first_event = first_event_after(&stream, start);
         Ok(Scope {
             acc: vec![[f32::INFINITY, f32::NEG_INFINITY]; cfg.n_channels],
+            name: stream.name().to_owned(),
             stream,
             cfg,
             samples_per_column,
@@ -137,6 +176,7 @@ impl Scope {
             next_event: first_event,
             scratch: Vec::new(),
             stamps: Vec::new(),
+            reported: None,
         })
     }
 
@@ -156,6 +196,62 @@ impl Scope {
     #[must_use]
     pub fn stream(&self) -> &Stream {
         &self.stream
+    }
+
+    /// Where the stream is in its life. An ended stream says how it ended; a stream whose
+    /// name was removed (or taken by a newer stream) while its writer runs is `Removed`.
+    #[must_use]
+    pub fn status(&self) -> ScopeStatus {
+        match StreamState::of(&self.stream) {
+            StreamState::Closed => ScopeStatus::Closed,
+            StreamState::Dead { pid } => ScopeStatus::Dead { pid },
+            _ if !self.stream.is_current() => ScopeStatus::Removed,
+            StreamState::Live { pid, .. } => ScopeStatus::Live { pid },
+            _ => ScopeStatus::Waiting,
+        }
+    }
+
+    /// The status, and whether it changed since the last call (the first call counts as a
+    /// change): the page is told once per change.
+    pub fn report_status(&mut self) -> (ScopeStatus, bool) {
+        let now = self.status();
+        let changed = self.reported != Some(now);
+        self.reported = Some(now);
+        (now, changed)
+    }
+
+    /// A key that tells this stream from an earlier or later one of the same name.
+    #[must_use]
+    pub fn incarnation(&self) -> String {
+        let i = self.stream.info();
+        format!("{}-{}", i.creator_pid, i.created_unix_ns)
+    }
+
+    /// When the scope's name now leads to another stream (a writer made it again), start
+    /// over on that one with the same window and width; the channel page is kept when the
+    /// new stream has those channels, else it starts at channel 0. Returns whether it did.
+    pub fn follow(&mut self) -> bool {
+        if self.stream.is_current() {
+            return false;
+        }
+        let Ok(new) = Stream::open(&self.name) else {
+            return false; // no stream under the name (yet)
+        };
+        let n = new.info().n_channels;
+        let cfg = self.cfg;
+        let fallback = ScopeConfig {
+            first_channel: 0,
+            n_channels: cfg.n_channels.min(n),
+            ..cfg
+        };
+        let fits = cfg.first_channel + cfg.n_channels <= n;
+        match Scope::new(new, if fits { cfg } else { fallback }) {
+            Ok(s) => {
+                *self = s;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Decimate what was committed since the last frame (at most one window of it).
@@ -263,10 +359,10 @@ impl Scope {
             return Vec::new();
         }
         match self.stream.read_events(first, written) {
-            Ok(evs) => evs
-                .iter()
-                .filter(|e| e.sample >= window_start)
-                .map(scope_event)
+            Ok(evs) => (first..)
+                .zip(evs.iter())
+                .filter(|(_, e)| e.sample >= window_start)
+                .map(|(i, e)| scope_event(i, e))
                 .collect(),
             // lapped while we read: the page misses these markers, the samples are unaffected
             Err(_) => Vec::new(),
@@ -297,8 +393,9 @@ fn first_event_after(stream: &Stream, start: u64) -> u64 {
     }
 }
 
-fn scope_event(e: &Event) -> ScopeEvent {
+fn scope_event(index: u64, e: &Event) -> ScopeEvent {
     ScopeEvent {
+        index,
         sample: e.sample,
         kind: value_text(&e.kind),
         value: value_text(&e.value),
@@ -441,6 +538,7 @@ mod tests {
         assert_eq!(
             f.events,
             vec![ScopeEvent {
+                index: 0,
                 sample: 50,
                 kind: "stim".into(),
                 value: "on".into()
@@ -448,6 +546,37 @@ mod tests {
         );
         assert!(scope.frame().events.is_empty());
         Stream::remove(&name).unwrap();
+    }
+
+    #[test]
+    fn a_closed_or_removed_stream_says_so_and_a_stream_made_again_is_followed() {
+        let name = rtloop_testkit::unique_name("view-life");
+        let s = stream(&name, DType::F32, 2, 1000.0, 4096);
+        let mut scope = Scope::new(Stream::open(&name).unwrap(), cfg(1.0, 100, 1, 1)).unwrap();
+        assert_eq!(scope.report_status(), (ScopeStatus::Waiting, true));
+        let mut w = s.writer().unwrap();
+        w.write(&[1.0f32; 20]).unwrap();
+        let pid = std::process::id();
+        assert_eq!(scope.report_status(), (ScopeStatus::Live { pid }, true));
+        assert_eq!(scope.report_status(), (ScopeStatus::Live { pid }, false));
+        // a clean close removes the name: the scope says closed and has nothing to follow
+        drop(w);
+        assert!(!scope.follow());
+        assert_eq!(scope.report_status(), (ScopeStatus::Closed, true));
+        // a writer makes the stream again, with fewer channels: followed from channel 0
+        let again = stream(&name, DType::F32, 1, 1000.0, 4096);
+        let old = scope.incarnation();
+        assert!(scope.follow());
+        assert_ne!(scope.incarnation(), old);
+        assert_eq!(scope.config().first_channel, 0);
+        let mut w = again.writer().unwrap();
+        w.write(&[7.0f32; 10]).unwrap();
+        assert!(matches!(scope.status(), ScopeStatus::Live { .. }));
+        assert_eq!(scope.frame().data, vec![7.0, 7.0]);
+        // removed while its writer runs: nobody new finds it
+        Stream::remove(&name).unwrap();
+        assert_eq!(scope.status(), ScopeStatus::Removed);
+        assert!(!scope.follow());
     }
 
     #[test]

@@ -593,30 +593,58 @@ fn error_message(text: &str) -> Message {
 
 fn open_scope(name: &str, cfg: ScopeConfig) -> Result<(Scope, String), String> {
     let stream = Stream::open(name).map_err(|e| e.to_string())?;
-    let ch = channels(&stream);
-    let scope = Scope::new(stream, cfg).map_err(|e| e.to_string())?;
+    let mut scope = Scope::new(stream, cfg).map_err(|e| e.to_string())?;
+    let reset = reset_message(&mut scope);
+    Ok((scope, reset))
+}
+
+/// What the page starts (again) from: the configuration, the stream's shape and labels,
+/// which stream file it is (a writer that made the stream again makes a new one) and where
+/// the stream is in its life.
+fn reset_message(scope: &mut Scope) -> String {
+    let (status, _) = scope.report_status();
+    let cfg = scope.config();
+    let ch = channels(scope.stream());
     let info = scope.stream().info();
     let range = cfg.first_channel..cfg.first_channel + cfg.n_channels;
-    let reset = serde_json::json!({
+    serde_json::json!({
         "type": "reset",
-        "stream": name,
+        "stream": info.name,
+        "incarnation": scope.incarnation(),
+        "status": status,
         "config": cfg,
         "samples_per_column": scope.samples_per_column(),
         "rate": info.nominal_rate,
+        "capacity": info.capacity,
+        "content_type": info.content_type,
+        "description": info.description,
         "dtype": info.dtype.name(),
         "n_channels": info.n_channels,
         "names": ch.names[range.clone()],
         "units": ch.units[range],
-    });
-    Ok((scope, reset.to_string()))
+    })
+    .to_string()
 }
 
 /// A frame as the page reads it: events (text) when there are new ones, then the bins
 /// (binary: eight little-endian f64 — written, first bin, bins, channels, the newest
 /// commit and the send time in Unix ms, samples skipped, 0 — then the f32 minima and maxima).
+/// A writer that made the stream again is followed (a new reset first), and a change in the
+/// stream's life goes out as a status message before the frame.
 fn frame_messages(scope: &mut Scope) -> Vec<Message> {
+    let mut out = Vec::with_capacity(3);
+    if scope.follow() {
+        out.push(Message::Text(reset_message(scope).into()));
+    }
+    let (status, changed) = scope.report_status();
+    if changed {
+        out.push(Message::Text(
+            serde_json::json!({ "type": "status", "status": status })
+                .to_string()
+                .into(),
+        ));
+    }
     let f: ScopeFrame = scope.frame();
-    let mut out = Vec::with_capacity(2);
     if !f.events.is_empty() {
         out.push(Message::Text(
             serde_json::json!({ "type": "events", "events": f.events })
