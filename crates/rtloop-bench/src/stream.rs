@@ -489,14 +489,7 @@ fn payload_short(bytes: u64) -> String {
 fn throughput_row(
     c: &Config,
     repeats: u32,
-    (bytes, capacity, packets, copy_out, goal, against): (
-        u64,
-        u64,
-        u64,
-        bool,
-        Option<f64>,
-        &'static str,
-    ),
+    (bytes, capacity, packets, copy_out, goal, against): RowConfig,
     p: &mut dyn Progress,
 ) -> Result<ThroughputRow, BenchError> {
     let footprint = bytes * capacity;
@@ -600,6 +593,10 @@ impl Config {
     }
 }
 
+/// One throughput row: payload bytes, ring capacity in packets, packets, whether the consumer
+/// copies out, the goal, and the reference the goal is judged against.
+type RowConfig = (u64, u64, u64, bool, Option<f64>, &'static str);
+
 /// Run the stream benchmark.
 pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError> {
     c.validate()?;
@@ -621,7 +618,7 @@ pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError>
     // messages in small rings; then the 195 MiB ring with every packet copied out.
     // Every commit is stamped (part of the stream's contract), so small messages, where the
     // stamp is most of the cost, are judged against the bare ring that stamps each commit.
-    let configs: [(u64, u64, u64, bool, Option<f64>, &str); 5] = [
+    let configs: [RowConfig; 5] = [
         (8192, 24989, 400_000, false, Some(0.9), "bare"),
         (8192, 131, 400_000, false, Some(0.9), "bare"),
         (1024, 1024, 2_000_000, false, None, "bare"),
