@@ -153,6 +153,9 @@ pub struct Buffer {
     /// PUT_HDRs one at a time; the state lock is held only to swap the finished stream in,
     /// so other clients are answered while a new stream is allocated.
     headers: Mutex<()>,
+    /// Set by [`Buffer::end_waits`]: every WAIT_DAT ends (refused) and none waits again.
+    // Ordering: a flag with no data published through it: Relaxed.
+    waits_ended: AtomicBool,
 }
 
 impl std::fmt::Debug for Buffer {
@@ -176,6 +179,7 @@ impl Buffer {
             state: Mutex::new(None),
             created: Mutex::new(Vec::new()),
             headers: Mutex::new(()),
+            waits_ended: AtomicBool::new(false),
         }
     }
 
@@ -700,10 +704,15 @@ impl Buffer {
         let mut s = self.current(true).ok_or_else(|| self.no_header())?;
         let timeout = Duration::from_millis(u64::from(w.timeout_ms)).min(self.cfg.max_wait);
         let deadline = std::time::Instant::now() + timeout;
+        let stopping = || "the server is stopping".to_owned();
         loop {
+            if self.waits_ended.load(Ordering::Relaxed) {
+                return Err(stopping());
+            }
             let sb = s.sample_base.load(Ordering::Relaxed);
             let eb = s.event_base.load(Ordering::Relaxed);
-            let live = || !s.retired.load(Ordering::Acquire);
+            let live =
+                || !s.retired.load(Ordering::Acquire) && !self.waits_ended.load(Ordering::Relaxed);
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let _ = s.stream.wait_for(
                 sb + u64::from(w.nsamples) + 1,
@@ -711,12 +720,18 @@ impl Buffer {
                 left,
                 &live,
             );
+            if self.waits_ended.load(Ordering::Relaxed) {
+                return Err(stopping());
+            }
             if !s.retired.load(Ordering::Acquire) {
                 break;
             }
             // the header was replaced or flushed: wait on the one in force (polling for a
             // new one after a FLUSH_HDR), until the deadline
             let next = loop {
+                if self.waits_ended.load(Ordering::Relaxed) {
+                    return Err(stopping());
+                }
                 if let Some(n) = self.current(true) {
                     break Some(n);
                 }
@@ -749,10 +764,17 @@ impl Buffer {
 }
 
 impl Buffer {
+    /// End every WAIT_DAT now (each is answered WAIT_ERR, "the server is stopping") and
+    /// refuse the ones that come later: what a server that closes its connections does first.
+    pub fn end_waits(&self) {
+        self.waits_ended.store(true, Ordering::Relaxed);
+    }
+
     /// Stop serving: end every wait, and remove the streams this buffer created (if
     /// `remove_on_drop`). Also done on drop; call it when connection threads may still hold
     /// the buffer at process exit.
     pub fn close(&self) {
+        self.end_waits();
         if let Some(s) = self.lock().take() {
             s.retired.store(true, Ordering::Release);
         }
