@@ -340,20 +340,26 @@ impl Buffer {
             ));
         }
         let _one_at_a_time = self.headers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = self.lock().as_ref() {
-            let ours = old
-                .writer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some();
-            if !old.owned && !ours {
-                if let Liveness::Active { pid, .. } = old.stream.writer_liveness() {
-                    {
-                        return Err(format!(
-                            "stream {:?} is being written by local process {pid}; a PUT_HDR would replace it under that writer",
-                            self.cfg.stream
-                        ));
-                    }
+        // a stream under the name with a live writer that is not this buffer's: another
+        // process, or another server (or writer) of this process, whose writes would go on
+        // into the replaced file and reach nobody
+        if let Ok(existing) = Stream::open(&self.cfg.stream) {
+            if let Liveness::Active { pid, .. } = existing.writer_liveness() {
+                let on_disk = inode(&self.cfg.stream);
+                let ours = self.lock().as_ref().is_some_and(|s| {
+                    Some(s.inode) == on_disk
+                        && s.writer.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+                });
+                if !ours {
+                    let who = if pid == std::process::id() {
+                        format!("another writer in this process ({pid}), such as a second FieldTrip server on the same stream")
+                    } else {
+                        format!("local process {pid}")
+                    };
+                    return Err(format!(
+                        "stream {:?} is being written by {who}; a PUT_HDR would replace it under that writer",
+                        self.cfg.stream
+                    ));
                 }
             }
         }
