@@ -54,7 +54,7 @@ impl PyFieldTripClient {
         py: Python<'_>,
         f: impl FnOnce(&mut Client) -> Result<T, ClientError> + Send,
     ) -> PyResult<T> {
-        let result = py.detach(|| {
+        let result = crate::exit::detach(py, || {
             let mut client = self.client.lock().unwrap_or_else(PoisonError::into_inner);
             let r = f(&mut client);
             self.open.store(client.is_open(), Ordering::Relaxed);
@@ -78,7 +78,7 @@ impl PyFieldTripClient {
 /// A new `(nsamples, nchans)` array of the datadef's type, kept in `slot`, and its memory as
 /// the `need` bytes the client reads the samples into.
 fn new_target<'b>(slot: &'b mut Option<Py<PyAny>>, def: &DataDef, need: usize) -> &'b mut [u8] {
-    Python::attach(|py| -> &'b mut [u8] {
+    crate::exit::attach(|py| -> &'b mut [u8] {
         let dtype = DType::from_code(def.data_type).expect("the client checked the data type");
         let arr = new_array(py, dtype, def.nsamples as usize, def.nchans as usize);
         let ptr = with_dtype!(dtype, T => arr
@@ -119,11 +119,11 @@ impl PyFieldTripClient {
             Some(p) => Address::Unix(p),
             None => Address::parse(host, port).map_err(py_err)?,
         };
-        let mut client = py.detach(|| Client::connect_to(&addr)).map_err(py_err)?;
+        let mut client = crate::exit::detach(py, || Client::connect_to(&addr)).map_err(py_err)?;
         let signal = Arc::new(Mutex::new(None));
         let slot = Arc::clone(&signal);
         let check = move || {
-            Python::attach(|py| match py.check_signals() {
+            crate::exit::attach(|py| match py.check_signals() {
                 Ok(()) => true,
                 Err(e) => {
                     *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
@@ -423,8 +423,7 @@ impl PyFieldTripServer {
             },
         };
         let b = buffer.clone();
-        let server = py
-            .detach(move || rtloop_fieldtrip::Server::start(b, scfg))
+        let server = crate::exit::detach(py, move || rtloop_fieldtrip::Server::start(b, scfg))
             .map_err(|e| PyOSError::new_err(format!("the FieldTrip server cannot listen: {e}")))?;
         Ok(PyFieldTripServer {
             server: Some(server),
@@ -471,7 +470,7 @@ impl PyFieldTripServer {
     fn stop(&mut self, py: Python<'_>) {
         if let Some(s) = self.server.take() {
             let buffer = self.buffer.clone();
-            py.detach(move || {
+            crate::exit::detach(py, move || {
                 s.shutdown();
                 buffer.close();
             });
