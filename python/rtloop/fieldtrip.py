@@ -31,7 +31,9 @@ A ``Client`` is one connection and is not thread-safe: give each thread its own.
 
 from __future__ import annotations
 
+import atexit
 import math
+import weakref
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Type, Union
@@ -574,6 +576,7 @@ class Server:
             stream, bind, bool(tcp), unix, int(capacity), int(max_bytes), int(events), int(max_message),
             int(max_clients), float(message_timeout), int(memory_mb), str(poll), bool(pm_qos), bool(keep),
         )
+        _RUNNING.add(self)
 
     @property
     def address(self) -> str:
@@ -607,9 +610,11 @@ class Server:
         return bool(self._native.running)
 
     def stop(self) -> None:
-        """Stop listening and close every connection and the buffer (the stream is removed
-        unless ``keep``). Idempotent."""
+        """Stop listening, close every connection (a client waiting in WAIT_DAT gets the
+        connection closed at once) and wait for the connection threads, then close the buffer
+        (the stream is removed unless ``keep``). Idempotent; also done at interpreter exit."""
         self._native.stop()
+        _RUNNING.discard(self)
 
     def __enter__(self) -> "Server":
         return self
@@ -619,3 +624,14 @@ class Server:
 
     def __repr__(self) -> str:
         return f"<rtloop.fieldtrip.Server {self.address} stream={self.stream!r}{'' if self.running else ' (stopped)'}>"
+
+
+# Servers still running when the interpreter exits are stopped while it still works: their
+# connection threads log through Python's `logging` and must be gone before finalization.
+_RUNNING: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_running_servers() -> None:
+    for srv in list(_RUNNING):
+        srv.stop()

@@ -153,6 +153,9 @@ pub struct Buffer {
     /// PUT_HDRs one at a time; the state lock is held only to swap the finished stream in,
     /// so other clients are answered while a new stream is allocated.
     headers: Mutex<()>,
+    /// Set by [`Buffer::end_waits`]: every WAIT_DAT ends (refused) and none waits again.
+    // Ordering: a flag with no data published through it: Relaxed.
+    waits_ended: AtomicBool,
 }
 
 impl std::fmt::Debug for Buffer {
@@ -176,6 +179,7 @@ impl Buffer {
             state: Mutex::new(None),
             created: Mutex::new(Vec::new()),
             headers: Mutex::new(()),
+            waits_ended: AtomicBool::new(false),
         }
     }
 
@@ -336,20 +340,26 @@ impl Buffer {
             ));
         }
         let _one_at_a_time = self.headers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = self.lock().as_ref() {
-            let ours = old
-                .writer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some();
-            if !old.owned && !ours {
-                if let Liveness::Active { pid, .. } = old.stream.writer_liveness() {
-                    {
-                        return Err(format!(
-                            "stream {:?} is being written by local process {pid}; a PUT_HDR would replace it under that writer",
-                            self.cfg.stream
-                        ));
-                    }
+        // a stream under the name with a live writer that is not this buffer's: another
+        // process, or another server (or writer) of this process, whose writes would go on
+        // into the replaced file and reach nobody
+        if let Ok(existing) = Stream::open(&self.cfg.stream) {
+            if let Liveness::Active { pid, .. } = existing.writer_liveness() {
+                let on_disk = inode(&self.cfg.stream);
+                let ours = self.lock().as_ref().is_some_and(|s| {
+                    Some(s.inode) == on_disk
+                        && s.writer.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+                });
+                if !ours {
+                    let who = if pid == std::process::id() {
+                        format!("another writer in this process ({pid}), such as a second FieldTrip server on the same stream")
+                    } else {
+                        format!("local process {pid}")
+                    };
+                    return Err(format!(
+                        "stream {:?} is being written by {who}; a PUT_HDR would replace it under that writer",
+                        self.cfg.stream
+                    ));
                 }
             }
         }
@@ -702,10 +712,15 @@ impl Buffer {
         let mut s = self.current(true).ok_or_else(|| self.no_header())?;
         let timeout = Duration::from_millis(u64::from(w.timeout_ms)).min(self.cfg.max_wait);
         let deadline = std::time::Instant::now() + timeout;
+        let stopping = || "the server is stopping".to_owned();
         loop {
+            if self.waits_ended.load(Ordering::Relaxed) {
+                return Err(stopping());
+            }
             let sb = s.sample_base.load(Ordering::Relaxed);
             let eb = s.event_base.load(Ordering::Relaxed);
-            let live = || !s.retired.load(Ordering::Acquire);
+            let live =
+                || !s.retired.load(Ordering::Acquire) && !self.waits_ended.load(Ordering::Relaxed);
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let _ = s.stream.wait_for(
                 sb + u64::from(w.nsamples) + 1,
@@ -713,12 +728,18 @@ impl Buffer {
                 left,
                 &live,
             );
+            if self.waits_ended.load(Ordering::Relaxed) {
+                return Err(stopping());
+            }
             if !s.retired.load(Ordering::Acquire) {
                 break;
             }
             // the header was replaced or flushed: wait on the one in force (polling for a
             // new one after a FLUSH_HDR), until the deadline
             let next = loop {
+                if self.waits_ended.load(Ordering::Relaxed) {
+                    return Err(stopping());
+                }
                 if let Some(n) = self.current(true) {
                     break Some(n);
                 }
@@ -751,10 +772,17 @@ impl Buffer {
 }
 
 impl Buffer {
+    /// End every WAIT_DAT now (each is answered WAIT_ERR, "the server is stopping") and
+    /// refuse the ones that come later: what a server that closes its connections does first.
+    pub fn end_waits(&self) {
+        self.waits_ended.store(true, Ordering::Relaxed);
+    }
+
     /// Stop serving: end every wait, and remove the streams this buffer created (if
     /// `remove_on_drop`). Also done on drop; call it when connection threads may still hold
     /// the buffer at process exit.
     pub fn close(&self) {
+        self.end_waits();
         if let Some(s) = self.lock().take() {
             s.retired.store(true, Ordering::Release);
         }

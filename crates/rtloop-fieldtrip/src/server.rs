@@ -13,7 +13,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -70,8 +70,13 @@ struct Shared {
     stop: AtomicBool,
     clients: AtomicUsize,
     budget: Arc<MemoryBudget>,
-    /// Open connections, for choosing one to drop when the server is full.
+    /// Open connections, for choosing one to drop when the server is full and for closing
+    /// them all at shutdown.
     conns: Mutex<Vec<Arc<Conn>>>,
+    /// Connection threads not yet ended (counted until their last step, log lines
+    /// included), and the signal that one ended: shutdown waits for none to be left.
+    threads: Mutex<usize>,
+    ended: Condvar,
     epoch: Instant,
     poll: PollShared,
 }
@@ -84,13 +89,19 @@ struct Conn {
     peer: String,
 }
 
-/// A running server. Dropping it (or [`Server::shutdown`]) stops accepting; connections
-/// already open finish on their own threads.
+/// Longest [`Server::close`] waits for connection threads to end. Each ends within about
+/// 100 ms of its socket being shut down (a WAIT_DAT notices within one wait slice); the bound
+/// only keeps a stuck thread from hanging the caller.
+const CLOSE_WAIT: Duration = Duration::from_secs(10);
+
+/// A running server. [`Server::close`] (also [`Server::shutdown`] and dropping it) stops
+/// accepting, closes every connection and waits for their threads.
 pub struct Server {
     shared: Arc<Shared>,
     tcp_addr: Option<SocketAddr>,
     unix_path: Option<PathBuf>,
-    threads: Vec<JoinHandle<()>>,
+    /// The accept threads (taken at close).
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -138,6 +149,8 @@ impl Server {
             clients: AtomicUsize::new(0),
             budget: Arc::new(MemoryBudget::new(cfg.memory_budget)),
             conns: Mutex::new(Vec::new()),
+            threads: Mutex::new(0),
+            ended: Condvar::new(),
             epoch: Instant::now(),
             poll: PollShared::new(cfg.polling),
         });
@@ -162,7 +175,7 @@ impl Server {
             shared,
             tcp_addr,
             unix_path: cfg.unix.clone(),
-            threads,
+            threads: Mutex::new(threads),
         })
     }
 
@@ -191,7 +204,8 @@ impl Server {
         self.shared.budget.held()
     }
 
-    /// Connections open now.
+    /// Connections open now (0 once [`Server::close`] returned, unless a connection thread
+    /// outlived its wait: then it counts until it ends).
     #[must_use]
     pub fn clients(&self) -> usize {
         self.shared.clients.load(Ordering::Relaxed)
@@ -204,12 +218,26 @@ impl Server {
         (self.shared.poll.looping(), self.shared.poll.holds_pm_qos())
     }
 
-    /// Stop accepting and remove the UNIX socket file.
-    pub fn shutdown(mut self) {
-        self.stop_listeners();
+    /// [`Server::close`], taking the server.
+    pub fn shutdown(self) {
+        self.close();
     }
 
-    fn stop_listeners(&mut self) {
+    /// Whether [`Server::close`] was called.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    /// Stop: stop accepting (the UNIX socket file is removed), end every WAIT_DAT, shut every
+    /// connection down (its client sees it closed) and wait for the connection threads to
+    /// end. A second call does nothing more.
+    pub fn close(&self) {
+        let accept =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(PoisonError::into_inner));
+        if accept.is_empty() {
+            return;
+        }
         self.shared.stop.store(true, Ordering::Relaxed);
         // wake the blocking accepts
         if let Some(a) = self.tcp_addr {
@@ -218,20 +246,45 @@ impl Server {
         if let Some(p) = &self.unix_path {
             let _ = UnixStream::connect(p);
         }
-        for t in self.threads.drain(..) {
+        for t in accept {
             let _ = t.join();
         }
         if let Some(p) = &self.unix_path {
             let _ = std::fs::remove_file(p);
+        }
+        // no connection comes any more: end the waits and close the ones there are
+        self.shared.buffer.end_waits();
+        for c in self
+            .shared
+            .conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            let _ = rustix::net::shutdown(&c.sock, rustix::net::Shutdown::Both);
+        }
+        let left = self
+            .shared
+            .threads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (left, timeout) = self
+            .shared
+            .ended
+            .wait_timeout_while(left, CLOSE_WAIT, |n| *n > 0)
+            .unwrap_or_else(PoisonError::into_inner);
+        if timeout.timed_out() {
+            tracing::warn!(
+                "{} connection threads have not ended {CLOSE_WAIT:?} after their sockets were shut down",
+                *left
+            );
         }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if !self.threads.is_empty() {
-            self.stop_listeners();
-        }
+        self.close();
     }
 }
 
@@ -404,9 +457,12 @@ fn spawn_connection(
         sh.clients.fetch_sub(1, Ordering::Relaxed);
     };
     let leave2 = leave.clone();
+    *sh.threads.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     let r = std::thread::Builder::new()
         .name("ft-conn".into())
         .spawn(move || {
+            // counted until the very end, so that nothing of it runs after `close` returns
+            let _ended = ThreadEnded(&sh2);
             tracing::debug!(%peer, "connected");
             f(&peer, state);
             leave(&sh2);
@@ -414,7 +470,22 @@ fn spawn_connection(
         });
     if let Err(e) = r {
         leave2(sh);
+        drop(ThreadEnded(sh));
         tracing::error!("cannot start a connection thread: {e}");
+    }
+}
+
+/// Counts a connection thread out when dropped (at its end, or as a panic unwinds it).
+struct ThreadEnded<'a>(&'a Shared);
+
+impl Drop for ThreadEnded<'_> {
+    fn drop(&mut self) {
+        *self
+            .0
+            .threads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) -= 1;
+        self.0.ended.notify_all();
     }
 }
 

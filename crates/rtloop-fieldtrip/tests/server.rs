@@ -839,3 +839,49 @@ fn adaptive_polling_follows_a_looping_client_and_lets_go_when_it_idles() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(f.server.polling(), (0, false));
 }
+
+#[test]
+fn close_shuts_every_connection_and_ends_a_wait_at_once() {
+    let _w = Watchdog::arm(120, "close with a wait in progress");
+    let f = start(1 << 20);
+    let mut c = f.client();
+    c.put_header(1, 10.0, 9, &[]).unwrap();
+    let mut idle = f.tcp();
+    let addr = f.server.tcp_addr().unwrap().to_string();
+    let waiter = std::thread::spawn(move || {
+        let mut w = Client::connect(&addr).unwrap();
+        // ten minutes: only a close that ends the wait lets the join below return in time
+        w.wait(1_000, 1_000, 600_000)
+    });
+    while f.server.clients() != 3 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200)); // the WAIT_DAT goes out
+    f.server.close();
+    assert_eq!(f.server.clients(), 0, "connection threads left after close");
+    assert!(f.server.is_closed());
+    let got = waiter.join().unwrap();
+    assert!(
+        got.is_err(),
+        "the wait was answered {got:?} instead of closed"
+    );
+    // an idle connection is closed too, and a request on it is not answered
+    assert!(closed(&mut idle));
+    assert!(c.get_header().is_err());
+    f.server.close(); // a second close does nothing
+}
+
+#[test]
+fn a_second_buffer_on_the_same_stream_is_refused_while_the_first_writes() {
+    let f = start(1 << 20);
+    let mut a = f.client();
+    a.put_header(2, 10.0, 9, &[]).unwrap();
+    a.put_data(2, &[1.0f32; 10]).unwrap();
+    // a second buffer of this process on the same stream, asked PUT_HDR first
+    let second = Buffer::new(BufferConfig::new(&f.name));
+    let mut b = Client::in_process(Arc::new(second));
+    let e = b.put_header(2, 10.0, 9, &[]).unwrap_err();
+    assert!(matches!(e, ClientError::Refused { .. }), "{e}");
+    a.put_data(2, &[1.0f32; 10]).unwrap();
+    assert_eq!(Stream::open(&f.name).unwrap().written(), 10);
+}

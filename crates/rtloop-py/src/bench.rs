@@ -44,27 +44,27 @@ pub(crate) fn bench_run(py: Python<'_>, name: &str, config_json: &str) -> PyResu
     match name {
         "stream" => {
             let c: b::stream::Config = config(name, config_json)?;
-            report(py.detach(|| b::stream::run(&c, p)))
+            report(crate::exit::detach(py, || b::stream::run(&c, p)))
         }
         "fieldtrip" => {
             let c: b::fieldtrip::Config = config(name, config_json)?;
-            report(py.detach(|| b::fieldtrip::run(&c, p)))
+            report(crate::exit::detach(py, || b::fieldtrip::run(&c, p)))
         }
         "pipeline" => {
             let c: b::pipeline::Config = config(name, config_json)?;
-            report(py.detach(|| b::pipeline::run(&c, p)))
+            report(crate::exit::detach(py, || b::pipeline::run(&c, p)))
         }
         "runtime" => {
             let c: b::runtime::Config = config(name, config_json)?;
-            report(py.detach(|| b::runtime::run(&c, p)))
+            report(crate::exit::detach(py, || b::runtime::run(&c, p)))
         }
         "peers" => {
             let c: b::peers::Config = config(name, config_json)?;
-            report(py.detach(|| b::peers::run(&c, p)))
+            report(crate::exit::detach(py, || b::peers::run(&c, p)))
         }
         "verify" => {
             let c: b::verify::Config = config(name, config_json)?;
-            report(py.detach(|| b::verify::run(&c, p)))
+            report(crate::exit::detach(py, || b::verify::run(&c, p)))
         }
         other => Err(PyValueError::new_err(format!(
             "no benchmark {other:?}; there are stream, fieldtrip, pipeline, runtime, peers, verify"

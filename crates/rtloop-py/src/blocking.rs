@@ -47,7 +47,7 @@ where
             Some(d) => d.saturating_duration_since(Instant::now()).min(SLICE),
             None => SLICE,
         };
-        match py.detach(|| step(slice)) {
+        match crate::exit::detach(py, || step(slice)) {
             Slice::Done(r) => return Ok(r),
             Slice::Again(e) => {
                 py.check_signals()?;

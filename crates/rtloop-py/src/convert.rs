@@ -2,7 +2,10 @@
 //! zero-copy numpy views over the stream mapping, events, statistics.
 
 use numpy::ndarray::{ArrayView2, ArrayViewMut2};
-use numpy::{Element, PyArray1, PyArray2, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    Element, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
@@ -224,7 +227,20 @@ pub(crate) fn with_array_bytes_mut<T: Element, R>(
 
 /// The stream dtype of a numpy array, or a `TypeError` naming the allowed ones.
 pub(crate) fn array_dtype(arr: &Bound<'_, PyUntypedArray>) -> PyResult<DType> {
-    let name: String = arr.dtype().getattr("name")?.extract()?;
+    let d = arr.dtype();
+    // the numeric types from the descriptor's fields: `dtype.name` is a property written in
+    // Python, and Python code run from here lets a daemon thread be ended in the middle of
+    // this call at interpreter exit (see `exit`); other types only to name them in the error
+    let base = match d.kind() {
+        b'f' => Some("float"),
+        b'i' => Some("int"),
+        b'u' => Some("uint"),
+        _ => None,
+    };
+    let name: String = match base {
+        Some(b) => format!("{b}{}", d.itemsize() * 8),
+        None => d.getattr("name")?.extract()?,
+    };
     name.parse::<DType>()
         .map_err(|e| PyTypeError::new_err(e.to_string()))
 }

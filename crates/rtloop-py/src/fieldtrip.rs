@@ -54,7 +54,7 @@ impl PyFieldTripClient {
         py: Python<'_>,
         f: impl FnOnce(&mut Client) -> Result<T, ClientError> + Send,
     ) -> PyResult<T> {
-        let result = py.detach(|| {
+        let result = crate::exit::detach(py, || {
             let mut client = self.client.lock().unwrap_or_else(PoisonError::into_inner);
             let r = f(&mut client);
             self.open.store(client.is_open(), Ordering::Relaxed);
@@ -78,7 +78,7 @@ impl PyFieldTripClient {
 /// A new `(nsamples, nchans)` array of the datadef's type, kept in `slot`, and its memory as
 /// the `need` bytes the client reads the samples into.
 fn new_target<'b>(slot: &'b mut Option<Py<PyAny>>, def: &DataDef, need: usize) -> &'b mut [u8] {
-    Python::attach(|py| -> &'b mut [u8] {
+    crate::exit::attach(|py| -> &'b mut [u8] {
         let dtype = DType::from_code(def.data_type).expect("the client checked the data type");
         let arr = new_array(py, dtype, def.nsamples as usize, def.nchans as usize);
         let ptr = with_dtype!(dtype, T => arr
@@ -119,11 +119,11 @@ impl PyFieldTripClient {
             Some(p) => Address::Unix(p),
             None => Address::parse(host, port).map_err(py_err)?,
         };
-        let mut client = py.detach(|| Client::connect_to(&addr)).map_err(py_err)?;
+        let mut client = crate::exit::detach(py, || Client::connect_to(&addr)).map_err(py_err)?;
         let signal = Arc::new(Mutex::new(None));
         let slot = Arc::clone(&signal);
         let check = move || {
-            Python::attach(|py| match py.check_signals() {
+            crate::exit::attach(|py| match py.check_signals() {
                 Ok(()) => true,
                 Err(e) => {
                     *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
@@ -341,10 +341,11 @@ pub(crate) fn fieldtrip_address(host: &str, port: u16) -> PyResult<(String, u16)
 }
 
 /// A FieldTrip buffer server on a stream (`rtloop serve`'s `rtloop_fieldtrip::Server`), in
-/// this process: it listens on its own threads, none of which needs the GIL.
-#[pyclass(module = "rtloop._rtloop", name = "FieldTripServer")]
+/// this process: it listens on its own threads, none of which needs the GIL (they take it
+/// only to log). Frozen: `clients` answers from any thread while `stop` waits.
+#[pyclass(module = "rtloop._rtloop", name = "FieldTripServer", frozen)]
 pub(crate) struct PyFieldTripServer {
-    server: Option<rtloop_fieldtrip::Server>,
+    server: rtloop_fieldtrip::Server,
     buffer: Arc<rtloop_fieldtrip::Buffer>,
     stream: String,
 }
@@ -423,11 +424,10 @@ impl PyFieldTripServer {
             },
         };
         let b = buffer.clone();
-        let server = py
-            .detach(move || rtloop_fieldtrip::Server::start(b, scfg))
+        let server = crate::exit::detach(py, move || rtloop_fieldtrip::Server::start(b, scfg))
             .map_err(|e| PyOSError::new_err(format!("the FieldTrip server cannot listen: {e}")))?;
         Ok(PyFieldTripServer {
-            server: Some(server),
+            server,
             buffer,
             stream,
         })
@@ -436,14 +436,20 @@ impl PyFieldTripServer {
     /// `(host, port)` of the TCP listener (None without TCP, or once stopped).
     #[getter]
     fn tcp_address(&self) -> Option<(String, u16)> {
-        let a = self.server.as_ref()?.tcp_addr()?;
+        if self.server.is_closed() {
+            return None;
+        }
+        let a = self.server.tcp_addr()?;
         Some((a.ip().to_string(), a.port()))
     }
 
     /// The UNIX socket's path (None without one, or once stopped).
     #[getter]
     fn unix_path(&self) -> Option<PathBuf> {
-        Some(self.server.as_ref()?.unix_path()?.to_owned())
+        if self.server.is_closed() {
+            return None;
+        }
+        Some(self.server.unix_path()?.to_owned())
     }
 
     /// The stream the buffer writes.
@@ -452,38 +458,36 @@ impl PyFieldTripServer {
         self.stream.clone()
     }
 
-    /// Clients connected now.
+    /// Clients connected now (during and after `stop()` too).
     #[getter]
     fn clients(&self) -> usize {
-        self.server
-            .as_ref()
-            .map_or(0, rtloop_fieldtrip::Server::clients)
+        self.server.clients()
     }
 
     /// True until `stop()`.
     #[getter]
     fn running(&self) -> bool {
-        self.server.is_some()
+        !self.server.is_closed()
     }
 
-    /// Stop listening, close the clients' connections and the buffer (its stream is removed
-    /// unless `keep`). A second call does nothing.
-    fn stop(&mut self, py: Python<'_>) {
-        if let Some(s) = self.server.take() {
-            let buffer = self.buffer.clone();
-            py.detach(move || {
-                s.shutdown();
-                buffer.close();
-            });
-        }
+    /// Stop listening, close the clients' connections (a WAIT_DAT in progress ends) and wait
+    /// for their threads, then close the buffer (its stream is removed unless `keep`). A
+    /// second call does nothing more.
+    fn stop(&self, py: Python<'_>) {
+        crate::exit::detach(py, || self.close());
+    }
+}
+
+impl PyFieldTripServer {
+    fn close(&self) {
+        self.server.close();
+        self.buffer.close();
     }
 }
 
 impl Drop for PyFieldTripServer {
     fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.shutdown();
-            self.buffer.close();
-        }
+        // the connection threads may need the GIL to log before they end
+        Python::attach(|py| crate::exit::detach(py, || self.close()));
     }
 }

@@ -11,6 +11,7 @@ mod blocking;
 mod bridge;
 mod convert;
 mod errors;
+mod exit;
 mod fieldtrip;
 mod reader;
 mod replay;
@@ -52,7 +53,7 @@ fn cli_main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
         "signal",
         (signal.getattr("SIGINT")?, signal.getattr("SIG_DFL")?),
     )?;
-    let code = py.detach(|| rtloop_cli::run(argv));
+    let code = crate::exit::detach(py, || rtloop_cli::run(argv));
     Ok(exit_code_number(code))
 }
 
@@ -69,7 +70,7 @@ impl rtloop_lab::work::BlockWork for PyWork {
         if self.error.is_some() || samples.is_empty() {
             return 0;
         }
-        Python::attach(|py| {
+        crate::exit::attach(|py| {
             let values: Vec<u16> = samples
                 .chunks_exact(2)
                 .map(|c| u16::from_le_bytes([c[0], c[1]]))
@@ -143,7 +144,9 @@ fn lab_loadtest(
         channels: cfg.lab.load.received_words as usize,
         error: None,
     };
-    let result = py.detach(|| rtloop_lab::loadtest::loadtest(&cfg, &mut |_| {}, Some(&mut w)));
+    let result = crate::exit::detach(py, || {
+        rtloop_lab::loadtest::loadtest(&cfg, &mut |_| {}, Some(&mut w))
+    });
     if let Some(e) = w.error.take() {
         return Err(e);
     }
@@ -226,13 +229,12 @@ fn lab_tune(
         fifo_bytes,
         spin_us,
     )?;
-    let result = py
-        .detach(|| {
-            rtloop_lab::loadtest::tune(&lab, &cfg, &mut |read_size, fps| {
-                tracing::info!(target: "rtloop.lab", "ReadSize {read_size} B at {fps} frames/s ...");
-            })
+    let result = crate::exit::detach(py, || {
+        rtloop_lab::loadtest::tune(&lab, &cfg, &mut |read_size, fps| {
+            tracing::info!(target: "rtloop.lab", "ReadSize {read_size} B at {fps} frames/s ...");
         })
-        .map_err(value_error)?;
+    })
+    .map_err(value_error)?;
     if let Some(dir) = &out {
         rtloop_lab::loadtest::write_tuning(dir, &result).map_err(value_error)?;
     }
@@ -252,10 +254,14 @@ fn exit_code_number(code: ExitCode) -> i32 {
 /// command line installs its own subscriber instead.
 #[pyfunction]
 fn _init_logging(py: Python<'_>) -> PyResult<bool> {
-    let logger =
-        pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?.set_prefix("rtloop");
-    match logger.install() {
-        Ok(handle) => {
+    let logger = pyo3_log::Logger::new(py, pyo3_log::Caching::LoggersAndLevels)?
+        .set_prefix("rtloop")
+        .filter(log::LevelFilter::Debug);
+    let handle = logger.reset_handle();
+    // wrapped: records from other threads must not go into a finalizing interpreter
+    match log::set_boxed_logger(Box::new(exit::ExitSafeLogger(logger))) {
+        Ok(()) => {
+            log::set_max_level(log::LevelFilter::Debug);
             let _ = LOG_RESET.set(handle);
             Ok(true)
         }
@@ -314,5 +320,6 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
     errors::register(m)?;
+    exit::register(m)?;
     Ok(())
 }

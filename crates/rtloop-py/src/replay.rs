@@ -75,9 +75,7 @@ impl ReplaySession {
             all,
             stream,
         };
-        let plan = py
-            .detach(|| ReplayPlan::open(&path, &sel))
-            .map_err(replay_err)?;
+        let plan = crate::exit::detach(py, || ReplayPlan::open(&path, &sel)).map_err(replay_err)?;
         let streams: Vec<String> = plan.plays().map(|(n, _)| n.to_owned()).collect();
         let n = streams.len();
         let names = streams.clone();

@@ -381,7 +381,9 @@ pub(crate) fn runtime_run(
     let result = std::thread::scope(|s| {
         let run = s.spawn(|| rtloop_runtime::run::run(&model, &opts));
         while !run.is_finished() {
-            py.detach(|| std::thread::sleep(std::time::Duration::from_millis(50)));
+            crate::exit::detach(py, || {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            });
             if interrupted.is_none() {
                 if let Err(e) = py.check_signals() {
                     // the model stops at a tick boundary and reports; then re-raise
@@ -456,7 +458,7 @@ impl RecordSession {
             return Ok("[]".into());
         };
         session.stop();
-        let (reports, errors) = py.detach(move || session.join());
+        let (reports, errors) = crate::exit::detach(py, move || session.join());
         if !errors.is_empty() {
             return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
                 "rtloop record failed: {}",
@@ -485,9 +487,11 @@ pub(crate) fn xdf_from_recording(
     chunk: usize,
 ) -> PyResult<u64> {
     use rtloop_record::xdf::XdfWriteError;
-    py.detach(|| rtloop_record::xdf::write_recording(&dir, &out, chunk))
-        .map_err(|e| match e {
-            XdfWriteError::Io { .. } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
-            _ => pyo3::exceptions::PyValueError::new_err(e.to_string()),
-        })
+    crate::exit::detach(py, || {
+        rtloop_record::xdf::write_recording(&dir, &out, chunk)
+    })
+    .map_err(|e| match e {
+        XdfWriteError::Io { .. } => pyo3::exceptions::PyOSError::new_err(e.to_string()),
+        _ => pyo3::exceptions::PyValueError::new_err(e.to_string()),
+    })
 }

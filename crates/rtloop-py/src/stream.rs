@@ -65,29 +65,28 @@ impl PyStream {
             internal,
         };
         // allocating and touching a large stream takes a while: let other threads run
-        let stream = py
-            .detach(|| {
-                if replace {
-                    Stream::create_replacing(name, &cfg)
-                } else {
-                    Stream::create(name, &cfg)
-                }
-            })
-            .map_err(py_err)?;
+        let stream = crate::exit::detach(py, || {
+            if replace {
+                Stream::create_replacing(name, &cfg)
+            } else {
+                Stream::create(name, &cfg)
+            }
+        })
+        .map_err(py_err)?;
         Ok(PyStream { stream })
     }
 
     /// Open an existing stream, checking its magic and layout version.
     #[staticmethod]
     fn open(py: Python<'_>, name: &str) -> PyResult<Self> {
-        let stream = py.detach(|| Stream::open(name)).map_err(py_err)?;
+        let stream = crate::exit::detach(py, || Stream::open(name)).map_err(py_err)?;
         Ok(PyStream { stream })
     }
 
     /// Open the stream file at `path`.
     #[staticmethod]
     fn open_path(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
-        let stream = py.detach(|| Stream::open_path(&path)).map_err(py_err)?;
+        let stream = crate::exit::detach(py, || Stream::open_path(&path)).map_err(py_err)?;
         Ok(PyStream { stream })
     }
 

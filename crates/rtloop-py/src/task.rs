@@ -91,7 +91,7 @@ impl<R: Send + 'static> Task<R> {
             thread: Some(thread),
         };
         let n = task.notifier.clone();
-        py.detach(move || n.wait(None, |s| s.ready.is_some()));
+        crate::exit::detach(py, move || n.wait(None, |s| s.ready.is_some()));
         Ok(task)
     }
 
@@ -113,7 +113,7 @@ impl<R: Send + 'static> Task<R> {
     /// Wait (the GIL released) until the thread ends, at most `limit`; whether it has.
     pub(crate) fn wait(&self, py: Python<'_>, limit: Option<Duration>) -> bool {
         let n = self.notifier.clone();
-        py.detach(move || n.wait(limit, |s| s.ended))
+        crate::exit::detach(py, move || n.wait(limit, |s| s.ended))
     }
 
     /// Ask the call to stop (it polls the flag).
@@ -126,7 +126,7 @@ impl<R: Send + 'static> Task<R> {
     pub(crate) fn join(&mut self, py: Python<'_>) -> Option<PyResult<R>> {
         let t = self.thread.take()?;
         Some(
-            py.detach(move || t.join())
+            crate::exit::detach(py, move || t.join())
                 .map_err(|_| PyRuntimeError::new_err("the call's thread panicked")),
         )
     }
