@@ -114,7 +114,7 @@ impl PyStream {
         Vec<(String, &'static str, String, Option<PyStream>)>,
         Vec<(String, u64, String)>,
     ) {
-        let (found, freed) = py.detach(|| Stream::survey(reclaim));
+        let (found, freed) = crate::exit::detach(py, || Stream::survey(reclaim));
         (
             found
                 .into_iter()
@@ -137,7 +137,7 @@ impl PyStream {
     /// Give back every ended stream nobody keeps: `(name, bytes, why)` for each.
     #[staticmethod]
     fn collect_ended(py: Python<'_>) -> Vec<(String, u64, String)> {
-        py.detach(Stream::collect_ended)
+        crate::exit::detach(py, Stream::collect_ended)
             .into_iter()
             .map(|r| (r.name, r.bytes, r.why))
             .collect()
