@@ -75,13 +75,13 @@ impl WindowBase {
     /// First sample index of the window.
     #[getter]
     fn first(&self) -> u64 {
-        self.window.first
+        self.window.first()
     }
 
     /// One past the last sample index of the window.
     #[getter]
     fn end(&self) -> u64 {
-        self.window.end
+        self.window.end()
     }
 
     /// Raise ``OverrunError`` if the writer may have overwritten part of the window.
@@ -97,7 +97,8 @@ impl WindowBase {
     fn __repr__(&self) -> String {
         format!(
             "<rtloop window of samples [{}, {})>",
-            self.window.first, self.window.end
+            self.window.first(),
+            self.window.end()
         )
     }
 }

@@ -547,7 +547,7 @@ impl Process {
                             // acted on.
                             bytes: unsafe { w.bytes() },
                             rows: w.len(),
-                            first: w.first,
+                            first: w.first(),
                         }
                     })
                     .collect();

@@ -34,7 +34,11 @@ fn assert_intact(stream: &Stream, first: u64, end: u64) {
 /// The error of a window request that must fail (`Window` has no `Debug` for `unwrap_err`).
 fn window_err(r: &rtloop_stream::Reader, first: u64, end: u64) -> ReadError {
     match r.window(first, end) {
-        Ok(w) => panic!("window [{}, {}) should have been refused", w.first, w.end),
+        Ok(w) => panic!(
+            "window [{}, {}) should have been refused",
+            w.first(),
+            w.end()
+        ),
         Err(e) => e,
     }
 }
@@ -511,4 +515,31 @@ fn metadata_round_trips_and_bad_metadata_is_refused_with_what_is_allowed() {
         Stream::open(&name).unwrap().info().ch_types,
         vec!["t".repeat(31); 3]
     );
+}
+
+/// What is left to misuse from safe code once a window's range is private: keeping it
+/// while the writer laps it. Its copies are refused then, never handed out torn or stale,
+/// also while the writer is only half way through filling the slots.
+#[test]
+fn a_window_kept_while_the_writer_refills_its_slots_copies_nothing() {
+    let (_g, stream, mut w) = filled("kept-window", 10);
+    let cap = stream.info().capacity;
+    let r = stream.reader(ReaderMode::Latest).unwrap();
+    let win = r.window(0, 10).unwrap();
+    let typed = r.window_as::<u64>(0, 10).unwrap();
+    assert_eq!(typed.to_vec().unwrap(), common::payload(0, 10));
+    // fill the ring up to the window's first slot, then reserve over it and half fill it
+    w.write_bytes(&payload_bytes(10, cap - 10), None).unwrap();
+    let mut g = w.reserve(5).unwrap();
+    g.bytes_mut().fill(0xAB);
+    let mut out = vec![0u8; win.len_bytes()];
+    let err = win.copy_to(&mut out).unwrap_err();
+    assert!(
+        matches!(err, ReadError::Overrun { oldest: 5, lost: 5 }),
+        "{err:?}"
+    );
+    assert!(win.check().is_err());
+    assert!(matches!(typed.to_vec(), Err(ReadError::Overrun { .. })));
+    assert!(typed.check().is_err());
+    g.cancel();
 }
