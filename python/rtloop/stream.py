@@ -428,7 +428,8 @@ class Stream:
             Where the reader begins: after the newest sample (the default: only what is
             written from now on), at the oldest sample and event the stream still keeps
             (everything since the writer started, if nothing was overwritten yet), or at an
-            absolute sample index.
+            absolute sample index up to :attr:`written` (a later one raises
+            ``NotYetWrittenError``).
         on_overrun : ``"raise"`` | ``"skip"``
             What a pull does when the writer lapped this reader: raise
             :class:`~rtloop.OverrunError` (the default), or skip what was overwritten, count
@@ -1021,7 +1022,7 @@ class Reader:
         """A zero-copy, read-only view of the newest ``n_samples`` (fewer if fewer were
         written, or if the writer stored into older slots for a reservation it cancelled or
         only partly committed), shape ``(n, n_channels)``. Valid until the writer laps it; see
-        :meth:`window`."""
+        :meth:`window`. More than the capacity raises ``ValueError``."""
         return self._r.latest(ensure_int(n_samples, "n_samples"))
 
     def _window_bounds(self, winsize: Optional[float]) -> Tuple[int, int]:
@@ -1197,7 +1198,9 @@ class Reader:
         return self._r.wait(ensure_int(until, "until"), ensure_timeout(timeout))
 
     def seek(self, sample: int) -> None:
-        """Move the cursor to absolute sample index ``sample``."""
+        """Move the cursor to absolute sample index ``sample``, at most :attr:`written`
+        (a sample not written yet raises ``NotYetWrittenError``: :meth:`wait` for it
+        first)."""
         self._r.seek(ensure_int(sample, "sample"))
 
     def pull_events(self) -> List[Event]:

@@ -456,10 +456,17 @@ impl<B: Backing> Reader<B> {
         self.spin = spin;
     }
 
-    /// Move the cursor (for example back into history, or to skip ahead). A lossless
-    /// reader moved back may find the history already overwritten (reported as overrun).
+    /// Move the cursor (for example back into history, or to skip ahead up to `written`). A
+    /// lossless reader moved back may find the history already overwritten (reported as
+    /// overrun). A sample not written yet is refused ([`ReadError::SeekBeyondWritten`]): to
+    /// start there, [`Reader::wait`] for it first.
     pub fn seek(&mut self, sample: u64) -> Result<(), ReadError> {
         self.check_owner()?;
+        // `written` never decreases, so a cursor at or below it now stays there
+        let written = self.written();
+        if sample > written {
+            return Err(ReadError::SeekBeyondWritten { sample, written });
+        }
         self.cursor = sample;
         self.publish_cursor();
         Ok(())
@@ -539,7 +546,10 @@ impl<B: Backing> Reader<B> {
         if self.cursor < oldest {
             return Err(self.overrun(oldest));
         }
-        let mut n = (written - self.cursor)
+        // `seek` keeps the cursor at or below `written`; saturating all the same, so a
+        // cursor ahead of it can only mean nothing to pull
+        let mut n = written
+            .saturating_sub(self.cursor)
             .min(max_samples as u64)
             .min((out.len() / sb) as u64);
         if let Some(s) = &stamps {
@@ -951,15 +961,14 @@ impl Reader<SharedMemory> {
     }
 
     /// A zero-copy window of the newest `n` samples (fewer if fewer were written, or if the
-    /// writer may have overwritten older slots with a reservation it did not commit).
+    /// writer may have overwritten older slots with a reservation it did not commit). `n`
+    /// above the capacity is refused ([`ReadError::MoreThanCapacity`]).
     pub fn latest(&self, n: u64) -> Result<Window, ReadError> {
         self.check_owner()?;
         let cap = self.stream.info().capacity;
         if n > cap {
-            return Err(ReadError::TooOld {
-                first: 0,
-                end: n,
-                oldest: 0,
+            return Err(ReadError::MoreThanCapacity {
+                requested: n,
                 capacity: cap,
             });
         }
