@@ -731,14 +731,14 @@ class Writer:
         return self.push_chunk(arr, timestamp)
 
     def reserve(self, n_samples: int) -> "_Reservation":
-        """Reserve samples and fill them in place (zero-copy), then commit.
+        """Reserve samples, fill a buffer for them, then commit.
 
-        Use as a context manager: the view is published when the block ends without an
+        Use as a context manager: the buffer is published when the block ends without an
         exception (all of it, or the first ``k`` samples after ``res.commit(k)``) and
         dropped otherwise::
 
             with writer.reserve(100) as buf:   # buf: (100, n_channels), writable
-                buf[:] = source                 # fill it in place
+                buf[:] = source                 # fill it (or np.sin(x, out=buf), ...)
 
         Parameters
         ----------
@@ -747,9 +747,11 @@ class Writer:
 
         Returns
         -------
-        reservation : context manager giving a writable numpy view of shape
-            ``(n_samples, n_channels)`` of the stream's memory. After commit the view is
-            made read-only; do not keep writing into views derived from it.
+        reservation : context manager giving a writable numpy buffer of shape
+            ``(n_samples, n_channels)``. The commit copies it into the stream (one copy;
+            the samples' slots are reserved from now on, as for a Rust ``WriteGuard``).
+            After commit or cancel the buffer is read-only, and no view of it can change
+            the stream: published samples change only by new writes.
         """
         n = ensure_int(n_samples, "n_samples")
         return _Reservation(self, self._w.reserve(n))
@@ -827,7 +829,7 @@ class _Reservation:
 
     def __init__(self, writer: Writer, view: NDArray[Any]) -> None:
         self._writer = writer
-        #: The writable ``(n_samples, n_channels)`` view of the reserved samples.
+        #: The writable ``(n_samples, n_channels)`` buffer of the reserved samples.
         self.view = view
         self._done = False
 
