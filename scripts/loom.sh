@@ -4,20 +4,15 @@
 #   scripts/loom.sh                      every model at LOOM_MAX_PREEMPTIONS=2 (default)
 #   scripts/loom.sh [filter] [-- args...] run the models whose name contains `filter`
 #                                        (default `loom_`); args go to the test binary
-#   RTLOOP_SOAK=1 scripts/loom.sh        also the slow models (otherwise skipped via
-#                                        --cfg skip_slow_models unless RTLOOP_SLOW_MODELS=1)
-# Builds into target/loom (profile `loom`, opt-level 3) so it does not disturb the normal
-# debug build. Slow models can be run on their own with fewer preemptions:
-#   LOOM_MAX_PREEMPTIONS=1 RTLOOP_SLOW_MODELS=1 scripts/loom.sh loom_lossless
+# Every model runs in every stage (none is slow enough to keep for the soak stage). Builds
+# into target/loom (profile `loom`, opt-level 3) so it does not disturb the normal debug
+# build. One model on its own, with another bound:
+#   LOOM_MAX_PREEMPTIONS=3 scripts/loom.sh loom_lossless_writer_waits_for_the_slowest_of_two_readers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
-flags="--cfg loom"
-if [ "${RTLOOP_SOAK:-0}" != 1 ] && [ "${RTLOOP_SLOW_MODELS:-0}" != 1 ]; then
-    flags="$flags --cfg skip_slow_models"
-fi
-export RUSTFLAGS="${RUSTFLAGS:-} $flags"
+export RUSTFLAGS="${RUSTFLAGS:-} --cfg loom"
 echo "loom: LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS RUSTFLAGS='$RUSTFLAGS'" >&2
 t0=$SECONDS
 filter=loom_

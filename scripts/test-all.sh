@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command 2 and what CI runs (.ci/run): every test of rtloop, stage by stage.
-#   RTLOOP_SOAK=1     also run the long stages (verify 10^8 packets, fuzzing, slow loom models)
+#   RTLOOP_SOAK=1     also run the long stages (verify 10^8 packets, fuzzing)
 #   RTLOOP_SKIP=...   space-separated stage names to skip (for local iteration only)
 source "$(dirname "$0")/lib.sh"
 ensure_cargo

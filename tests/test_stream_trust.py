@@ -12,6 +12,7 @@ import pytest
 from rtloop import (
     ForkedHandleError,
     IncompleteWriteError,
+    NotYetWrittenError,
     Stream,
     WriterBusyError,
     WriterClosedError,
@@ -220,3 +221,71 @@ def test_a_display_reader_can_skip_overruns_and_count_them(stream_name: str) -> 
     assert r.lost == 37
     with pytest.raises(ValueError, match="'on_overrun' parameter"):
         s.reader(on_overrun="ignore")
+
+
+@pytest.mark.parametrize("end", ["commit", "partial", "cancel"])
+def test_views_of_a_reservation_cannot_change_the_stream_after_it_ends(
+    stream_name: str, end: str
+) -> None:
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=64)
+    r = s.reader()
+    w = s.writer()
+    w.push_chunk(ramp(0, 4, 2))
+    res = w.reserve(4)
+    col = res.view[:, 0]  # views taken while the reservation is open
+    rows = res.view[1:]
+    res.view[:] = ramp(4, 4, 2)
+    if end == "commit":
+        res.commit()
+    elif end == "partial":
+        res.commit(2)
+    else:
+        res.cancel()
+    written = s.written
+    assert written == {"commit": 8, "partial": 6, "cancel": 4}[end]
+    published = ramp(0, written, 2)
+    np.testing.assert_array_equal(r.read(0, written)[0], published)
+    # the reservation's own view refuses writes, even after asking numpy to allow them
+    with pytest.raises(ValueError, match="read-only"):
+        res.view[0, 0] = -1
+    try:
+        res.view.flags.writeable = True
+        res.view[:] = -1
+    except ValueError:
+        pass  # refused: as good
+    # views derived from it before may still take writes, but never into the stream
+    for v in (col, rows):
+        try:
+            v[...] = -7
+        except ValueError:
+            pass
+    np.testing.assert_array_equal(r.read(0, written)[0], published)
+    assert r.valid(r.window(0, written))
+    # the next write lands where it belongs and the old views cannot reach it either
+    w.push_chunk(ramp(written, 4, 2))
+    col[...] = -9
+    np.testing.assert_array_equal(r.read(0, written + 4)[0], ramp(0, written + 4, 2))
+
+
+def test_latest_beyond_the_capacity_and_seek_past_written_say_what_is_allowed(
+    stream_name: str,
+) -> None:
+    s = Stream.create(stream_name, n_channels=2, dtype="int32", capacity=64)
+    cap = s.capacity
+    w = s.writer()
+    w.push_chunk(ramp(0, 10, 2))
+    r = s.reader()
+    with pytest.raises(ValueError, match=rf"latest {cap + 1} samples: the stream keeps {cap}"):
+        r.latest(cap + 1)
+    assert len(r.latest(cap)) == 10
+    r.seek(3)
+    with pytest.raises(NotYetWrittenError, match=r"seek to sample 11: only 10 samples") as e:
+        r.seek(11)
+    assert e.value.written == 10
+    assert r.cursor == 3, "a refused seek leaves the cursor where it was"
+    np.testing.assert_array_equal(r.pull_chunk(max_samples=100)[0], ramp(3, 7, 2))
+    with pytest.raises(NotYetWrittenError, match="seek to sample 20"):
+        s.reader(start=20)
+    r2 = s.reader(start=10)  # `written` itself is allowed: it gets what comes next
+    w.push_chunk(ramp(10, 2, 2))
+    np.testing.assert_array_equal(r2.pull_chunk(max_samples=100)[0], ramp(10, 2, 2))

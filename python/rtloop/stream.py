@@ -458,7 +458,8 @@ class Stream:
             Where the reader begins: after the newest sample (the default: only what is
             written from now on), at the oldest sample and event the stream still keeps
             (everything since the writer started, if nothing was overwritten yet), or at an
-            absolute sample index.
+            absolute sample index up to :attr:`written` (a later one raises
+            ``NotYetWrittenError``).
         on_overrun : ``"raise"`` | ``"skip"``
             What a pull does when the writer lapped this reader: raise
             :class:`~rtloop.OverrunError` (the default), or skip what was overwritten, count
@@ -795,14 +796,14 @@ class Writer:
         return self.push_chunk(arr, timestamp)
 
     def reserve(self, n_samples: int) -> "_Reservation":
-        """Reserve samples and fill them in place (zero-copy), then commit.
+        """Reserve samples, fill a buffer for them, then commit.
 
-        Use as a context manager: the view is published when the block ends without an
+        Use as a context manager: the buffer is published when the block ends without an
         exception (all of it, or the first ``k`` samples after ``res.commit(k)``) and
         dropped otherwise::
 
             with writer.reserve(100) as buf:   # buf: (100, n_channels), writable
-                buf[:] = source                 # fill it in place
+                buf[:] = source                 # fill it (or np.sin(x, out=buf), ...)
 
         Parameters
         ----------
@@ -811,9 +812,11 @@ class Writer:
 
         Returns
         -------
-        reservation : context manager giving a writable numpy view of shape
-            ``(n_samples, n_channels)`` of the stream's memory. After commit the view is
-            made read-only; do not keep writing into views derived from it.
+        reservation : context manager giving a writable numpy buffer of shape
+            ``(n_samples, n_channels)``. The commit copies it into the stream (one copy;
+            the samples' slots are reserved from now on, as for a Rust ``WriteGuard``).
+            After commit or cancel the buffer is read-only, and no view of it can change
+            the stream: published samples change only by new writes.
         """
         n = ensure_int(n_samples, "n_samples")
         return _Reservation(self, self._w.reserve(n))
@@ -891,7 +894,7 @@ class _Reservation:
 
     def __init__(self, writer: Writer, view: NDArray[Any]) -> None:
         self._writer = writer
-        #: The writable ``(n_samples, n_channels)`` view of the reserved samples.
+        #: The writable ``(n_samples, n_channels)`` buffer of the reserved samples.
         self.view = view
         self._done = False
 
@@ -1086,7 +1089,7 @@ class Reader:
         """A zero-copy, read-only view of the newest ``n_samples`` (fewer if fewer were
         written, or if the writer stored into older slots for a reservation it cancelled or
         only partly committed), shape ``(n, n_channels)``. Valid until the writer laps it; see
-        :meth:`window`."""
+        :meth:`window`. More than the capacity raises ``ValueError``."""
         return self._r.latest(ensure_int(n_samples, "n_samples"))
 
     def _window_bounds(self, winsize: Optional[float]) -> Tuple[int, int]:
@@ -1262,7 +1265,9 @@ class Reader:
         return self._r.wait(ensure_int(until, "until"), ensure_timeout(timeout))
 
     def seek(self, sample: int) -> None:
-        """Move the cursor to absolute sample index ``sample``."""
+        """Move the cursor to absolute sample index ``sample``, at most :attr:`written`
+        (a sample not written yet raises ``NotYetWrittenError``: :meth:`wait` for it
+        first)."""
         self._r.seek(ensure_int(sample, "sample"))
 
     def pull_events(self) -> List[Event]:

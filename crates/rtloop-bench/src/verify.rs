@@ -559,7 +559,7 @@ pub fn recv_role(role: &RecvRole) -> Result<(), BenchError> {
                 }
             }
         }
-        match window.window.check() {
+        match window.check() {
             Ok(()) => {
                 rep.ok += (end - first) - bad;
                 rep.errors += bad;

@@ -429,7 +429,7 @@ fn stream_consume(p: &PairConfig, ready: &mut dyn FnMut()) -> Result<(u64, u64),
         let window = r.window_as::<u64>(first, end).map_err(err)?;
         if p.copy_out {
             let bytes = &mut copy[..(end - first) as usize * p.packet_bytes as usize];
-            window.window.copy_to(bytes).map_err(err)?;
+            window.window().copy_to(bytes).map_err(err)?;
             for (k, pkt) in bytes.chunks_exact(p.packet_bytes as usize).enumerate() {
                 let w0 = u64::from_ne_bytes(pkt[..8].try_into().expect("8 bytes"));
                 if w0 != first_word(first + k as u64) {

@@ -1,7 +1,7 @@
 //! Conversions between rtloop's Rust values and Python / numpy ones: dtype dispatch, the
 //! zero-copy numpy views over the stream mapping, events, statistics.
 
-use numpy::ndarray::{ArrayView2, ArrayViewMut2};
+use numpy::ndarray::ArrayView2;
 use numpy::{
     Element, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray,
     PyUntypedArrayMethods,
@@ -9,7 +9,7 @@ use numpy::{
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
-use rtloop_stream::{DType, Event, EventValue, Liveness, Stream, StreamStats, Window};
+use rtloop_stream::{DType, Event, EventValue, Liveness, StreamStats, Window};
 
 /// Run `$body` with `$T` the Rust type of `$dtype`.
 macro_rules! with_dtype {
@@ -78,13 +78,13 @@ impl WindowBase {
     /// First sample index of the window.
     #[getter]
     fn first(&self) -> u64 {
-        self.window.first
+        self.window.first()
     }
 
     /// One past the last sample index of the window.
     #[getter]
     fn end(&self) -> u64 {
-        self.window.end
+        self.window.end()
     }
 
     /// Raise ``OverrunError`` if the writer may have overwritten part of the window.
@@ -100,22 +100,10 @@ impl WindowBase {
     fn __repr__(&self) -> String {
         format!(
             "<rtloop window of samples [{}, {})>",
-            self.window.first, self.window.end
+            self.window.first(),
+            self.window.end()
         )
     }
-}
-
-/// The base object of a writable reservation view: keeps the stream mapping alive.
-#[pyclass(module = "rtloop._rtloop", name = "ReservationBase", frozen)]
-pub(crate) struct ReservationBase {
-    #[allow(dead_code)] // held only to keep the mapping alive
-    pub(crate) stream: Stream,
-    /// First sample index of the reservation.
-    #[pyo3(get)]
-    pub(crate) first: u64,
-    /// Samples reserved.
-    #[pyo3(get)]
-    pub(crate) n: u64,
 }
 
 /// A read-only `(n_samples, n_channels)` numpy view of `window`, whose base object keeps the
@@ -142,37 +130,6 @@ pub(crate) fn window_view<'py>(
     });
     set_readonly(&arr)?;
     Ok(arr)
-}
-
-/// A writable `(n, n_channels)` numpy view of the `n` samples reserved at `first`.
-pub(crate) fn reservation_view<'py>(
-    py: Python<'py>,
-    stream: Stream,
-    first: u64,
-    n: usize,
-    ptr: *mut u8,
-) -> PyResult<Bound<'py, PyAny>> {
-    let (dtype, n_channels) = (stream.info().dtype, stream.info().n_channels);
-    let base = Bound::new(
-        py,
-        ReservationBase {
-            stream,
-            first,
-            n: n as u64,
-        },
-    )?
-    .into_any();
-    Ok(with_dtype!(dtype, T => {
-        // SAFETY: `ptr` is the start of the writer's reservation of `n` samples, contiguous
-        // inside the doubled data mapping even across the wrap, aligned for T and non-null;
-        // only this stream's one writer stores there. The ndarray view only carries pointer,
-        // shape and strides to numpy and is dropped here.
-        let view =
-            unsafe { ArrayViewMut2::<T>::from_shape_ptr((n, n_channels), ptr.cast::<T>()) };
-        // SAFETY: `base` becomes the array's base object and owns a `Stream` (an `Arc` of the
-        // mapping), so the memory stays mapped while the array or any view of it exists.
-        unsafe { PyArray2::<T>::borrow_from_array(&view, base) }.into_any()
-    }))
 }
 
 /// Mark a numpy array read-only.

@@ -302,7 +302,12 @@ impl ToPyErr for ReadError {
                 TooOldError::new_err(msg),
                 &[("oldest", *oldest), ("capacity", *capacity)],
             ),
-            ReadError::Reversed { .. } | ReadError::BufferSize { .. } => PyValueError::new_err(msg),
+            ReadError::SeekBeyondWritten { written, .. } => {
+                with_attrs(NotYetWrittenError::new_err(msg), &[("written", *written)])
+            }
+            ReadError::Reversed { .. }
+            | ReadError::BufferSize { .. }
+            | ReadError::MoreThanCapacity { .. } => PyValueError::new_err(msg),
             ReadError::DTypeMismatch { .. } => PyTypeError::new_err(msg),
             ReadError::BadEvent { .. } => EventError::new_err(msg),
             ReadError::ForkedCopy { .. } => ForkedHandleError::new_err(msg),

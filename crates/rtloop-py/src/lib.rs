@@ -298,7 +298,6 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<writer::PyWriter>()?;
     m.add_class::<reader::PyReader>()?;
     m.add_class::<convert::WindowBase>()?;
-    m.add_class::<convert::ReservationBase>()?;
     m.add_function(wrap_pyfunction!(local_clock, m)?)?;
     m.add_function(wrap_pyfunction!(monotonic_ns, m)?)?;
     m.add_function(wrap_pyfunction!(stream_path, m)?)?;

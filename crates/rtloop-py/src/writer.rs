@@ -1,5 +1,5 @@
-//! `_rtloop.Writer`: the stream's one writer. Writes copy a numpy array in, or reserve a
-//! writable zero-copy view, fill it and commit.
+//! `_rtloop.Writer`: the stream's one writer. Writes copy a numpy array in, or reserve room,
+//! fill a buffer and commit it.
 
 use std::time::{Duration, Instant};
 
@@ -9,17 +9,36 @@ use pyo3::prelude::*;
 use rtloop_stream::{Event, WriteError, Writer, DEFAULT_LOSSLESS_TIMEOUT};
 
 use crate::blocking::{sliced, timeout_from_py, Slice, SLICE};
-use crate::convert::{array_dtype, event_value, reservation_view, with_array_bytes, with_dtype};
+use crate::convert::{
+    array_dtype, event_value, new_array, set_readonly, with_array_bytes, with_dtype,
+};
 use crate::errors::{py_err, IncompleteWriteError, RtloopError, ToPyErr};
 
 /// The one writer of a stream.
 #[pyclass(module = "rtloop._rtloop", name = "Writer")]
 pub(crate) struct PyWriter {
     writer: Option<Writer>,
-    /// Samples of an open reservation (made by `reserve`, not yet committed).
-    pending: Option<usize>,
+    /// The open reservation (made by `reserve`, not yet committed or cancelled).
+    pending: Option<Pending>,
     /// How long a write waits for lossless readers before `WriteTimeoutError`.
     timeout: Duration,
+}
+
+/// An open reservation: its samples and the buffer handed to Python for them.
+struct Pending {
+    n: usize,
+    /// A `(n, n_channels)` array of the stream's dtype that this module made. It is not the
+    /// stream's memory: a view of it (or of a slice of it) that Python keeps after `commit`
+    /// can change only this buffer, never samples readers were given. `commit` copies its
+    /// rows into the reserved slots, then makes it read-only, as `cancel` does.
+    buf: Py<PyAny>,
+}
+
+impl Pending {
+    /// The reservation is over: writes through the buffer Python holds raise from now on.
+    fn finish(self, py: Python<'_>) -> PyResult<()> {
+        set_readonly(self.buf.bind(py))
+    }
 }
 
 impl PyWriter {
@@ -38,8 +57,8 @@ impl PyWriter {
     }
 
     fn no_pending(&self) -> PyResult<()> {
-        match self.pending {
-            Some(n) => Err(RtloopError::new_err(format!(
+        match &self.pending {
+            Some(Pending { n, .. }) => Err(RtloopError::new_err(format!(
                 "a reservation of {n} samples is open: commit() or cancel() it first"
             ))),
             None => Ok(()),
@@ -167,29 +186,36 @@ impl PyWriter {
         }))
     }
 
-    /// Reserve `n` samples and return them as a writable `(n, n_channels)` numpy view of the
-    /// stream's memory; fill it, then `commit()`. Waiting for lossless readers releases the
-    /// GIL.
+    /// Reserve `n` samples and return a writable `(n, n_channels)` numpy buffer for them;
+    /// fill it, then `commit()` copies it into the stream. After `commit` or `cancel` the
+    /// buffer is read-only, and no view of it can reach the stream's memory. Waiting for
+    /// lossless readers releases the GIL.
     fn reserve<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         self.no_pending()?;
         self.wait_room(py, n)?;
         let writer = self.writer()?;
-        let first = writer.written();
-        let stream = writer.stream().clone();
-        // the guard only borrows the writer and ends here; the reservation itself (announced
-        // to readers by `reserve`) stays open until `commit` publishes it
-        let ptr = writer.reserve(n).map_err(py_err)?.bytes_mut().as_mut_ptr();
-        let view = reservation_view(py, stream, first, n, ptr)?;
-        self.pending = Some(n);
-        Ok(view)
+        let (dtype, n_channels) = (writer.info().dtype, writer.info().n_channels);
+        // The reservation is announced to readers now, as in Rust (`reserved` covers its
+        // slots until the writer passes them), and committed later; the guard only borrows
+        // the writer and ends here. Python fills a buffer of its own, not the slots: a
+        // numpy view of the stream's memory would outlive the reservation (views derived
+        // from it stay writable whatever the flags of the first one say).
+        writer.reserve(n).map_err(py_err)?;
+        let buf = new_array(py, dtype, n, n_channels);
+        self.pending = Some(Pending {
+            n,
+            buf: buf.clone().unbind(),
+        });
+        Ok(buf)
     }
 
-    /// Publish the first `n` samples of the open reservation (all of them by default).
+    /// Publish the first `n` rows of the open reservation's buffer (all of them by default).
     #[pyo3(signature = (n=None))]
-    fn commit(&mut self, n: Option<usize>) -> PyResult<u64> {
-        let Some(reserved) = self.pending else {
+    fn commit(&mut self, py: Python<'_>, n: Option<usize>) -> PyResult<u64> {
+        let Some(Pending { n: reserved, buf }) = &self.pending else {
             return Err(RtloopError::new_err("nothing to commit: reserve(n) first"));
         };
+        let (reserved, buf) = (*reserved, buf.clone_ref(py));
         let k = n.unwrap_or(reserved);
         if k > reserved {
             return Err(WriteError::CommitTooLarge {
@@ -199,23 +225,34 @@ impl PyWriter {
             .to_py_err());
         }
         let writer = self.writer()?;
-        // the same reservation again: room for it was already made, so this returns at once
-        let g = writer.reserve(reserved).map_err(py_err)?;
-        g.commit_n(k).map_err(py_err)?;
+        let dtype = writer.info().dtype;
+        let sb = writer.info().sample_bytes;
+        with_dtype!(dtype, T => with_array_bytes::<T, ()>(buf.bind(py), |bytes| {
+            // the same reservation again: room for it was already made, so this returns at
+            // once; the slots get the buffer's rows, then the first `k` are published
+            let mut g = writer.reserve(reserved).map_err(py_err)?;
+            g.bytes_mut()[..k * sb].copy_from_slice(&bytes[..k * sb]);
+            g.commit_n(k).map_err(py_err)
+        }))?;
         let written = writer.written();
-        self.pending = None;
+        if let Some(p) = self.pending.take() {
+            p.finish(py)?;
+        }
         Ok(written)
     }
 
     /// Drop the open reservation without publishing anything.
-    fn cancel(&mut self) {
-        self.pending = None;
+    fn cancel(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.pending.take() {
+            Some(p) => p.finish(py),
+            None => Ok(()),
+        }
     }
 
     /// Samples of the open reservation, if any.
     #[getter]
     fn pending(&self) -> Option<usize> {
-        self.pending
+        self.pending.as_ref().map(|p| p.n)
     }
 
     /// Append an event; returns its index. `kind` and `value` are `str`, `int` (int64),
@@ -284,8 +321,11 @@ impl PyWriter {
     }
 
     /// Give the stream up (readers then see a cleanly closed writer).
-    fn close(&mut self) {
-        self.pending = None;
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         self.writer = None;
+        match self.pending.take() {
+            Some(p) => p.finish(py),
+            None => Ok(()),
+        }
     }
 }

@@ -634,7 +634,7 @@ impl Process {
                                 // from that tick.
                                 bytes: unsafe { w.bytes() },
                                 rows: w.len(),
-                                first: w.first,
+                                first: w.first(),
                             }
                         })
                         .collect()

@@ -318,6 +318,22 @@ pub enum ReadError {
         /// Capacity.
         capacity: u64,
     },
+    /// More of the newest samples than the stream keeps ([`crate::Reader::latest`]).
+    #[error("cannot give the latest {requested} samples: the stream keeps {capacity}; ask for at most {capacity}")]
+    MoreThanCapacity {
+        /// Samples asked for.
+        requested: u64,
+        /// Capacity.
+        capacity: u64,
+    },
+    /// A seek to a sample not written yet ([`crate::Reader::seek`]).
+    #[error("cannot seek to sample {sample}: only {written} samples were written so far; seek to at most {written} (wait for later samples first)")]
+    SeekBeyondWritten {
+        /// The sample asked for.
+        sample: u64,
+        /// Samples written.
+        written: u64,
+    },
     /// `first > end`.
     #[error("window [{first}, {end}) is reversed: first must be <= end")]
     Reversed {

@@ -20,7 +20,7 @@
 //! assert_eq!(window.to_vec()?, [1, 2, 3, 4, 5, 6, 7, 8]); // copied out and validated
 //! // SAFETY: the writer is idle here (nothing can lap the window while we look at it)
 //! assert_eq!(unsafe { window.values() }, &[1, 2, 3, 4, 5, 6, 7, 8]); // zero-copy view
-//! window.window.check()?;                               // still intact after use?
+//! window.check()?;                                      // still intact after use?
 //!
 //! let mut out = vec![0u8; 2 * 8];
 //! let pulled = reader.pull_into(&mut out, None, 2)?;    // copy and advance the cursor

@@ -324,6 +324,49 @@ fn loom_lossless_writer_never_overwrites_unread_samples_and_is_woken() {
     });
 }
 
+/// (g2) The lossless writer waits for the slowest of two readers: one reader releasing the
+/// ring is not room while the other still holds the oldest sample, and the slower one's
+/// release wakes the writer again (a lost wake-up would deadlock).
+#[test]
+fn loom_lossless_writer_waits_for_the_slowest_of_two_readers() {
+    loom::model(|| {
+        as_process(1);
+        let s = heap(2);
+        let mut fast = s.reader(ReaderMode::Lossless).expect("fast reader");
+        let mut slow = s.reader(ReaderMode::Lossless).expect("slow reader");
+        fast.set_spin(Duration::ZERO);
+        slow.set_spin(Duration::ZERO);
+        let mut w = writer(&s);
+        let t = thread::spawn(move || {
+            as_process(1);
+            write(&mut w, 3); // the third needs both readers to release sample 0
+        });
+        let mut out = [0u8; 16];
+        // the fast reader takes both samples the ring holds and releases them ...
+        fast.wait(2, None).expect("wait");
+        let p = fast.pull_into(&mut out, None, 2).expect("never lapped");
+        assert_eq!((p.first, p.n), (0, 2));
+        assert_exact(0, &out);
+        // ... which is not room while the slow one still holds sample 0
+        assert_eq!(
+            s.written(),
+            2,
+            "sample 2 overwrote the slow reader's sample 0"
+        );
+        let p = slow.pull_into(&mut out, None, 2).expect("never lapped");
+        assert_eq!((p.first, p.n), (0, 2));
+        assert_exact(0, &out);
+        for r in [&mut fast, &mut slow] {
+            r.wait(3, None)
+                .expect("the slow reader's release wakes the writer");
+            let p = r.pull_into(&mut out, None, 2).expect("never lapped");
+            assert_eq!((p.first, p.n), (2, 1));
+            assert_exact(2, &out[..8]);
+        }
+        t.join().expect("writer");
+    });
+}
+
 /// (h) A lossless reader that registers while the writer is committing is never lapped
 /// from its first sample on (registration vs the writer's room check).
 #[test]

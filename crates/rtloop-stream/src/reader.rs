@@ -104,14 +104,22 @@ impl<B: Backing> std::fmt::Debug for Reader<B> {
 /// A zero-copy window of samples `[first, end)`: one contiguous region of the shared mapping
 /// (kept alive by this value). In latest-wins mode the writer may overwrite it once it is
 /// more than `capacity` samples behind: call [`Window::check`] after using the data.
+///
+/// Only [`Reader::window`] and [`Reader::latest`] make windows, and only of committed,
+/// kept samples; the range cannot be changed afterwards (a wider range would reach past the
+/// mapping, or into samples the writer is still filling):
+///
+/// ```compile_fail,E0616
+/// fn widen(w: &mut rtloop_stream::Window) {
+///     w.end += 10_000;
+/// }
+/// ```
 #[cfg(not(loom))]
 #[derive(Clone)]
 pub struct Window {
     map: Arc<SharedMemory>,
-    /// First sample.
-    pub first: u64,
-    /// One past the last sample.
-    pub end: u64,
+    first: u64,
+    end: u64,
 }
 
 #[cfg(not(loom))]
@@ -126,6 +134,18 @@ impl std::fmt::Debug for Window {
 
 #[cfg(not(loom))]
 impl Window {
+    /// First sample.
+    #[must_use]
+    pub fn first(&self) -> u64 {
+        self.first
+    }
+
+    /// One past the last sample.
+    #[must_use]
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
     /// Pointer to the first byte (valid while this `Window` lives).
     #[must_use]
     pub fn as_ptr(&self) -> *const u8 {
@@ -199,10 +219,34 @@ impl Window {
                 got: out.len(),
             });
         }
+        // The range is checked again here, where the copy happens, not only when the window
+        // was made: it must lie below `written` (never in `[written, reserved)`, slots the
+        // writer may be filling) and at most `capacity` long (else it reaches past the
+        // doubled mapping). A window already lapped is an overrun, as `check` says.
+        let c = self.map.control();
+        let cap = self.map.capacity();
+        match ring::check_window(
+            self.first,
+            self.end,
+            c.samples.written(),
+            c.samples.reserved(),
+            cap,
+        ) {
+            WindowCheck::Ok => {}
+            WindowCheck::Overwritten { oldest } => return Err(self.overrun(oldest)),
+            other => return Err(window_error(other, self.first, self.end, cap)),
+        }
         // a concurrent store by the writer may tear what we copy, which `check` below
         // detects (the copy is validated after, seqlock style)
         self.map.load_samples(self.first, out);
         self.check()
+    }
+
+    fn overrun(&self, oldest: u64) -> ReadError {
+        ReadError::Overrun {
+            lost: oldest.saturating_sub(self.first).min(self.end - self.first),
+            oldest,
+        }
     }
 
     /// Was the window intact until now? `Err(Overrun)` if the writer may have overwritten
@@ -212,23 +256,61 @@ impl Window {
             .control()
             .samples
             .validate_after_copy(self.first, self.map.capacity())
-            .map_err(|oldest| ReadError::Overrun {
-                lost: oldest.saturating_sub(self.first).min(self.end - self.first),
-                oldest,
-            })
+            .map_err(|oldest| self.overrun(oldest))
     }
 }
 
-/// A typed zero-copy window (see [`Window`]).
+/// A typed zero-copy window (see [`Window`]). Its window cannot be swapped for another
+/// (one of another dtype would be read as `T`):
+///
+/// ```compile_fail,E0616
+/// fn swap(t: &mut rtloop_stream::TypedWindow<f32>, w: rtloop_stream::Window) {
+///     t.window = w;
+/// }
+/// ```
 #[cfg(not(loom))]
 pub struct TypedWindow<T: Sample> {
-    /// The untyped window.
-    pub window: Window,
+    window: Window,
     _t: std::marker::PhantomData<T>,
 }
 
 #[cfg(not(loom))]
 impl<T: Sample> TypedWindow<T> {
+    /// The untyped window.
+    #[must_use]
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+
+    /// First sample.
+    #[must_use]
+    pub fn first(&self) -> u64 {
+        self.window.first
+    }
+
+    /// One past the last sample.
+    #[must_use]
+    pub fn end(&self) -> u64 {
+        self.window.end
+    }
+
+    /// Samples in the window.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.window.len()
+    }
+
+    /// Whether the window is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.window.is_empty()
+    }
+
+    /// Was the window intact until now? See [`Window::check`].
+    pub fn check(&self) -> Result<(), ReadError> {
+        self.window.check()
+    }
+
     /// The values in place, sample-major (`len * n_channels`), zero-copy.
     ///
     /// # Safety
@@ -374,10 +456,17 @@ impl<B: Backing> Reader<B> {
         self.spin = spin;
     }
 
-    /// Move the cursor (for example back into history, or to skip ahead). A lossless
-    /// reader moved back may find the history already overwritten (reported as overrun).
+    /// Move the cursor (for example back into history, or to skip ahead up to `written`). A
+    /// lossless reader moved back may find the history already overwritten (reported as
+    /// overrun). A sample not written yet is refused ([`ReadError::SeekBeyondWritten`]): to
+    /// start there, [`Reader::wait`] for it first.
     pub fn seek(&mut self, sample: u64) -> Result<(), ReadError> {
         self.check_owner()?;
+        // `written` never decreases, so a cursor at or below it now stays there
+        let written = self.written();
+        if sample > written {
+            return Err(ReadError::SeekBeyondWritten { sample, written });
+        }
         self.cursor = sample;
         self.publish_cursor();
         Ok(())
@@ -457,7 +546,10 @@ impl<B: Backing> Reader<B> {
         if self.cursor < oldest {
             return Err(self.overrun(oldest));
         }
-        let mut n = (written - self.cursor)
+        // `seek` keeps the cursor at or below `written`; saturating all the same, so a
+        // cursor ahead of it can only mean nothing to pull
+        let mut n = written
+            .saturating_sub(self.cursor)
             .min(max_samples as u64)
             .min((out.len() / sb) as u64);
         if let Some(s) = &stamps {
@@ -869,15 +961,14 @@ impl Reader<SharedMemory> {
     }
 
     /// A zero-copy window of the newest `n` samples (fewer if fewer were written, or if the
-    /// writer may have overwritten older slots with a reservation it did not commit).
+    /// writer may have overwritten older slots with a reservation it did not commit). `n`
+    /// above the capacity is refused ([`ReadError::MoreThanCapacity`]).
     pub fn latest(&self, n: u64) -> Result<Window, ReadError> {
         self.check_owner()?;
         let cap = self.stream.info().capacity;
         if n > cap {
-            return Err(ReadError::TooOld {
-                first: 0,
-                end: n,
-                oldest: 0,
+            return Err(ReadError::MoreThanCapacity {
+                requested: n,
                 capacity: cap,
             });
         }
@@ -978,5 +1069,82 @@ impl<B: Backing> Stream<B> {
         };
         c.samples.withdraw_data_waiter();
         result
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{DType, StreamConfig};
+
+    /// A stream in /dev/shm, removed when dropped.
+    struct Named(String);
+
+    impl Drop for Named {
+        fn drop(&mut self) {
+            let _ = Stream::remove(&self.0);
+        }
+    }
+
+    fn stream(label: &str) -> (Named, Stream<SharedMemory>) {
+        let name = format!("unit-{label}-{}", std::process::id());
+        let s = Stream::create(&name, &StreamConfig::new(DType::U64, 1, 1000.0, 64)).unwrap();
+        (Named(name), s)
+    }
+
+    /// What `w.end = …` could make before the range was private: the copy now checks the
+    /// range itself instead of trusting the window (it read past the mapping in a release
+    /// build, and hit a `debug_assert` in a debug one).
+    #[test]
+    #[cfg_attr(miri, ignore = "miri cannot map a stream file")]
+    fn a_window_wider_than_the_ring_is_refused_where_it_is_copied() {
+        let (_n, s) = stream("wide-window");
+        let cap = s.info().capacity;
+        let mut w = s.writer().unwrap();
+        let vals: Vec<u64> = (0..cap).collect();
+        w.write(&vals).unwrap();
+        let r = s.reader(ReaderMode::Latest).unwrap();
+        let mut win = r.window(0, cap).unwrap();
+        win.end = win.first + 10 * cap;
+        assert_eq!(
+            win.to_vec().unwrap_err(),
+            ReadError::NotYetWritten {
+                first: 0,
+                end: 10 * cap,
+                written: cap
+            }
+        );
+    }
+
+    /// ... and an `end` inside `[written, reserved)`: slots the writer is still filling.
+    /// Before, the copy took the half-filled sample and `check()` said Ok.
+    #[test]
+    #[cfg_attr(miri, ignore = "miri cannot map a stream file")]
+    fn a_window_reaching_into_an_open_reservation_is_refused() {
+        let (_n, s) = stream("open-reservation");
+        let mut w = s.writer().unwrap();
+        w.write(&[1u64, 2, 3, 4]).unwrap();
+        let r = s.reader(ReaderMode::Latest).unwrap();
+        let mut win = r.window(2, 4).unwrap();
+        let mut g = w.reserve(2).unwrap();
+        g.bytes_mut().fill(0xEE);
+        win.end = 5;
+        assert_eq!(
+            win.to_vec().unwrap_err(),
+            ReadError::NotYetWritten {
+                first: 2,
+                end: 5,
+                written: 4
+            }
+        );
+        let typed = TypedWindow::<u64> {
+            window: win,
+            _t: std::marker::PhantomData,
+        };
+        assert!(matches!(
+            typed.to_vec(),
+            Err(ReadError::NotYetWritten { written: 4, .. })
+        ));
+        g.cancel();
     }
 }

@@ -12,10 +12,10 @@
 //! | atomic | written by | Release / fence publishes | paired Acquire | loom model |
 //! |---|---|---|---|---|
 //! | `written` | writer, `publish` | the sample bytes and stamps of `[old, new)` | `written()` load in every read and wait | `loom_reader_never_sees_uncommitted_or_torn_samples` |
-//! | `reserved` | writer, `begin_overwrite` + `fence(Release)` | "slots of samples `< end - capacity` may now be overwritten" | `fence(Acquire)` + load in `validate_after_copy` (fence-fence) | `loom_writer_lapping_reader_is_reported_as_overrun` |
+//! | `reserved` | writer, `begin_overwrite` + `fence(Release)` | "slots of samples `< end - capacity` may now be overwritten" | `fence(Acquire)` + load in `validate_after_copy` (fence-fence) | `loom_lapped_latest_reader_gets_an_overrun_never_torn_data`, `loom_cancelled_or_partly_committed_reservation_never_validates_stale_rows` |
 //! | `data_wake.waiters` / `seq` | readers announce, writer bumps | SeqCst fences on both sides (Dekker), or the writer's light barrier and the sleeper's `membarrier`: writer sees the waiter or waiter sees the sample | `seq` Acquire in the futex loop | `loom_waiting_reader_is_woken_by_a_commit`, `loom_writer_claiming_while_a_reader_falls_asleep_wakes_it` |
 //! | `inline_end` | writer, `store_inline` (0, `fence(Release)`, words, stamp, `end` Release) | the newest sample's copy in the publish line | `load_inline`: Acquire load, copy, `fence(Acquire)`, load again (seqlock) | `loom_newest_sample_in_the_publish_line_is_never_torn` |
-//! | `cursor` (lossless) | reader, `release_to` | "I am done with samples `< cursor`" | writer `min_lossless_cursor` Acquire | `loom_lossless_writer_never_overwrites_unread_samples`, `loom_lossless_writer_waits_for_the_slowest_of_two_readers` |
+//! | `cursor` (lossless) | reader, `release_to` | "I am done with samples `< cursor`" | writer `min_lossless_cursor` Acquire | `loom_lossless_writer_never_overwrites_unread_samples_and_is_woken`, `loom_lossless_writer_waits_for_the_slowest_of_two_readers` |
 //! | `space_wake.waiters` / `seq` | writer announces, readers bump | SeqCst fences (Dekker) as above, or the reader's light barrier and the writer's `membarrier` | `seq` Acquire | `loom_lossless_writer_never_overwrites_unread_samples_and_is_woken` |
 
 use crate::sync::{

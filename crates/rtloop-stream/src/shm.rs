@@ -216,9 +216,17 @@ impl Backing for SharedMemory {
     }
     #[inline]
     fn load_samples(&self, first: u64, out: &mut [u8]) {
-        debug_assert!(out.len() as u64 <= self.capacity * self.sample_bytes as u64);
+        // a real check, not a debug one: the copy below is only in bounds because of it
+        assert!(
+            out.len() as u64 <= self.capacity * self.sample_bytes as u64,
+            "a copy of {} bytes from the ring is longer than the {} samples of {} B it holds",
+            out.len(),
+            self.capacity,
+            self.sample_bytes
+        );
         // SAFETY: the window starts inside the first data view and is at most `capacity`
-        // samples long, so it ends inside the second view: readable for out.len() bytes.
+        // samples long (asserted above), so it ends inside the second view: readable for
+        // out.len() bytes.
         // The bytes may be concurrently overwritten by the writer process; we treat the
         // shared mapping as external memory (like a device buffer), never form a reference
         // to it, and the caller discards the copy unless `validate_after_copy` proves no

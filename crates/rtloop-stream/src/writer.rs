@@ -296,7 +296,7 @@ impl<B: Backing> Writer<B> {
         }
         // `Stream::wait_for` sleeps on the samples' futex for samples *or* events; the
         // barrier inside `publish` above pairs with its announcement (loom model
-        // `loom_event_wakes_a_waiter_on_the_sample_line`).
+        // `loom_event_wakes_a_reader_waiting_for_events`).
         let samples = &map.control().samples;
         if samples.data_waiters_after_fence() {
             samples.bump_data_seq();

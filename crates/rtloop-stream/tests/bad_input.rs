@@ -43,7 +43,11 @@ fn assert_intact(stream: &Stream, first: u64, end: u64) {
 /// The error of a window request that must fail (`Window` has no `Debug` for `unwrap_err`).
 fn window_err(r: &rtloop_stream::Reader, first: u64, end: u64) -> ReadError {
     match r.window(first, end) {
-        Ok(w) => panic!("window [{}, {}) should have been refused", w.first, w.end),
+        Ok(w) => panic!(
+            "window [{}, {}) should have been refused",
+            w.first(),
+            w.end()
+        ),
         Err(e) => e,
     }
 }
@@ -528,4 +532,90 @@ fn metadata_round_trips_and_bad_metadata_is_refused_with_what_is_allowed() {
         Stream::open(&name).unwrap().info().ch_types,
         vec!["t".repeat(31); 3]
     );
+}
+
+#[test]
+fn latest_of_more_than_the_capacity_names_both_numbers() {
+    let (_g, stream, _w) = filled("bad-latest", 10);
+    let cap = stream.info().capacity;
+    let r = stream.reader(ReaderMode::Latest).unwrap();
+    let err = match r.latest(cap + 1) {
+        Ok(w) => panic!("latest({}) gave [{}, {})", cap + 1, w.first(), w.end()),
+        Err(e) => e,
+    };
+    assert_eq!(
+        err,
+        ReadError::MoreThanCapacity {
+            requested: cap + 1,
+            capacity: cap
+        }
+    );
+    assert_says(
+        &err,
+        &[
+            &format!("latest {} samples", cap + 1),
+            &format!("keeps {cap}"),
+            &format!("at most {cap}"),
+        ],
+    );
+    // the capacity itself is allowed (fewer come back while fewer were written)
+    let w = r.latest(cap).unwrap();
+    assert_eq!((w.first(), w.end()), (0, 10));
+    assert_intact(&stream, 0, 10);
+}
+
+#[test]
+fn seek_past_written_is_refused_and_the_cursor_stays() {
+    let (_g, stream, mut w) = filled("bad-seek", 10);
+    let mut r = stream.reader(ReaderMode::Latest).unwrap();
+    r.seek(4).unwrap();
+    let err = r.seek(11).unwrap_err();
+    assert_eq!(
+        err,
+        ReadError::SeekBeyondWritten {
+            sample: 11,
+            written: 10
+        }
+    );
+    assert_says(&err, &["sample 11", "only 10 samples", "at most 10"]);
+    assert_eq!(r.cursor(), 4, "a refused seek does not move the cursor");
+    // a pull goes on from where the reader was (before, it underflowed `written - cursor`)
+    let mut out = vec![0u8; 20 * 8 * CH];
+    let p = r.pull_into(&mut out, None, 20).unwrap();
+    assert_eq!((p.first, p.n), (4, 6));
+    check(4, &out[..6 * 8 * CH]).unwrap();
+    // seeking to `written` itself is allowed: nothing to pull until the writer goes on
+    r.seek(10).unwrap();
+    assert_eq!(r.pull_into(&mut out, None, 20).unwrap().n, 0);
+    w.write_bytes(&payload_bytes(10, 2), None).unwrap();
+    let p = r.pull_into(&mut out, None, 20).unwrap();
+    assert_eq!((p.first, p.n), (10, 2));
+    check(10, &out[..2 * 8 * CH]).unwrap();
+}
+
+/// What is left to misuse from safe code once a window's range is private: keeping it
+/// while the writer laps it. Its copies are refused then, never handed out torn or stale,
+/// also while the writer is only half way through filling the slots.
+#[test]
+fn a_window_kept_while_the_writer_refills_its_slots_copies_nothing() {
+    let (_g, stream, mut w) = filled("kept-window", 10);
+    let cap = stream.info().capacity;
+    let r = stream.reader(ReaderMode::Latest).unwrap();
+    let win = r.window(0, 10).unwrap();
+    let typed = r.window_as::<u64>(0, 10).unwrap();
+    assert_eq!(typed.to_vec().unwrap(), common::payload(0, 10));
+    // fill the ring up to the window's first slot, then reserve over it and half fill it
+    w.write_bytes(&payload_bytes(10, cap - 10), None).unwrap();
+    let mut g = w.reserve(5).unwrap();
+    g.bytes_mut().fill(0xAB);
+    let mut out = vec![0u8; win.len_bytes()];
+    let err = win.copy_to(&mut out).unwrap_err();
+    assert!(
+        matches!(err, ReadError::Overrun { oldest: 5, lost: 5 }),
+        "{err:?}"
+    );
+    assert!(win.check().is_err());
+    assert!(matches!(typed.to_vec(), Err(ReadError::Overrun { .. })));
+    assert!(typed.check().is_err());
+    g.cancel();
 }

@@ -64,13 +64,13 @@ fn cancel_then_commit_one(tag: &str, next_writer: bool) {
     // the newest window the reader offers holds only intact samples
     let latest = reader.latest(cap).unwrap();
     assert_eq!(
-        (latest.first, latest.end),
+        (latest.first(), latest.end()),
         (100, end),
         "only the intact samples"
     );
     let mut out = vec![0u8; latest.len_bytes()];
     latest.copy_to(&mut out).unwrap();
-    check(latest.first, &out).unwrap();
+    check(latest.first(), &out).unwrap();
 }
 
 #[test]
@@ -179,7 +179,7 @@ fn reader_thread_never_sees_stale_rows_while_writer_cancels_and_partly_commits()
                 let Ok(win) = reader.latest(cap) else {
                     continue;
                 };
-                let (first, end) = (win.first, win.end);
+                let (first, end) = (win.first(), win.end());
                 let buf = &mut out[..(end - first) as usize * SB];
                 if win.copy_to(buf).is_ok() {
                     reads.fetch_add(1, Ordering::Relaxed);

@@ -254,9 +254,9 @@ fn typed_latest_window_of_the_newest_samples_matches_what_was_written() {
     w.write_bytes(&payload_bytes(0, total), None).unwrap();
     let sut = stream.reader(ReaderMode::Latest).unwrap();
     let win = sut.latest(cap).unwrap();
-    assert_eq!((win.first, win.end), (total - cap, total));
+    assert_eq!((win.first(), win.end()), (total - cap, total));
     // SAFETY: the writer is idle while the view is in use (one thread)
-    check(win.first, unsafe { win.bytes() }).unwrap();
+    check(win.first(), unsafe { win.bytes() }).unwrap();
     win.check().unwrap();
     let typed = sut.window_as::<u64>(total - 3, total).unwrap();
     assert_eq!(

@@ -115,7 +115,7 @@ impl StreamReceiver {
     fn release(&mut self) -> Result<(), TransportError> {
         if let Some(w) = self.window.take() {
             self.reader
-                .seek(w.end)
+                .seek(w.end())
                 .map_err(|e| TransportError::stream(&self.name, e))?;
         }
         Ok(())
