@@ -27,6 +27,31 @@ def uname(prefix: str) -> str:
     return f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
+def push_until_flowing(w: Any, inlet: Any, probe: np.ndarray) -> int:
+    """liblsl hands an inlet only what is pushed after its outlet took the connection, which
+    may come after `open_stream` returned: push single `probe` samples until one arrives (a
+    handshake, not a sleep that a loaded machine may outlast). Returns how many were pushed;
+    those still in flight arrive before anything pushed next."""
+    deadline = time.monotonic() + 30
+    pushed = 0
+    while True:
+        assert time.monotonic() < deadline, "no probe sample reached the inlet within 30 s"
+        w.push_chunk(probe)
+        pushed += 1
+        chunk, _ = inlet.pull_chunk(timeout=0.05)
+        if chunk:
+            return pushed
+
+
+def without_probes(got: List[Any], probe: np.ndarray, dtype: Any) -> np.ndarray:
+    """What `inlet` received after the probes: the leading probe rows dropped."""
+    rows = np.concatenate([np.asarray(c, dtype=dtype) for c in got])
+    k = 0
+    while k < len(rows) and (rows[k] == probe).all():
+        k += 1
+    return rows[k:]
+
+
 def _child_pids() -> List[int]:
     pids: List[int] = []
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
@@ -86,20 +111,21 @@ def test_a_stream_becomes_an_lsl_outlet_a_pylsl_inlet_reads(prefix: str) -> None
         assert found and found[0].type() == "EMG"
         inlet = pylsl.StreamInlet(found[0])
         inlet.open_stream(5)
-        time.sleep(0.5)
+        probe = np.full((1, 2), -1, np.int16)
+        probes = push_until_flowing(w, inlet, probe)
         data = np.arange(600, dtype=np.int16).reshape(300, 2)
         w.push_chunk(data)
         got: List[Any] = []
         deadline = time.time() + 20
-        while sum(len(c) for c in got) < 300 and time.time() < deadline:
+        while len(without_probes(got, probe, np.int16) if got else []) < 300 and time.time() < deadline:
             chunk, _ = inlet.pull_chunk(timeout=0.5)
             if chunk:
                 got.append(np.asarray(chunk, dtype=np.int16))
-        np.testing.assert_array_equal(np.concatenate(got), data)
+        np.testing.assert_array_equal(without_probes(got, probe, np.int16), data)
     finally:
         report = b.stop()
     LslBridgeReport.check(report)
-    assert report.samples == 300
+    assert report.samples == probes + 300
 
 
 def test_lsl_bad_input_gets_the_exception_that_says_what_was_wrong(prefix: str) -> None:

@@ -199,12 +199,14 @@ def test_wait_returns_when_data_arrive_and_after_the_timeout(ft_server: Any, tra
     other = "unix" if transport == "tcp" else "tcp"
     with connect(ft_server, transport) as c, connect(ft_server, other) as w:
         c.put_header(1, 10.0, "float32")
-        later = Later(0.3, lambda: w.put_data(np.ones((4, 1), np.float32)))
+        # t0 before the writer's thread starts: the data cannot come sooner than 0.3 s after
+        # it, however late this thread runs
         t0 = time.monotonic()
+        later = Later(0.3, lambda: w.put_data(np.ones((4, 1), np.float32)))
         assert c.wait(0, 10, 20_000) == (4, 0)
         took = time.monotonic() - t0
         later.join()
-        assert 0.2 <= took < 10, f"WAIT_DAT returned after {took:.2f} s, not when the data came"
+        assert 0.29 <= took < 10, f"WAIT_DAT returned after {took:.2f} s, not when the data came"
         # thresholds are strict: 4 samples do not pass 4
         t0 = time.monotonic()
         assert c.wait(4, 100, 300) == (4, 0)

@@ -87,6 +87,10 @@ def test_kill_9_leaves_a_readable_recording(make_name: Callable[[], str], tmp_pa
         w.push_chunk(block)
         written += 300
         time.sleep(0.005)
+    # kill it once it has put samples in its file (on a loaded machine it may not have
+    # flushed anything yet after a second)
+    wait_until(lambda: (tmp_path / name / "data.bin").stat().st_size >= 8 * 2
+               and (tmp_path / name / "timestamps.bin").stat().st_size >= 8, "the recorder to write samples")
     rec.send_signal(signal.SIGKILL)
     rec.communicate()
     r = rtloop.load(tmp_path / name)

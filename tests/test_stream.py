@@ -717,7 +717,13 @@ def test_blocking_wait_releases_the_gil(stream_name: str) -> None:
     t = threading.Thread(target=wait)
     t.start()
     entered.wait()
-    time.sleep(0.1)  # let it get into the blocking wait (not a measured threshold)
+    # go on once it sleeps on the stream's futex, i.e. inside pull_chunk's wait (not after a
+    # sleep that a loaded machine may outlast)
+    wchan = Path(f"/proc/self/task/{t.native_id}/wchan")
+    deadline = time.monotonic() + 30
+    while "futex" not in wchan.read_text():
+        assert time.monotonic() < deadline, "the reader never slept in its wait"
+        time.sleep(0.001)
     # pure Python work progresses while the other thread is blocked in Rust
     counter = 0
     for _ in range(200_000):

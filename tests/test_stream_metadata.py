@@ -87,6 +87,7 @@ def test_resolve_streams_waits_for_a_stream_another_process_creates(make_name: C
     name = make_name()
     code = """
         import sys, time, rtloop
+        sys.stdin.readline()   # the test looked and found nothing: now create it, a bit later
         time.sleep(0.5)
         s = rtloop.Stream.create(sys.argv[1], n_channels=8, sfreq=1000.0, content_type="EEG",
                                  source_id="late-amp")
@@ -98,8 +99,12 @@ def test_resolve_streams_waits_for_a_stream_another_process_creates(make_name: C
         [sys.executable, "-c", textwrap.dedent(code), name], stdin=subprocess.PIPE, text=True
     )
     try:
-        # nothing there yet: an immediate look finds nothing, a wait finds it
+        # nothing there yet: an immediate look finds nothing, a wait finds it (the child
+        # creates it only when told, not after a sleep that a loaded machine may outlast)
         assert rtloop.resolve_streams(source_id="late-amp", timeout=0) == []
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
         found = rtloop.resolve_streams(source_id="late-amp", minimum=1, timeout=30)
         assert [i.name for i in found] == [name]
         assert found[0].n_channels == 8

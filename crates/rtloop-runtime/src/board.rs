@@ -479,6 +479,29 @@ mod tests {
         format!("boardtest-{tag}-{}", std::process::id())
     }
 
+    /// Run `f` in a thread and return once that thread sleeps on a futex (inside `f`'s wait),
+    /// so what the test does next comes after the wait began, however loaded the machine.
+    fn spawn_asleep<T: Send + 'static>(
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions; it returns this thread's id.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            f()
+        });
+        let wchan = format!("/proc/self/task/{}/wchan", rx.recv().unwrap());
+        let t0 = std::time::Instant::now();
+        while !std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("futex")) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the waiter never slept"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        t
+    }
+
     #[test]
     fn tick_done_and_ends_cross_mappings() {
         let n = name("a");
@@ -499,8 +522,7 @@ mod tests {
         let n = name("b");
         let a = std::sync::Arc::new(Board::create(&n, 1, 0, 1_000_000, 0, 0).unwrap());
         let a2 = a.clone();
-        let t = std::thread::spawn(move || a2.wait_done(0, 4, Duration::ZERO));
-        std::thread::sleep(Duration::from_millis(30));
+        let t = spawn_asleep(move || a2.wait_done(0, 4, Duration::ZERO));
         a.finish_tick(0, 4);
         assert!(t.join().unwrap());
     }
@@ -510,8 +532,7 @@ mod tests {
         let n = name("c");
         let a = std::sync::Arc::new(Board::create(&n, 1, 0, 1_000_000, 0, 0).unwrap());
         let a2 = a.clone();
-        let t = std::thread::spawn(move || a2.wait_tick(5, Duration::ZERO));
-        std::thread::sleep(Duration::from_millis(30));
+        let t = spawn_asleep(move || a2.wait_tick(5, Duration::ZERO));
         a.request_stop(3, 1);
         a.request_stop(9, 2);
         assert!(!t.join().unwrap(), "tick 5 never starts");

@@ -53,9 +53,24 @@ fn a_waiting_reader_is_woken_by_the_close_itself() {
     let mut w = stream.writer().unwrap();
     w.write_bytes(&payload_bytes(0, 3), None).unwrap();
     let r = stream.reader(ReaderMode::Latest).unwrap();
-    let waiter = std::thread::spawn(move || r.wait_available(1, None));
-    // the waiter blocks (nothing new comes); the close alone must end its wait
-    std::thread::sleep(Duration::from_millis(20));
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions; it returns this thread's id.
+        tid_tx.send(unsafe { libc::gettid() }).unwrap();
+        r.wait_available(1, None)
+    });
+    // the waiter blocks (nothing new comes); the close alone must end its wait. Close once
+    // it sleeps on the stream's futex (not after a sleep that a loaded machine may outlast,
+    // when the close would come before the wait and never wake it)
+    let wchan = format!("/proc/self/task/{}/wchan", tid_rx.recv().unwrap());
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&wchan).is_ok_and(|w| w.contains("futex")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the reader never slept"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     drop(w);
     assert_eq!(
         waiter.join().unwrap(),
