@@ -240,7 +240,9 @@ fn existing_stream_is_kept_when_create_is_refused() {
     .status
     .success());
     let s = rtloop_stream::Stream::open(&name).unwrap();
-    s.writer().unwrap().write(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    // the writer stays open: a clean close would end the stream and free its name
+    let mut w = s.writer().unwrap();
+    w.write(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
     let o = rtloop(&[
         "stream",
         "create",
@@ -258,7 +260,11 @@ fn existing_stream_is_kept_when_create_is_refused() {
         &[1.0, 2.0, 3.0, 4.0],
         "stored data intact"
     );
-    assert!(rtloop(&["stream", "remove", &name]).status.success());
+    drop(w);
+    assert!(
+        !rtloop_stream::Stream::list().contains(&name),
+        "the writer's close ended it"
+    );
 }
 
 #[test]

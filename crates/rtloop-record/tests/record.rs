@@ -103,7 +103,7 @@ fn round_trip_record_then_load_is_identical() {
     // ahead of the recorded schedule
     let again = unique_name("replayed");
     let _g2 = StreamGuard::new(&again);
-    let rep = rtloop_record::replay(&out.join(&name), &again, Some(1.0), &stop).unwrap();
+    let rep = replay_kept(&out.join(&name), &again, Some(1.0), &stop);
     assert_eq!((rep.samples, rep.events), (2000, 1));
     assert!(rep.seconds >= rep.recorded_seconds * 0.99, "{rep:?}");
     let s2 = Stream::open(&again).unwrap();
@@ -117,7 +117,7 @@ fn round_trip_record_then_load_is_identical() {
         (500 - rec.header.first_sample, Some("stim"))
     );
     // as fast as possible
-    let rep = rtloop_record::replay(&out.join(&name), &again, None, &stop).unwrap();
+    let rep = replay_kept(&out.join(&name), &again, None, &stop);
     assert_eq!(rep.samples, 2000);
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -323,4 +323,21 @@ fn every_pushed_event_is_recorded_or_counted_lost_when_the_ring_laps_the_recorde
             .collect();
         assert!(values.windows(2).all(|p| p[0] < p[1]), "round {round}");
     }
+}
+
+/// Replay a recording into `name`, keeping the stream after the replay ends (a replayed
+/// stream ends with its replay otherwise), so the test can read it afterwards.
+fn replay_kept(
+    dir: &std::path::Path,
+    name: &str,
+    speed: Option<f64>,
+    stop: &std::sync::atomic::AtomicBool,
+) -> rtloop_record::ReplayReport {
+    let src = rtloop_record::replay::open_recording(dir).unwrap();
+    let opts = rtloop_record::PlayOptions {
+        speed,
+        keep: true,
+        ..rtloop_record::PlayOptions::default()
+    };
+    rtloop_record::play(&src, name, &opts, stop).unwrap()
 }

@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use rtloop_record::{record, replay, Control, Header, RecordConfig, Recording};
+use rtloop_record::{record, Control, Header, RecordConfig, Recording};
 use rtloop_stream::{DType, Event, ReaderMode, Stream, StreamConfig};
 use rtloop_testkit::{unique_name, StreamGuard, TempDir, Watchdog};
 
@@ -209,7 +209,13 @@ fn in_a_lapped_recording_every_row_and_event_sits_at_its_sample_in_load_and_repl
     let replayed = unique_name("rec-replayed");
     let _g2 = StreamGuard::new(&replayed);
     let stop = AtomicBool::new(false);
-    let rep = replay(&dir, &replayed, None, &stop).unwrap();
+    // kept: the replayed stream is read after the replay ended
+    let src = rtloop_record::replay::open_recording(&dir).unwrap();
+    let opts = rtloop_record::PlayOptions {
+        keep: true,
+        ..rtloop_record::PlayOptions::default()
+    };
+    let rep = rtloop_record::play(&src, &replayed, &opts, &stop).unwrap();
     assert_eq!(rep.samples, rec.samples);
     let rs = Stream::open(&replayed).unwrap();
     let r = rs.reader(ReaderMode::Latest).unwrap();
