@@ -410,3 +410,13 @@ def test_exports_of_a_lapped_recording_put_every_event_on_its_sample(tmp_path: P
         nwb = io.read()
         t = nwb.get_events_table("events")["timestamp"][:]
         np.testing.assert_allclose(t, (np.array(events) - 1000) * 1e-3)
+
+
+@pytest.mark.parametrize("seconds", [1e300, float("inf"), 0.0, -1.0])
+def test_record_refuses_a_duration_out_of_range_naming_the_range(stream_name: str, tmp_path: Path, seconds: float) -> None:
+    """`rtloop.record(..., seconds=1e300)` panicked inside the binding; every duration out of
+    range is refused with the range instead, and nothing is recorded."""
+    rtloop.Stream.create(stream_name, n_channels=1)
+    with pytest.raises(ValueError, match=r"seconds=.*: a number of seconds > 0 and at most 1e9"):
+        rtloop.record(stream_name, tmp_path / "out", seconds=seconds)
+    assert not (tmp_path / "out" / stream_name).exists()

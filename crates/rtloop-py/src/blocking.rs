@@ -13,7 +13,8 @@ pub(crate) const SLICE: Duration = Duration::from_millis(50);
 pub(crate) fn timeout_from_py(timeout: Option<f64>) -> PyResult<Option<Duration>> {
     match timeout {
         None => Ok(None),
-        Some(t) if t.is_finite() && t >= 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+        // longer than a Duration holds (about 5.8e11 years) is forever
+        Some(t) if t.is_finite() && t >= 0.0 => Ok(Duration::try_from_secs_f64(t).ok()),
         Some(t) if t == f64::INFINITY => Ok(None),
         Some(t) => Err(PyValueError::new_err(format!(
             "Invalid value for the 'timeout' parameter. Allowed values are None (wait forever) or a number of seconds >= 0, but got {t} instead."
@@ -56,5 +57,20 @@ where
                 }
             }
         }
+    }
+}
+
+/// The longest duration a run option takes, in seconds (as the command line's `--seconds`).
+pub(crate) const MAX_SECONDS: f64 = 1e9;
+
+/// A duration option from Python: finite seconds `> 0` and at most [`MAX_SECONDS`], else a
+/// `ValueError` naming `what` and the allowed range.
+pub(crate) fn seconds_from_py(what: &str, s: f64) -> PyResult<Duration> {
+    if s.is_finite() && s > 0.0 && s <= MAX_SECONDS {
+        Ok(Duration::from_secs_f64(s))
+    } else {
+        Err(PyValueError::new_err(format!(
+            "{what}={s}: a number of seconds > 0 and at most {MAX_SECONDS:e}"
+        )))
     }
 }

@@ -111,13 +111,7 @@ fn duration(what: &str, s: Option<f64>) -> PyResult<Option<Duration>> {
 }
 
 fn positive_seconds(what: &str, s: f64) -> PyResult<Duration> {
-    if s.is_finite() && s > 0.0 {
-        Ok(Duration::from_secs_f64(s))
-    } else {
-        Err(PyValueError::new_err(format!(
-            "{what}={s}: a number of seconds > 0"
-        )))
-    }
+    crate::blocking::seconds_from_py(what, s)
 }
 
 #[pymethods]

@@ -416,7 +416,7 @@ impl PyFieldTripServer {
             unix,
             max_message: max_message as usize,
             max_clients: max_clients as usize,
-            message_timeout: std::time::Duration::from_secs_f64(message_timeout),
+            message_timeout: crate::blocking::seconds_from_py("message_timeout", message_timeout)?,
             memory_budget: (memory_mb as usize).saturating_mul(1 << 20),
             polling: match polling {
                 Polling::Adaptive { .. } => Polling::Adaptive { pm_qos },

@@ -123,7 +123,11 @@ impl ReplaySession {
                 "timeout={t}: seconds >= 0, or None"
             )));
         }
-        Ok(self.task.wait(py, timeout.map(Duration::from_secs_f64)))
+        // longer than a Duration holds is forever
+        Ok(self.task.wait(
+            py,
+            timeout.and_then(|t| Duration::try_from_secs_f64(t).ok()),
+        ))
     }
 
     /// Stop the replay (what was written stays in the streams), wait for it and return the

@@ -434,7 +434,9 @@ impl RecordSession {
     #[pyo3(signature = (streams, out, seconds=None))]
     fn new(streams: Vec<String>, out: std::path::PathBuf, seconds: Option<f64>) -> PyResult<Self> {
         let cfg = rtloop_record::RecordConfig {
-            duration: seconds.map(std::time::Duration::from_secs_f64),
+            duration: seconds
+                .map(|s| crate::blocking::seconds_from_py("seconds", s))
+                .transpose()?,
             ..rtloop_record::RecordConfig::default()
         };
         let session = rtloop_record::Session::start(&streams, &out, &cfg, false)
