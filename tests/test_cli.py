@@ -180,7 +180,7 @@ def test_replay_refuses_a_wait_of_a_billion_seconds(tmp_path: Path, stream_name:
     out = run("--json", "replay", str(rec), "--stream", stream_name, "--fast", timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["samples"] == 3
-    rtloop.Stream.remove(stream_name)
+    assert stream_name not in rtloop.Stream.list(), "the stream ended with its replay"
     # a SpikeGLX file whose .meta says 1e-9 Hz
     bin_path = tmp_path / "slow.nidq.bin"
     np.zeros(2, dtype=np.int16).tofile(bin_path)

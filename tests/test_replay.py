@@ -383,7 +383,8 @@ def test_play_from_python_runs_in_process_and_returns_the_commands_report(tmp_pa
     traces = (np.arange(3000 * 5) % 2000 - 1000).astype(np.int16).reshape(3000, 5)
     bin_path = write_spikeglx(tmp_path / "run", traces, [500] * 384)
     name = make_name()
-    with rtloop.replay.play(bin_path, stream=name, speed=None) as r:
+    # kept: as fast as possible it may end before the open below (it would end with the replay)
+    with rtloop.replay.play(bin_path, stream=name, speed=None, keep=True) as r:
         assert r.streams == [name]
         s = rtloop.Stream.open(name)  # it exists on return
         assert r.wait(60)
