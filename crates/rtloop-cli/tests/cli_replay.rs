@@ -26,9 +26,17 @@ fn bytes(x: &[i16]) -> Vec<u8> {
     x.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
-/// Replay `path` as fast as possible into `name`; the stream's samples and events.
+/// Replay `path` as fast as possible into `name` (kept: it is read after the replay ended);
+/// the stream's samples and events.
 fn replay(path: &Path, name: &str, extra: &[&str]) -> (Stream, Vec<u8>, Vec<rtloop_stream::Event>) {
-    let mut args = vec!["replay", path.to_str().unwrap(), "--fast", "--stream", name];
+    let mut args = vec![
+        "replay",
+        path.to_str().unwrap(),
+        "--fast",
+        "--keep",
+        "--stream",
+        name,
+    ];
     args.extend_from_slice(extra);
     let o = rtloop(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -196,6 +204,7 @@ fn every_probe_of_a_spikeglx_run_plays_into_its_own_stream() {
         "--all",
         "--speed",
         "8",
+        "--keep",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let reports: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
