@@ -790,15 +790,13 @@ pub fn record(
         }
         let (evs, lost) = pull_events_counting(&mut reader, name);
         if !paused {
-            seg.header.lost_events += lost;
-            total_lost_events += lost;
-            control
-                .lost_events
-                .store(total_lost_events, Ordering::Relaxed);
-            for e in evs {
-                write_event(&mut seg, &e)?;
-                total_events += 1;
-            }
+            keep_events(
+                &mut seg,
+                control,
+                evs,
+                lost,
+                (&mut total_events, &mut total_lost_events),
+            )?;
         }
         if last_flush.elapsed() >= cfg.flush_every {
             last_flush = Instant::now();
@@ -813,15 +811,13 @@ pub fn record(
     // loop may end right after a sample read saw the writer gone
     if !control.paused.load(Ordering::Relaxed) {
         let (evs, lost) = pull_events_counting(&mut reader, name);
-        seg.header.lost_events += lost;
-        total_lost_events += lost;
-        control
-            .lost_events
-            .store(total_lost_events, Ordering::Relaxed);
-        for e in evs {
-            write_event(&mut seg, &e)?;
-            total_events += 1;
-        }
+        keep_events(
+            &mut seg,
+            control,
+            evs,
+            lost,
+            (&mut total_events, &mut total_lost_events),
+        )?;
     }
     header = seg.close(&ended)?;
     let _ = header;
@@ -865,6 +861,25 @@ fn pull_events_counting(
         }
     }
     (Vec::new(), lost)
+}
+
+/// Write the events one pull took and count the ones it lost, in the segment's header, the
+/// run's totals `(recorded, lost)` and the control's live count.
+fn keep_events(
+    seg: &mut Segment,
+    control: &Control,
+    evs: Vec<rtloop_stream::Event>,
+    lost: u64,
+    (recorded, total_lost): (&mut u64, &mut u64),
+) -> Result<(), RecordError> {
+    seg.header.lost_events += lost;
+    *total_lost += lost;
+    control.lost_events.store(*total_lost, Ordering::Relaxed);
+    for e in evs {
+        write_event(seg, &e)?;
+        *recorded += 1;
+    }
+    Ok(())
 }
 
 fn write_event(seg: &mut Segment, e: &rtloop_stream::Event) -> Result<(), RecordError> {
