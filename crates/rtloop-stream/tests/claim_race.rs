@@ -13,74 +13,12 @@
 
 mod common;
 
-use std::fs::OpenOptions;
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use common::{barrier, CoordMap};
+
+use std::sync::atomic::Ordering;
 
 use rtloop_stream::Stream;
 use rtloop_testkit::{finish, report, role, spawn_role, unique_name, StreamGuard, Watchdog};
-
-/// The racers' meeting place: a page of shared memory.
-#[repr(C)]
-struct Coord {
-    /// Barrier arrivals (monotonic).
-    arrived: AtomicU64,
-    /// Winners of the current round.
-    owners: AtomicU64,
-}
-
-/// A shared mapping of the coordination file (removed by the parent at the end).
-struct CoordMap {
-    ptr: *mut Coord,
-}
-
-impl CoordMap {
-    fn open(path: &str) -> CoordMap {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .expect("coordination file");
-        f.set_len(4096).expect("size the coordination file");
-        // SAFETY: mapping 4096 bytes of a file we just sized to 4096 bytes, shared, with no
-        // address hint; the result is checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED, "mmap the coordination file");
-        CoordMap { ptr: p.cast() }
-    }
-
-    fn get(&self) -> &Coord {
-        // SAFETY: the mapping is page-aligned, 4096 bytes, zero-filled at creation (a valid
-        // `Coord` of two zero atomics) and lives until the process exits.
-        unsafe { &*self.ptr }
-    }
-}
-
-/// Barrier number `k` (1, 2, ...) of two racers: arrive, then wait for the other.
-fn barrier(c: &Coord, k: u64) {
-    c.arrived.fetch_add(1, Ordering::AcqRel);
-    let mut spins = 0u32;
-    while c.arrived.load(Ordering::Acquire) < 2 * k {
-        spins += 1;
-        if spins < 200 {
-            std::hint::spin_loop();
-        } else {
-            // two racers on two cores: yield rather than starve the machine
-            std::thread::yield_now();
-        }
-    }
-}
 
 fn env(key: &str) -> String {
     std::env::var(key).unwrap_or_else(|_| panic!("child role needs {key}"))

@@ -10,11 +10,10 @@
 mod common;
 
 use std::fs::OpenOptions;
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
-use common::{payload_bytes, pull_checked, CH};
+use common::{barrier, payload_bytes, pull_checked, CoordMap, CH};
 use rtloop_stream::{
     ClaimError, CreateError, DType, OpenError, ReaderMode, Stream, StreamConfig, StreamState,
 };
@@ -290,54 +289,6 @@ fn set_creator_pid(name: &str, pid: u32) {
 }
 
 // ---- two processes replace-and-write the same name, round after round ----
-
-#[repr(C)]
-struct Coord {
-    arrived: AtomicU64,
-    owners: AtomicU64,
-}
-
-struct CoordMap(*mut Coord);
-
-impl CoordMap {
-    fn open(path: &str) -> CoordMap {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .expect("coordination file");
-        f.set_len(4096).expect("size the coordination file");
-        // SAFETY: mapping the 4096 bytes of a file sized to 4096, shared, no address hint;
-        // checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED, "mmap the coordination file");
-        CoordMap(p.cast())
-    }
-
-    fn get(&self) -> &Coord {
-        // SAFETY: page-aligned, 4096 zero-filled bytes (two zero atomics are a valid Coord),
-        // mapped until the process exits.
-        unsafe { &*self.0 }
-    }
-}
-
-fn barrier(c: &Coord, k: u64) {
-    c.arrived.fetch_add(1, Ordering::AcqRel);
-    while c.arrived.load(Ordering::Acquire) < 2 * k {
-        std::thread::yield_now();
-    }
-}
 
 fn env(key: &str) -> String {
     std::env::var(key).unwrap_or_else(|_| panic!("child role needs {key}"))

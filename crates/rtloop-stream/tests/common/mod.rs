@@ -69,3 +69,77 @@ pub fn pull_checked(reader: &mut Reader, max: usize) -> Result<(u64, usize), Rea
     check(p.first, &buf[..p.n * 8 * CH]).unwrap_or_else(|e| panic!("{e}"));
     Ok((p.first, p.n))
 }
+
+// std atomics here are racing test processes' bookkeeping in a shared file, not the
+// protocol under test
+#[allow(clippy::disallowed_types)]
+mod coord {
+    use std::fs::OpenOptions;
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// The racers' meeting place: a page of shared memory.
+    #[repr(C)]
+    pub struct Coord {
+        /// Barrier arrivals (monotonic).
+        pub arrived: AtomicU64,
+        /// Winners of the current round.
+        pub owners: AtomicU64,
+    }
+
+    /// A shared mapping of the coordination file (removed by the parent at the end).
+    pub struct CoordMap {
+        ptr: *mut Coord,
+    }
+
+    impl CoordMap {
+        pub fn open(path: &str) -> CoordMap {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .expect("coordination file");
+            f.set_len(4096).expect("size the coordination file");
+            // SAFETY: mapping 4096 bytes of a file we just sized to 4096 bytes, shared, with no
+            // address hint; the result is checked below.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    f.as_raw_fd(),
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED, "mmap the coordination file");
+            CoordMap { ptr: p.cast() }
+        }
+
+        pub fn get(&self) -> &Coord {
+            // SAFETY: the mapping is page-aligned, 4096 bytes, zero-filled at creation (a valid
+            // `Coord` of two zero atomics) and lives until the process exits.
+            unsafe { &*self.ptr }
+        }
+    }
+
+    /// Barrier number `k` (1, 2, ...) of two racers: arrive, then wait for the other.
+    pub fn barrier(c: &Coord, k: u64) {
+        c.arrived.fetch_add(1, Ordering::AcqRel);
+        let mut spins = 0u32;
+        while c.arrived.load(Ordering::Acquire) < 2 * k {
+            spins += 1;
+            if spins < 200 {
+                std::hint::spin_loop();
+            } else {
+                // two racers on two cores: yield rather than starve the machine
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+#[allow(unused_imports)] // each test crate uses a different part
+pub use coord::{barrier, CoordMap};
