@@ -180,6 +180,12 @@ pub struct StatsLine {
     pub lossless_readers: AtomicU64,
 }
 
+/// Where the writer word ([`OwnerLine::writer`]) sits from the start of the control block:
+/// a listing reads it from the file without mapping the stream.
+#[cfg(not(loom))]
+pub const WRITER_WORD_IN_CONTROL: usize =
+    offset_of!(ControlBlock, owner) + offset_of!(OwnerLine, writer);
+
 /// All shared counters (created as zero bytes in the new file: every field is an atomic
 /// whose zero is its initial value).
 #[repr(C)]

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::{OpenError, RemoveError};
-use crate::layout::MAGIC;
+use crate::layout::{MAGIC, WRITER_WORD_IN_CONTROL};
 use crate::shm::stream_path;
 use crate::{sys, Liveness, Stream};
 
@@ -149,57 +149,12 @@ impl Stream {
     /// [`Stream::collect_ended`] does) and are not in the list but in the second one.
     #[must_use]
     pub fn survey(reclaim: bool) -> (Vec<Surveyed>, Vec<Reclaimed>) {
-        let mut out = Vec::new();
-        let mut freed = Vec::new();
+        let (mut out, mut freed) = (Vec::new(), Vec::new());
         for name in Stream::list() {
-            let path = stream_path(&name);
-            match Stream::open(&name) {
-                Ok(s) => {
-                    let state = StreamState::of(&s);
-                    if reclaim && !s.info().keep {
-                        if let StreamState::Dead { pid } = state {
-                            let bytes = s.info().file_bytes;
-                            // judged again right before removing: a new writer may have
-                            // replaced the dead one meanwhile
-                            if matches!(StreamState::of(&s), StreamState::Dead { .. })
-                                && s.unlink_if_current()
-                            {
-                                freed.push(Reclaimed {
-                                    name,
-                                    bytes,
-                                    why: format!("dead (writer pid {pid} ended without closing)"),
-                                });
-                                continue;
-                            }
-                        }
-                    }
-                    out.push(Surveyed {
-                        name,
-                        state,
-                        stream: Some(s),
-                    });
-                }
-                Err(OpenError::NotFound { .. }) => {} // removed meanwhile
-                Err(e) => {
-                    if reclaim && half_made(&path) {
-                        let bytes = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
-                        if std::fs::remove_file(&path).is_ok() {
-                            freed.push(Reclaimed {
-                                name,
-                                bytes,
-                                why: "half made (its creator ended inside create)".to_owned(),
-                            });
-                            continue;
-                        }
-                    }
-                    out.push(Surveyed {
-                        name,
-                        state: StreamState::Damaged {
-                            reason: damage_reason(&e),
-                        },
-                        stream: None,
-                    });
-                }
+            match survey_one(name, reclaim) {
+                Some(Ok(e)) => out.push(e),
+                Some(Err(r)) => freed.push(r),
+                None => {}
             }
         }
         (out, freed)
@@ -208,9 +163,17 @@ impl Stream {
     /// Give back the memory of every stream of this user that has ended and is not kept: a
     /// dead writer's stream, and a file a crashed `create` left half made. Streams that are
     /// live, wait for a writer, or were made with `keep` stay. Returns what was freed.
+    ///
+    /// Every `create` runs this, so it maps only the streams whose writer word, read from
+    /// the file, names a process that is gone (or that have no magic): a live stream is
+    /// never mapped here.
     #[must_use]
     pub fn collect_ended() -> Vec<Reclaimed> {
-        Stream::survey(true).1
+        Stream::list()
+            .into_iter()
+            .filter(|name| may_have_ended(&stream_path(name)))
+            .filter_map(|name| survey_one(name, true)?.err())
+            .collect()
     }
 
     /// Whether the file under `name` is one a crashed `create` left half made (no magic, no
@@ -219,6 +182,83 @@ impl Stream {
     pub fn is_half_made(name: &str) -> bool {
         crate::layout::validate_name(name).is_ok() && half_made(&stream_path(name))
     }
+}
+
+/// One stream of a survey: `Ok` listed, `Err` reclaimed (with `reclaim`), `None` gone meanwhile.
+fn survey_one(name: String, reclaim: bool) -> Option<Result<Surveyed, Reclaimed>> {
+    let path = stream_path(&name);
+    match Stream::open(&name) {
+        Ok(s) => {
+            let state = StreamState::of(&s);
+            if let (true, false, StreamState::Dead { pid }) = (reclaim, s.info().keep, &state) {
+                let bytes = s.info().file_bytes;
+                // judged again right before removing: a new writer may have replaced the
+                // dead one meanwhile
+                if matches!(StreamState::of(&s), StreamState::Dead { .. }) && s.unlink_if_current()
+                {
+                    return Some(Err(Reclaimed {
+                        name,
+                        bytes,
+                        why: format!("dead (writer pid {pid} ended without closing)"),
+                    }));
+                }
+            }
+            Some(Ok(Surveyed {
+                name,
+                state,
+                stream: Some(s),
+            }))
+        }
+        Err(OpenError::NotFound { .. }) => None, // removed meanwhile
+        Err(e) => {
+            if reclaim && half_made(&path) {
+                let bytes = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+                if std::fs::remove_file(&path).is_ok() {
+                    return Some(Err(Reclaimed {
+                        name,
+                        bytes,
+                        why: "half made (its creator ended inside create)".to_owned(),
+                    }));
+                }
+            }
+            Some(Ok(Surveyed {
+                name,
+                state: StreamState::Damaged {
+                    reason: damage_reason(&e),
+                },
+                stream: None,
+            }))
+        }
+    }
+}
+
+/// Whether the stream file at `path` may have ended without a close, judged from two reads
+/// of the file: its magic, and the writer word naming a process that is gone. A file
+/// without the magic may be half made. A hint: the full judgement maps the stream.
+fn may_have_ended(path: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return false;
+    };
+    let mut head = [0u8; 8];
+    if file.read_exact_at(&mut head, 0).is_err() || head != MAGIC {
+        return true;
+    }
+    let mut off = [0u8; 8];
+    let at = std::mem::offset_of!(crate::layout::Header, control_offset) as u64;
+    if file.read_exact_at(&mut off, at).is_err() {
+        return true;
+    }
+    let mut word = [0u8; 8];
+    let at = u64::from_ne_bytes(off).saturating_add(WRITER_WORD_IN_CONTROL as u64);
+    if file.read_exact_at(&mut word, at).is_err() {
+        return true;
+    }
+    sys::ProcessId::from_word(u64::from_ne_bytes(word)).is_some_and(|holder| !holder.alive())
 }
 
 /// A file of this user without the stream magic, not locked by a creator and older than
