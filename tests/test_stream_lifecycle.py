@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -147,6 +148,44 @@ def test_a_damaged_stream_says_damaged_and_why(
     doc = json.loads(run("--json", "stream", "list", "--all").stdout)
     mine = [r for r in doc if r["name"] == stream_name]
     assert mine and mine[0]["state"] == "damaged" and "magic" in mine[0]["error"]
+
+
+def damage_written_counter(s: rtloop.Stream, value: int) -> None:
+    """Write `value` over the samples' `written` counter from outside, as a stray process
+    writing into the shared-memory directory would."""
+    with open(s.path, "r+b") as f:
+        f.seek(s._s._samples_written_file_offset)
+        f.write(value.to_bytes(8, sys.byteorder))
+
+
+def test_a_stream_whose_counters_were_overwritten_is_damaged_not_counted(stream_name: str) -> None:
+    """The outside finding: a damaged stream showed counters near 1e18. Its counters are not
+    shown as if true anywhere: state, resolve, the list and its JSON say "damaged" and why."""
+    s = rtloop.Stream.create(stream_name, n_channels=2, dtype="float32", sfreq=100.0)
+    w = s.writer()
+    w.push_chunk(np.zeros((20, 2), np.float32))
+    assert s.state == "live" and s.damage is None
+    damage_written_counter(s, 987_654_321_987_654_321)
+    assert s.state == "damaged"
+    assert s.damage is not None and "sample counters cannot be right" in s.damage
+    assert rtloop.resolve_streams(name=stream_name) == [], "a damaged stream is never live"
+    got = rtloop.resolve_streams(name=stream_name, ended=True)
+    assert [(i.state, i.damage) for i in got] == [("damaged", s.damage)]
+    row = next(
+        line for line in run("stream", "list", "--all").stdout.splitlines() if line.startswith(stream_name)
+    )
+    # its shape is shown; no counter column holds the damaged count (only the reason names it)
+    assert "float32" in row and "damaged" in row and "cannot be right" in row
+    before_reason = row.split("damaged", 1)[0]
+    assert "987654321987654321" not in before_reason, row
+    doc = json.loads(run("--json", "stream", "list", "--all").stdout)
+    mine = [r for r in doc if r["name"] == stream_name]
+    assert mine and mine[0]["state"] == "damaged" and "cannot be right" in mine[0]["error"]
+    assert "written" not in mine[0]
+    # put back as the writer left it, the stream is whole and live again
+    damage_written_counter(s, 20)
+    assert s.state == "live" and s.damage is None
+    w.close()
 
 
 def test_bad_arguments_to_resolve_say_what_is_allowed() -> None:

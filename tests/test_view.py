@@ -778,6 +778,45 @@ def test_an_ended_stream_is_never_shown_as_live(
         page.screenshot(path=str(shots_dir() / "view-ended.png"))
 
 
+def test_a_damaged_stream_shows_damaged_and_why_and_none_of_its_counters(
+    viewer: Viewer, page: Any, make_name: Callable[[], str]
+) -> None:
+    """The outside finding: a damaged stream showed counters near 1e18 in the viewer."""
+    from test_stream_lifecycle import damage_written_counter
+
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=2, dtype="float32", sfreq=100.0)
+    w = s.writer()
+    w.push_chunk(np.ones((50, 2), np.float32))
+    damage_written_counter(s, 987_654_321_987_654_321)
+    page.goto(scope_url(viewer, name))
+    page.wait_for_function(
+        "() => document.getElementById('banner').textContent.startsWith('stream damaged: its sample counters')",
+        timeout=20_000)
+    assert "ended" in (page.get_attribute("#scope-wrap", "class") or "")
+    # the page keeps asking (empty frames), and draws nothing of the damaged ring
+    f0 = page.evaluate("() => window.rtloopView.frames")
+    page.wait_for_function("f => window.rtloopView.frames >= f + 3", arg=f0, timeout=10_000)
+    assert page.evaluate("() => window.rtloopView.ring.lastBin") == -1
+    perf = page.inner_text("#perf")
+    assert "frames/s" not in perf and "commit to screen" not in perf, perf
+    r = row(page, name)
+    r.wait_for(timeout=10_000)
+    assert r.get_attribute("data-damaged") == "true"
+    text = r.inner_text()
+    assert "damaged: its sample counters cannot be right" in text
+    # no counter cell: the count appears only inside the reason
+    assert text.count("987654321987654321") == 1, text
+    assert r.locator("td").count() == 5
+    status, body = http(viewer.port, f"/api/streams/{name}?token={viewer.token}")
+    detail = json.loads(body)
+    assert status == 200 and detail["damage"].startswith("its sample counters")
+    assert "written" not in detail and "percent_used" not in detail
+    status, body = http(viewer.port, f"/api/streams/{name}/histogram?token={viewer.token}")
+    assert status == 409 and "damaged" in body
+    w.close()
+
+
 @pytest.mark.parametrize("end", ["closed", "killed"])
 def test_a_stream_made_again_under_its_name_is_followed(
     viewer: Viewer, page: Any, make_name: Callable[[], str], child: Callable[..., Any], end: str

@@ -303,8 +303,15 @@ class Stream:
     @property
     def state(self) -> str:
         """Where the stream is in its life: ``"live"`` (a writer holds it), ``"waiting"``
-        (no writer yet), ``"closed"`` or ``"dead"`` (its writer ended without closing)."""
+        (no writer yet), ``"closed"``, ``"dead"`` (its writer ended without closing) or
+        ``"damaged"`` (see :attr:`damage`)."""
         return self._s.state
+
+    @property
+    def damage(self) -> Optional[str]:
+        """Why the stream's shared counters cannot be right (something other than its writer
+        wrote into its file), or ``None`` while they can."""
+        return self._s.damage
 
     @property
     def keep(self) -> bool:
@@ -523,10 +530,11 @@ class StreamInfo:
     state: str = "live"
     """Where the stream was in its life when resolved: ``"live"`` (a writer holds it),
     ``"waiting"`` (made, no writer yet), ``"closed"``, ``"dead"`` (its writer ended without
-    closing) or ``"damaged"`` (the file is not a stream this rtloop reads; see ``damage``).
+    closing) or ``"damaged"`` (the file is not a stream this rtloop reads, or its counters
+    cannot be right; see ``damage``).
     Only ``resolve_streams(ended=True)`` returns anything but live streams."""
     damage: str = ""
-    """Why a damaged stream cannot be read (empty otherwise)."""
+    """Why a damaged stream cannot be read or trusted (empty otherwise)."""
     internal: bool = False
     """Used inside one rtloop tool (the lab's transport, ...): resolved only with
     ``internal=True``."""
@@ -550,6 +558,7 @@ class StreamInfo:
             writer=str(s.writer_liveness()["state"]),
             path=str(s.path),
             state=s.state,
+            damage=s.damage or "",
             internal=s.internal,
         )
 

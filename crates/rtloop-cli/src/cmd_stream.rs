@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use rtloop_metrics::Table;
-use rtloop_stream::{DType, Liveness, Stream, StreamConfig, StreamStats};
+use rtloop_stream::{DType, Liveness, Stream, StreamConfig, StreamState, StreamStats};
 use serde_json::json;
 
 use crate::Global;
@@ -318,7 +318,8 @@ fn list(a: &ListArgs, g: &Global) -> anyhow::Result<()> {
             }
         }
         match &e.stream {
-            Some(s) => {
+            // a stream whose counters cannot be right shows none of them
+            Some(s) if !matches!(e.state, StreamState::Damaged { .. }) => {
                 let (i, st) = (s.info(), s.stats());
                 table.row(&[
                     i.name.clone(),
@@ -341,23 +342,25 @@ fn list(a: &ListArgs, g: &Global) -> anyhow::Result<()> {
                 row["keep"] = json!(i.keep);
                 rows.push(row);
             }
-            None => {
+            _ => {
                 let why = e.state.to_string();
-                table.row(&[
-                    e.name.as_str(),
-                    "",
-                    "?",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "",
-                    "damaged",
-                    &why,
-                ]);
+                let (ctype, dtype, ch, rate) = e.stream.as_ref().map_or_else(
+                    || (String::new(), "?".to_owned(), String::new(), String::new()),
+                    |s| {
+                        let i = s.info();
+                        let (t, d) = (i.content_type.clone(), i.dtype.to_string());
+                        (
+                            t,
+                            d,
+                            i.n_channels.to_string(),
+                            format!("{}", i.nominal_rate),
+                        )
+                    },
+                );
+                let mut cells: Vec<&str> = vec![e.name.as_str(), &ctype, &dtype, &ch, &rate];
+                cells.extend([""; 6]); // capacity .. lost: counters that cannot be right
+                cells.extend(["damaged", &why]);
+                table.row(&cells);
                 rows.push(json!({ "name": e.name, "state": "damaged", "error": why }));
             }
         }

@@ -143,10 +143,22 @@ impl PyStream {
             .collect()
     }
 
-    /// Where the stream is in its life: live, waiting, closed or dead.
+    /// Where the stream is in its life: live, waiting, closed, dead or damaged.
     #[getter]
     fn state(&self) -> &'static str {
         rtloop_stream::StreamState::of(&self.stream).word()
+    }
+
+    /// Why the stream's shared counters cannot be right (`None` while they can).
+    #[getter]
+    fn damage(&self) -> Option<String> {
+        self.stream.damage()
+    }
+
+    /// Where in the file the samples' `written` counter sits (for tests that damage it).
+    #[getter]
+    fn _samples_written_file_offset(&self) -> u64 {
+        self.stream.samples_written_file_offset()
     }
 
     /// Whether the name outlives a clean close.

@@ -186,6 +186,12 @@ pub struct StatsLine {
 pub const WRITER_WORD_IN_CONTROL: usize =
     offset_of!(ControlBlock, owner) + offset_of!(OwnerLine, writer);
 
+/// Where the samples' `written` counter sits from the start of the control block.
+#[cfg(not(loom))]
+pub const SAMPLES_WRITTEN_IN_CONTROL: usize = offset_of!(ControlBlock, samples)
+    + offset_of!(RingSync, publish)
+    + offset_of!(crate::ring::PublishLine, written);
+
 /// All shared counters (created as zero bytes in the new file: every field is an atomic
 /// whose zero is its initial value).
 #[repr(C)]

@@ -75,9 +75,13 @@ impl StreamState {
         )
     }
 
-    /// The state of an open stream.
+    /// The state of an open stream: damaged when its shared counters cannot be right
+    /// (see [`Stream::damage`]), else its writer's liveness.
     #[must_use]
     pub fn of(stream: &Stream) -> StreamState {
+        if let Some(reason) = stream.damage() {
+            return StreamState::Damaged { reason };
+        }
         match stream.writer_liveness() {
             Liveness::Active {
                 pid,
@@ -176,6 +180,56 @@ impl Stream {
             .collect()
     }
 
+    /// Why this stream's shared counters cannot be right, when they cannot: something other
+    /// than its writer wrote into the file. Every writer keeps `written <= reserved <=
+    /// written + capacity` for samples and for events, and its writer word is "never",
+    /// "closed" or a process; a reader that trusted other counters would show or read
+    /// samples that were never written (a count near 10^18, a window far past the ring).
+    #[must_use]
+    pub fn damage(&self) -> Option<String> {
+        let c = self.map.control();
+        let info = self.info();
+        let ring = |what: &str, sync: &crate::ring::RingSync, capacity: u64| {
+            // `written`, then `reserved`, then `written` again: with a live writer moving
+            // both, the first pair is ordered one way and the second the other
+            let before = sync.written();
+            let reserved = sync.reserved();
+            let after = sync.written();
+            if reserved < before {
+                Some(format!(
+                    "its {what} counters cannot be right: {reserved} reserved is below {before} written"
+                ))
+            } else if reserved.saturating_sub(after) > capacity {
+                Some(format!(
+                    "its {what} counters cannot be right: {reserved} reserved is more than its capacity of {capacity} ahead of {after} written"
+                ))
+            } else {
+                None
+            }
+        };
+        // SYNC: Relaxed: the word's value is judged on its own.
+        let word = c.owner.writer.load(crate::sync::Ordering::Relaxed);
+        let writer_ok = word == crate::layout::writer_word::NEVER
+            || word == crate::layout::writer_word::CLOSED
+            || sys::ProcessId::from_word(word).is_some();
+        if !writer_ok {
+            return Some(format!(
+                "its writer word {word:#x} is neither a process nor \"never\" nor \"closed\""
+            ));
+        }
+        ring("sample", &c.samples, info.capacity)
+            .or_else(|| ring("event", &c.events, info.event_capacity))
+    }
+
+    /// Where in the stream's file its samples' `written` counter sits: tests write there from
+    /// another process, as a stray writer into `/dev/shm` would, to make a damaged stream.
+    #[doc(hidden)]
+    #[cfg(not(loom))]
+    #[must_use]
+    pub fn samples_written_file_offset(&self) -> u64 {
+        self.map.header().control_offset + crate::layout::SAMPLES_WRITTEN_IN_CONTROL as u64
+    }
+
     /// Whether the file under `name` is one a crashed `create` left half made (no magic, no
     /// creator holding it): such a file is removable by [`Stream::remove`] and replaceable.
     #[must_use]
@@ -190,12 +244,14 @@ fn survey_one(name: String, reclaim: bool) -> Option<Result<Surveyed, Reclaimed>
     match Stream::open(&name) {
         Ok(s) => {
             let state = StreamState::of(&s);
-            if let (true, false, StreamState::Dead { pid }) = (reclaim, s.info().keep, &state) {
+            // judged on the writer alone: a damaged stream of a dead writer comes back too
+            if let (true, false, Liveness::Dead { pid }) =
+                (reclaim, s.info().keep, s.writer_liveness())
+            {
                 let bytes = s.info().file_bytes;
                 // judged again right before removing: a new writer may have replaced the
                 // dead one meanwhile
-                if matches!(StreamState::of(&s), StreamState::Dead { .. }) && s.unlink_if_current()
-                {
+                if matches!(s.writer_liveness(), Liveness::Dead { .. }) && s.unlink_if_current() {
                     return Some(Err(Reclaimed {
                         name,
                         bytes,

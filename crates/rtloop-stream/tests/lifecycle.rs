@@ -98,6 +98,51 @@ fn a_clean_close_removes_the_name_and_attached_readers_read_on() {
     assert_eq!(again.written(), 0, "the next run starts empty");
 }
 
+/// Bytes written into a stream's counters by something other than its writer (a stray
+/// process writing into `/dev/shm`) make it "damaged", with why, in its state and in the
+/// listing; a damaged stream is never reported live, and its live writer's next commits do
+/// not make it look whole again while the counters stay wrong.
+#[test]
+fn a_stream_whose_counters_were_overwritten_is_damaged_and_says_why() {
+    use std::os::unix::fs::FileExt;
+    let _t = turn();
+    let name = unique_name("life-damage");
+    let _g = StreamGuard::new(&name);
+    let stream = Stream::create(&name, &cfg(false)).unwrap();
+    let mut w = stream.writer().unwrap();
+    w.write_bytes(&payload_bytes(0, 20), None).unwrap();
+    assert_eq!(stream.damage(), None, "a stream its writer wrote is whole");
+    assert_eq!(StreamState::of(&stream).word(), "live");
+    // the outside write: a count near 10^18 in place of 20
+    let file = OpenOptions::new()
+        .write(true)
+        .open(rtloop_stream::stream_path(&name))
+        .unwrap();
+    let at = stream.samples_written_file_offset();
+    file.write_all_at(&987_654_321_987_654_321u64.to_ne_bytes(), at)
+        .unwrap();
+    let why = stream.damage().expect("overwritten counters are seen");
+    assert!(
+        why.contains("sample counters cannot be right") && why.contains("987654321987654321"),
+        "{why}"
+    );
+    match StreamState::of(&stream) {
+        StreamState::Damaged { reason } => assert_eq!(reason, why),
+        other => panic!("a stream with overwritten counters is {other}"),
+    }
+    let (listed, _) = Stream::survey(false);
+    let row = listed.iter().find(|e| e.name == name).unwrap();
+    assert_eq!(row.state.word(), "damaged", "the listing agrees");
+    assert!(row
+        .state
+        .to_string()
+        .starts_with("damaged: its sample counters"));
+    // the same counter put back as the writer left it: whole again
+    file.write_all_at(&20u64.to_ne_bytes(), at).unwrap();
+    assert_eq!(stream.damage(), None);
+    drop(w);
+}
+
 #[test]
 fn a_kept_stream_keeps_its_name_for_the_next_writer() {
     let _t = turn();

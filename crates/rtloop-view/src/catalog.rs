@@ -58,6 +58,23 @@ pub struct StreamRow {
     pub rate: f64,
     /// Samples the ring keeps.
     pub capacity: u64,
+    /// Its writer.
+    pub writer: WriterState,
+    /// Content type (EEG, latency, ...).
+    pub content_type: String,
+    /// Description set by its creator.
+    pub description: String,
+    /// Why the stream's shared counters cannot be right, when they cannot (the page then
+    /// says "damaged" and why, and shows none of them).
+    pub damage: Option<String>,
+    /// Its counters (absent when damaged).
+    #[serde(flatten)]
+    pub counters: Option<Counters>,
+}
+
+/// What a stream's shared counters say.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Counters {
     /// Samples committed so far.
     pub written: u64,
     /// Occupancy of the slowest reader (ONIX PercentUsed).
@@ -70,12 +87,6 @@ pub struct StreamRow {
     pub events_written: u64,
     /// Registered readers.
     pub readers: usize,
-    /// Its writer.
-    pub writer: WriterState,
-    /// Content type (EEG, latency, ...).
-    pub content_type: String,
-    /// Description set by its creator.
-    pub description: String,
 }
 
 /// A stream's channels, as the scope labels them.
@@ -89,22 +100,30 @@ pub struct ChannelInfo {
 
 impl StreamRow {
     fn of(s: &Stream) -> Self {
-        let (i, st) = (s.info(), s.stats());
+        let i = s.info();
+        let damage = s.damage();
+        let counters = damage.is_none().then(|| {
+            let st = s.stats();
+            Counters {
+                written: st.written,
+                percent_used: st.percent_used,
+                high_water_percent: st.high_water as f64 * 100.0 / st.capacity as f64,
+                lost_samples: st.lost_samples,
+                events_written: st.events_written,
+                readers: st.readers.len(),
+            }
+        });
         StreamRow {
             name: i.name.clone(),
             dtype: i.dtype.name(),
             n_channels: i.n_channels,
             rate: i.nominal_rate,
             capacity: i.capacity,
-            written: st.written,
-            percent_used: st.percent_used,
-            high_water_percent: st.high_water as f64 * 100.0 / st.capacity as f64,
-            lost_samples: st.lost_samples,
-            events_written: st.events_written,
-            readers: st.readers.len(),
-            writer: st.writer.into(),
+            writer: s.writer_liveness().into(),
             content_type: i.content_type.clone(),
             description: i.description.clone(),
+            damage,
+            counters,
         }
     }
 }
@@ -188,8 +207,13 @@ mod tests {
         let r = row(&mut cat).unwrap();
         assert!(matches!(r.writer, WriterState::Alive { .. }), "{r:?}");
         assert_eq!(
-            (r.dtype, r.n_channels, r.rate, r.written),
-            ("int16", 2, 500.0, 2)
+            (
+                r.dtype,
+                r.n_channels,
+                r.rate,
+                r.counters.as_ref().map(|c| c.written)
+            ),
+            ("int16", 2, 500.0, Some(2))
         );
         assert_eq!(channels(cat.get(&name).unwrap()).names, vec!["Fz", "ch1"]);
         // a clean close ends the stream: its name goes, and so does its row

@@ -65,7 +65,7 @@ pub struct ScopeEvent {
 }
 
 /// Where the scope's stream is in its life, as the page says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum ScopeStatus {
     /// A live writer holds it.
@@ -85,12 +85,18 @@ pub enum ScopeStatus {
     /// Its name was removed (or no longer leads to it) while a writer may still hold it:
     /// nobody new finds it.
     Removed,
+    /// Its shared counters cannot be right (something else wrote into its file): nothing
+    /// of it is shown.
+    Damaged {
+        /// Why.
+        reason: String,
+    },
 }
 
 impl ScopeStatus {
     /// Whether samples may still come.
     #[must_use]
-    pub fn live(self) -> bool {
+    pub fn live(&self) -> bool {
         matches!(self, ScopeStatus::Live { .. } | ScopeStatus::Waiting)
     }
 }
@@ -203,6 +209,7 @@ impl Scope {
     #[must_use]
     pub fn status(&self) -> ScopeStatus {
         match StreamState::of(&self.stream) {
+            StreamState::Damaged { reason } => ScopeStatus::Damaged { reason },
             StreamState::Closed => ScopeStatus::Closed,
             StreamState::Dead { pid } => ScopeStatus::Dead { pid },
             _ if !self.stream.is_current() => ScopeStatus::Removed,
@@ -215,8 +222,8 @@ impl Scope {
     /// change): the page is told once per change.
     pub fn report_status(&mut self) -> (ScopeStatus, bool) {
         let now = self.status();
-        let changed = self.reported != Some(now);
-        self.reported = Some(now);
+        let changed = self.reported.as_ref() != Some(&now);
+        self.reported = Some(now.clone());
         (now, changed)
     }
 

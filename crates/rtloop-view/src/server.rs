@@ -27,7 +27,7 @@ use rtloop_stream::Stream;
 use crate::catalog::{channels, Catalog, ChannelInfo, StreamRow};
 use crate::conns::{self, ConnHandle, Limits, Registry};
 use crate::histogram::{histogram, Histogram};
-use crate::scope::{Scope, ScopeConfig, ScopeFrame};
+use crate::scope::{Scope, ScopeConfig, ScopeFrame, ScopeStatus};
 
 const INDEX_HTML: &str = include_str!("page/index.html");
 const APP_JS: &str = include_str!("page/app.js");
@@ -450,6 +450,10 @@ async fn stream_histogram(
     let Some(s) = cat.get(&name) else {
         return not_found(&name);
     };
+    if let Some(why) = s.damage() {
+        let msg = format!("stream {name:?} is damaged, so no histogram is made of it: {why}\n");
+        return (StatusCode::CONFLICT, msg).into_response();
+    }
     match histogram(s, q.channel, q.samples) {
         Ok(h) => Json::<Histogram>(h).into_response(),
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
@@ -644,7 +648,16 @@ fn frame_messages(scope: &mut Scope) -> Vec<Message> {
                 .into(),
         ));
     }
-    let f: ScopeFrame = scope.frame();
+    let f: ScopeFrame = if matches!(status, ScopeStatus::Damaged { .. }) {
+        // its counters cannot be right: nothing is read by them, and an empty frame keeps
+        // the page asking (to follow a stream made again under the name)
+        ScopeFrame {
+            n_channels: scope.config().n_channels as u32,
+            ..ScopeFrame::default()
+        }
+    } else {
+        scope.frame()
+    };
     if !f.events.is_empty() {
         out.push(Message::Text(
             serde_json::json!({ "type": "events", "events": f.events })

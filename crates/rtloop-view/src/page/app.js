@@ -67,6 +67,17 @@ async function refreshStreams() {
     tr.dataset.writer = s.writer.state;
     if (s.writer.ended) { tr.classList.add("ended"); tr.dataset.ended = "true"; }
     if (s.name === state.selected) tr.classList.add("selected");
+    if (s.damage) {
+      // its counters cannot be right: none of them is shown, only that and why
+      tr.classList.add("damaged");
+      tr.dataset.damaged = "true";
+      tr.innerHTML = "<td></td><td></td><td></td><td></td><td colspan=5></td>";
+      [s.name, s.dtype, s.n_channels, fmtRate(s.rate), `damaged: ${s.damage}`]
+        .forEach((c, k) => { tr.cells[k].textContent = c; });
+      tr.cells[4].className = "writer-damaged";
+      tr.onclick = () => select(s.name);
+      return tr;
+    }
     const cells = [
       s.name, s.dtype, s.n_channels, fmtRate(s.rate), text, s.readers,
       `${s.percent_used.toFixed(1)}<span class="bar"><span style="width:${Math.min(100, s.percent_used)}%"></span></span>`,
@@ -80,7 +91,7 @@ async function refreshStreams() {
     return tr;
   }));
   $("no-streams").hidden = rows.length > 0;
-  $("stream-count").textContent = `(${rows.filter((s) => !s.writer.ended).length})`;
+  $("stream-count").textContent = `(${rows.filter((s) => !s.writer.ended && !s.damage).length})`;
 }
 
 function isLive(st) { return st.state === "live" || st.state === "waiting"; }
@@ -93,6 +104,7 @@ function statusText(st) {
     case "closed": return "writer closed: the last samples it wrote, nothing new comes";
     case "dead": return `writer died (pid ${st.pid}): the last samples it wrote, nothing new comes`;
     case "removed": return "stream removed: its name is gone, nothing new is shown";
+    case "damaged": return `stream damaged: ${st.reason}. Nothing of it is shown`;
     default: return st.state;
   }
 }
