@@ -401,12 +401,62 @@ fn xml_escape(s: &str) -> String {
 struct StreamInfo<'a> {
     sid: u32,
     name: &'a str,
+    /// LSL's stream type (`EEG`, `Markers`, ...; empty: none given).
     kind: &'a str,
+    /// Empty: `rtloop-NAME`, so XDF tools still tell the stream from others.
+    source_id: &'a str,
     nch: usize,
     srate: f64,
     fmt: &'a str,
     labels: &'a [String],
     units: &'a [String],
+    types: &'a [String],
+    /// The stream's free-form description: a JSON object becomes elements of `desc` (as
+    /// LSL's `desc()` holds them), other text one `<description>` element.
+    description: &'a str,
+}
+
+/// An XML element name for a description key: XML names allow letters, digits, `_`, `-`
+/// and `.` (not first), so any other character becomes `_`.
+fn xml_name(key: &str) -> String {
+    let mut n: String = key
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !n.starts_with(|c: char| c.is_alphabetic() || c == '_') {
+        n.insert(0, '_');
+    }
+    n
+}
+
+/// A description value as XML under an element named `key`: objects nest, arrays repeat
+/// the element (as XDF readers give lists of elements), other values are text.
+fn desc_xml(out: &mut String, key: &str, v: &serde_json::Value) {
+    let tag = xml_name(key);
+    match v {
+        serde_json::Value::Array(items) => {
+            for item in items {
+                desc_xml(out, key, item);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            out.push_str(&format!("<{tag}>"));
+            for (k, x) in map {
+                desc_xml(out, k, x);
+            }
+            out.push_str(&format!("</{tag}>"));
+        }
+        serde_json::Value::String(s) => {
+            out.push_str(&format!("<{tag}>{}</{tag}>", xml_escape(s)));
+        }
+        other => out.push_str(&format!("<{tag}>{other}</{tag}>")),
+    }
 }
 
 fn stream_header(i: &StreamInfo<'_>) -> Vec<u8> {
@@ -414,30 +464,61 @@ fn stream_header(i: &StreamInfo<'_>) -> Vec<u8> {
         sid,
         name,
         kind,
+        source_id,
         nch,
         srate,
         fmt,
         labels,
         units,
+        types,
+        description,
     } = *i;
+    let pick = |v: &[String], i: usize| v.get(i).map_or(String::new(), |s| xml_escape(s));
     let chans: String = (0..nch)
         .map(|i| {
             let label = labels.get(i).cloned().unwrap_or_else(|| format!("ch{i}"));
-            let unit = units.get(i).map_or("", String::as_str);
-            format!(
-                "<channel><label>{}</label><unit>{}</unit></channel>",
+            let mut ch = format!(
+                "<channel><label>{}</label><unit>{}</unit>",
                 xml_escape(&label),
-                xml_escape(unit)
-            )
+                pick(units, i)
+            );
+            if !types.is_empty() {
+                ch.push_str(&format!("<type>{}</type>", pick(types, i)));
+            }
+            ch.push_str("</channel>");
+            ch
         })
         .collect();
+    let mut extra = String::new();
+    match serde_json::from_str::<serde_json::Value>(description) {
+        Ok(serde_json::Value::Object(map)) => {
+            // the channels and acquisition written above are the stream's own
+            for (k, v) in map
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "channels" | "acquisition"))
+            {
+                desc_xml(&mut extra, k, v);
+            }
+        }
+        _ if description.is_empty() => {}
+        _ => desc_xml(
+            &mut extra,
+            "description",
+            &serde_json::Value::String(description.into()),
+        ),
+    }
     let n = xml_escape(name);
+    let sid_text = if source_id.is_empty() {
+        format!("rtloop-{n}")
+    } else {
+        xml_escape(source_id)
+    };
     let xml = format!(
         "<?xml version=\"1.0\"?><info><name>{n}</name><type>{}</type><channel_count>{nch}</channel_count>\
          <nominal_srate>{}</nominal_srate><channel_format>{fmt}</channel_format>\
-         <source_id>rtloop-{n}</source_id><version>1.1</version><created_at>0</created_at>\
+         <source_id>{sid_text}</source_id><version>1.1</version><created_at>0</created_at>\
          <uid>rtloop-{n}-{sid}</uid><desc><channels>{chans}</channels><acquisition>\
-         <manufacturer>rtloop</manufacturer></acquisition></desc></info>",
+         <manufacturer>rtloop</manufacturer></acquisition>{extra}</desc></info>",
         xml_escape(kind),
         py_float(srate),
     );
@@ -531,12 +612,15 @@ pub fn write_recording(dir: &Path, out: &Path, chunk: usize) -> Result<u64, XdfW
         &stream_header(&StreamInfo {
             sid: 1,
             name: &h.stream,
-            kind: "rtloop",
+            kind: &h.content_type,
+            source_id: &h.source_id,
             nch: h.n_channels,
             srate: h.sfreq,
             fmt,
             labels: &h.ch_names,
             units: &h.ch_units,
+            types: &h.ch_types,
+            description: &h.description,
         }),
     );
     let chunk = chunk.max(1) as u64;
@@ -575,11 +659,14 @@ pub fn write_recording(dir: &Path, out: &Path, chunk: usize) -> Result<u64, XdfW
                 sid: 2,
                 name: &format!("{}-events", h.stream),
                 kind: "Markers",
+                source_id: "",
                 nch: 1,
                 srate: 0.0,
                 fmt: "string",
                 labels: &["event".to_owned()],
                 units: &[],
+                types: &[],
+                description: "",
             }),
         );
         let mut c = 2u32.to_le_bytes().to_vec();
