@@ -3,7 +3,7 @@ pyxdf) or to NWB 2 (read it with pynwb).
 
 >>> from rtloop.export import to_xdf, to_nwb
 >>> to_xdf("out/eeg", "eeg.xdf")      # the samples, and the events as a marker stream
->>> to_nwb("out/eeg", "eeg.nwb")      # a TimeSeries of the samples + an EventsTable
+>>> to_nwb("out/eeg", "eeg.nwb")      # an ElectricalSeries (or TimeSeries) + an EventsTable
 
 XDF is written by rtloop's Rust XDF implementation (the XDF 1.0 chunks: magic, FileHeader,
 StreamHeader, Samples, StreamFooter), the same one ``rtloop replay`` reads XDF files with;
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -35,14 +35,48 @@ def to_xdf(recording: Union[str, os.PathLike[str], Recording], path: Union[str, 
     xdf_from_recording(os.fspath(directory), os.fspath(path), chunk)
 
 
+#: volts per unit of each voltage unit a stream may name
+_VOLTS = {"V": 1.0, "mV": 1e-3, "uV": 1e-6, "µV": 1e-6, "μV": 1e-6, "nV": 1e-9}
+
+#: content types (LSL's stream types) of electrode recordings
+_EPHYS_TYPES = {"eeg", "ecog", "seeg", "ieeg", "lfp", "ephys", "ecephys", "emg", "extracellular"}
+
+
+def _ephys_conversion(h: Dict[str, Any]) -> Optional[Tuple[float, List[float]]]:
+    """For a recording of electrodes (an ephys content type, or every channel in a voltage
+    unit): the conversion to volts common to all channels and the factor of each channel
+    relative to it; ``None`` for any other recording."""
+    n = int(h["n_channels"])
+    units = list(h.get("ch_units") or [])
+    volts = [_VOLTS.get(u) for u in units]
+    ephys = str(h.get("content_type", "")).lower() in _EPHYS_TYPES
+    if len(units) == n and n > 0 and all(v is not None for v in volts):
+        base = min(v for v in volts if v is not None)
+        # rounded: 1e-3 / 1e-6 is 1000.0000000000001 in floats
+        return base, [round(float(v) / base, 9) for v in volts if v is not None]
+    if ephys and not any(units):
+        return 1e-6, [1.0] * n  # an electrode stream without units: microvolts, as EEG is
+    return None
+
+
 def to_nwb(recording: Union[str, os.PathLike[str], Recording], path: Union[str, os.PathLike[str]]) -> None:
-    """Write the recording to an NWB 2 file with pynwb: the samples as an acquisition
-    TimeSeries (timestamps in seconds from the start), channel names in its description, and
-    the events as an EventsTable (timestamp, annotation "type=value")."""
+    """Write the recording to an NWB 2 file with pynwb, times in seconds from the first
+    sample (a regular stream recorded without a gap by ``starting_time`` and ``rate``, any
+    other by each sample's time), events as an EventsTable (timestamp, annotation
+    "type=value").
+
+    A recording of electrodes (content type EEG, ECoG, sEEG, LFP, ephys, EMG, ..., or every
+    channel in V, mV, uV or nV) is an ``ElectricalSeries`` with its electrodes table (one row
+    per channel, with the channel's name as ``channel_name``), an electrode group and a device named
+    after the stream's source: the samples are stored as recorded, and ``conversion``
+    (with ``channel_conversion`` where the channels' units differ) turns them into volts, as
+    NWB readers (pynwb, neo, SpikeInterface) expect. Any other recording is a ``TimeSeries``
+    in its first channel's unit."""
     try:
         from datetime import datetime, timezone
 
         import pynwb  # type: ignore[import-untyped]
+        from pynwb.ecephys import ElectricalSeries  # type: ignore[import-untyped]
     except ImportError as e:
         raise ImportError("NWB export needs pynwb: pip install pynwb") from e
     rec = recording if isinstance(recording, Recording) else load(recording)
@@ -54,15 +88,54 @@ def to_nwb(recording: Union[str, os.PathLike[str], Recording], path: Union[str, 
         session_start_time=start,
     )
     t0 = float(rec.timestamps[0]) if len(rec.timestamps) else 0.0
-    nwb.add_acquisition(
-        pynwb.TimeSeries(
-            name=str(h["stream"]),
-            data=np.asarray(rec.data),
-            unit=(h["ch_units"][0] if h["ch_units"] else "a.u."),
-            timestamps=np.asarray(rec.timestamps) - t0,
-            description="channels: " + ", ".join(h["ch_names"] or [f"ch{i}" for i in range(int(h["n_channels"]))]),
-        )
+    n_ch = int(h["n_channels"])
+    names = [c or f"ch{i}" for i, c in enumerate(h["ch_names"] or [""] * n_ch)]
+    description = str(h.get("description") or "") or f"rtloop stream {h['stream']}"
+    conversion = _ephys_conversion(h)
+    # a regular stream recorded without a gap is timed by its rate, as NWB readers expect of
+    # regular sampling; else each sample keeps its own time
+    sfreq = float(h.get("sfreq") or 0.0)
+    timing: Dict[str, Any] = (
+        {"starting_time": 0.0, "rate": sfreq}
+        if sfreq > 0 and not h.get("gaps")
+        else {"timestamps": np.asarray(rec.timestamps) - t0}
     )
+    if conversion is None:
+        nwb.add_acquisition(
+            pynwb.TimeSeries(
+                name=str(h["stream"]),
+                data=np.asarray(rec.data),
+                unit=(h["ch_units"][0] if h["ch_units"] and h["ch_units"][0] else "a.u."),
+                **timing,
+                description="channels: " + ", ".join(names),
+            )
+        )
+    else:
+        base, per_channel = conversion
+        source = str(h.get("source_id") or "") or str(h["stream"])
+        device = nwb.create_device(name=source, description=f"the source of rtloop stream {h['stream']}")
+        group = nwb.create_electrode_group(
+            name=f"{h['stream']}-electrodes", description=description, location="unknown", device=device
+        )
+        types = list(h.get("ch_types") or [])
+        # `channel_name`: NeuroConv's column, which SpikeInterface takes as channel ids
+        nwb.add_electrode_column(name="channel_name", description="the channel's name in the stream")
+        nwb.add_electrode_column(name="channel_type", description="the channel's type in the stream ('' if none)")
+        for i in range(n_ch):
+            nwb.add_electrode(group=group, location="unknown", channel_name=names[i],
+                              channel_type=types[i] if i < len(types) else "")
+        region = nwb.create_electrode_table_region(list(range(n_ch)), "every channel of the stream")
+        nwb.add_acquisition(
+            ElectricalSeries(
+                name=str(h["stream"]),
+                data=np.asarray(rec.data),
+                electrodes=region,
+                conversion=base,
+                channel_conversion=None if all(c == 1.0 for c in per_channel) else per_channel,
+                **timing,
+                description=description,
+            )
+        )
     if rec.events:
         n = len(rec.timestamps)
         # the row holding each event's sample (the one mapping, gaps included)
