@@ -332,6 +332,79 @@ def test_a_numba_module_is_compiled_for_the_arrays_it_gets_before_tick_0(tmp_pat
     assert p["runs"] == "python+numba nb.py"
 
 
+def test_a_numba_module_keeps_filter_state_from_init_between_ticks(tmp_path: Path) -> None:
+    """The outside finding: a numba module could not keep state (module-level arrays are
+    read-only to numba: "Cannot modify readonly array"). `init` returns the state, `step`
+    gets it after its outputs every tick; the filtered output over the whole run equals
+    scipy's filter of the logged input, and nothing compiled during a tick."""
+    need("numba", "numba")
+    signal = need("scipy.signal", "scipy")
+    write(
+        tmp_path,
+        "lp.py",
+        """
+        import numpy as np
+
+        def init(ctx, alpha: float):
+            return np.zeros(ctx.inputs["raw"].shape[1], dtype=np.float64), np.array([alpha])
+
+        def step(raw, smooth, y, alpha):
+            for r in range(raw.shape[0]):
+                for c in range(raw.shape[1]):
+                    y[c] += alpha[0] * (raw[r, c] - y[c])
+                    smooth[r, c] = y[c]
+        """,
+    )
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {unique("nbstate")}}}
+        signals:
+          raw: {{shape: [30, 4], dtype: float32}}
+          smooth: {{shape: [30, 4], dtype: float64}}
+        sources:
+          gen: {{driver: synthetic, out: [raw], options: {{amplitude: 2.0, frequency: 37}}}}
+        modules:
+          lp: {{language: python, code: lp.py, numba: true, options: {{alpha: 0.05}}, in: [raw], out: [smooth]}}
+        sinks:
+          log: {{driver: logger, in: [raw, smooth], options: {{path: log.db}}}}
+        """,
+    )
+    code, report, err = rtloop_run(model, "--ticks", "200")
+    assert code == 0, err
+    p = proc(report, "lp")
+    assert "numba compiled" not in p.get("summary", ""), p.get("summary")
+    log = rtloop.load_log(Path(report["out_dir"]) / "log.db")
+    raw = log["raw"].data.reshape(-1, 4).astype(np.float64)
+    smooth = log["smooth"].data.reshape(-1, 4)
+    assert len(raw) == 200 * 30
+    want = signal.lfilter([0.05], [1.0, -0.95], raw, axis=0)
+    np.testing.assert_allclose(smooth, want, rtol=1e-9, atol=1e-12)
+    assert np.abs(smooth[-300:]).max() > 0.01, "the filter ran on a signal, not on zeros"
+
+
+def test_bad_module_state_is_refused_with_what_is_allowed(tmp_path: Path) -> None:
+    write(tmp_path, "m.py", "def init(ctx):\n    return [1, 2]\ndef step(raw, y, s):\n    y[:] = 0\n")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {unique("badstate")}}}
+        signals:
+          raw: {{shape: [4], dtype: float32}}
+          y: {{shape: [4], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [raw]}}
+        modules:
+          m: {{language: python, code: m.py, in: [raw], out: [y]}}
+        """,
+    )
+    code, report, err = rtloop_run(model, "--ticks", "10")
+    assert code != 0
+    assert "init returned list as state 0: return None, a numpy array or a tuple of numpy arrays" in err, err
+
+
 def _example(tmp_path: Path, sub: str, model: str, replace: dict) -> Path:
     src = EXAMPLES / sub
     for f in src.iterdir():
@@ -635,8 +708,8 @@ def test_options_reach_init_every_n_ticks_holds_outputs_and_the_log_carries_chan
         f"""
         config: {{name: {name}}}
         signals:
-          raw: {{shape: [10, 3], dtype: float32, channels: [Fz, Cz, Pz], history: 5}}
-          level: {{shape: [3], dtype: float32, channels: [Fz, Cz, Pz]}}
+          raw: {{shape: [10, 3], dtype: float32, channels: [Fz, Cz, Pz], history: 5, units: uV}}
+          level: {{shape: [3], dtype: float32, channels: [Fz, Cz, Pz], units: [uV, '', mV]}}
           marks: {{shape: [4, 2], dtype: int32, variable: true}}
         sources:
           gen: {{driver: synthetic, out: [raw]}}
@@ -655,8 +728,20 @@ def test_options_reach_init_every_n_ticks_holds_outputs_and_the_log_carries_chan
     check = subprocess.run([sys.executable, "-m", "rtloop", "run", "--check", str(model)],
                            capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stderr
-    code, report, err = rtloop_run(model, "--ticks", "40")
+    code, report, err = rtloop_run(model, "--ticks", "40", "--keep")
     assert code == 0, err
+    # the model's channel names and units reach the signals' streams (an outside finding:
+    # declared names appeared as ch0.., with no unit), hence the viewer and recordings
+    kept = [rtloop.Stream.open(f"{name}.{sig}") for sig in ("raw", "level", "marks")]
+    try:
+        assert [(s.ch_names, s.ch_units) for s in kept] == [
+            (["Fz", "Cz", "Pz"], ["uV", "uV", "uV"]),
+            (["Fz", "Cz", "Pz"], ["uV", "", "mV"]),
+            (["ch0", "ch1"], ["", ""]),  # none given: the stream names them
+        ]
+    finally:
+        for s in kept:
+            rtloop.Stream.remove(s.name)
     out = Path(report["out_dir"])
     m = proc(report, "m")
     assert m["summary"] == f"8 calls of m" and m["ticks"] == 40
@@ -670,6 +755,8 @@ def test_options_reach_init_every_n_ticks_holds_outputs_and_the_log_carries_chan
     expected = 2.0 * (np.arange(40) // 5 + 1)
     np.testing.assert_array_equal(level.data[:, 0], expected)
     assert level.channels == ("Fz", "Cz", "Pz") and log["raw"].channels == ("Fz", "Cz", "Pz")
+    assert level.units == ("uV", "", "mV") and log["raw"].units == ("uV",) * 3
+    assert log["marks"].units == ()
     frame = log["raw"].to_pandas()
     assert list(frame.columns) == ["tick", "Fz", "Cz", "Pz"] and len(frame) == 40 * 10
     np.testing.assert_array_equal(frame[["Fz", "Cz", "Pz"]].to_numpy(), log["raw"].data.reshape(-1, 3))

@@ -42,6 +42,8 @@ class LoggedSignal:
     rows: NDArray[np.int64]
     #: one name per value of a row (the model's ``channels:``); empty if it gave none
     channels: Tuple[str, ...] = ()
+    #: one unit per value of a row (the model's ``units:``); empty if it gave none
+    units: Tuple[str, ...] = ()
 
     def column_names(self) -> Tuple[str, ...]:
         """A name per value of a row: the channel names, else ``v0``, ``v1``, ..."""
@@ -118,8 +120,10 @@ def load_log(path: Union[str, "Path"]) -> Log:
             columns_of_signals = [r[1] for r in db.execute("PRAGMA table_info(signals)")]
             # logs written before channel names existed have no channels column
             channels_col = "channels" if "channels" in columns_of_signals else "'[]'"
+            units_col = "units" if "units" in columns_of_signals else "'[]'"
             meta = db.execute(
-                f"SELECT name, dtype, shape, rows_per_tick, variable, table_name, {channels_col} FROM signals"
+                "SELECT name, dtype, shape, rows_per_tick, variable, table_name, "
+                f"{channels_col}, {units_col} FROM signals"
             ).fetchall()
         except sqlite3.DatabaseError as e:
             raise ValueError(f"{p} is not a runtime log (the logger sink writes one): {e}") from None
@@ -127,7 +131,7 @@ def load_log(path: Union[str, "Path"]) -> Log:
         arr = np.array(tick_rows, dtype=np.int64).reshape(-1, len(cols))
         ticks = {c: arr[:, k].copy() for k, c in enumerate(cols)}
         signals: Dict[str, LoggedSignal] = {}
-        for name, dtype, shape_text, rows_per_tick, variable, table, channels_text in meta:
+        for name, dtype, shape_text, rows_per_tick, variable, table, channels_text, units_text in meta:
             dt = np.dtype(dtype)
             shape = tuple(int(x) for x in json.loads(shape_text))
             quoted = '"' + table.replace('"', '""') + '"'
@@ -146,7 +150,8 @@ def load_log(path: Union[str, "Path"]) -> Log:
                 data = np.array([r[1:] for r in values], dtype=dt).reshape(len(tick), *shape)
                 rows = np.full(len(tick), int(rows_per_tick), dtype=np.int64)
             channels = tuple(str(c) for c in json.loads(channels_text or "[]"))
-            signals[name] = LoggedSignal(name, dt, shape, bool(variable), tick, data, rows, channels)
+            units = tuple(str(u) for u in json.loads(units_text or "[]"))
+            signals[name] = LoggedSignal(name, dt, shape, bool(variable), tick, data, rows, channels, units)
         return Log(p, ticks, signals)
     finally:
         db.close()

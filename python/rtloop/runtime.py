@@ -16,7 +16,10 @@ exactly the signal's shape and dtype. Code at module level runs once, before tic
 
 Two optional hooks run outside the ticks, as LiCoRICE's constructor and destructor do:
 
-* ``init(ctx, **options)`` runs once before tick 0 (and before numba compiles ``step``). It
+* ``init(ctx, **options)`` runs once before tick 0 (and before numba compiles ``step``). What
+  it returns is the module's state: a numpy array or a tuple of them, passed to ``step``
+  after its outputs every tick (the same arrays, writable, so a filter keeps its state
+  between ticks, with numba too: numba cannot write a module-level array). It
   receives a :class:`ModuleContext` (the module's name, tick, ``every``, output directory and
   each signal's shape, dtype and channel names) and the module's ``options:`` from the model
   file as keyword arguments, so its signature says which options the module takes: an
@@ -100,8 +103,9 @@ _OPTION_TYPES: Dict[Any, Tuple[type, ...]] = {
 }
 
 
-def _call_init(init: Callable[..., Any], ctx: ModuleContext, path: str) -> None:
-    """Check the model's options against ``init``'s signature, then call it."""
+def _call_init(init: Callable[..., Any], ctx: ModuleContext, path: str) -> Any:
+    """Check the model's options against ``init``'s signature, then call it; returns what
+    it returned (the module's state, or None)."""
     sig = inspect.signature(init)
     params = list(sig.parameters.values())
     shown = f"init{sig}"
@@ -125,7 +129,29 @@ def _call_init(init: Callable[..., Any], ctx: ModuleContext, path: str) -> None:
                 problems.append(f"option {p.name!r} is {v!r} ({type(v).__name__}); {shown} wants {tname}")
     if problems:
         raise ValueError(f"module {ctx.name!r}: options: " + "; ".join(problems))
-    init(ctx, **ctx.options)
+    return init(ctx, **ctx.options)
+
+
+def _state_of(returned: Any, path: str) -> Tuple[Any, ...]:
+    """The module's state from what ``init`` returned: ``None`` (no state), a numpy array,
+    or a tuple of them. Each is made C-contiguous once (numba compiles ``step`` for that
+    layout) and must be writable: ``step`` gets the same arrays every tick."""
+    import numpy as np
+
+    if returned is None:
+        return ()
+    items = returned if isinstance(returned, tuple) else (returned,)
+    state = []
+    for k, a in enumerate(items):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(
+                f"{path}: init returned {type(a).__name__} as state {k}: return None, a numpy array or a "
+                "tuple of numpy arrays (the module's state, passed to step after its outputs)"
+            )
+        if not a.flags.writeable:
+            raise ValueError(f"{path}: init returned a read-only array as state {k}: step must be able to write it")
+        state.append(np.ascontiguousarray(a))
+    return tuple(state)
 
 
 def _context(text: str) -> ModuleContext:
@@ -211,9 +237,10 @@ def _load_module(
     inputs: Sequence[Tuple[Sequence[int], str]],
     outputs: Sequence[Tuple[Sequence[int], str]],
     context: str = "",
-) -> Tuple[Any, Any]:
+) -> Tuple[Any, Any, Tuple[Any, ...]]:
     """Import a module file, run its ``init`` (with the context described by ``context``,
-    JSON, and the options in it) and return ``(step, finish or None)``; ``finish`` is
+    JSON, and the options in it) and return ``(step, finish or None, state)``: ``state`` is
+    what ``init`` returned, as a tuple of arrays ``step`` gets after its outputs; ``finish`` is
     wrapped to get the context if it takes an argument. With ``numba``, ``step`` is then
     compiled with ``numba.njit`` and called once on zero arrays of exactly the types it will
     receive (the signals' shapes and dtypes, inputs read-only), so compilation happens
@@ -236,13 +263,15 @@ def _load_module(
             f"module {ctx.name!r}: options: {path} has no init(ctx, ...) to receive "
             f"{', '.join(ctx.options)}; define `def init(ctx, {', '.join(ctx.options)}): ...`"
         )
+    state: Tuple[Any, ...] = ()
     if callable(init) and ctx is not None:
-        _call_init(init, ctx, path)
+        state = _state_of(_call_init(init, ctx, path), path)
     if numba:
         import numba as nb
 
         step = nb.njit(step)
-        step(*[_zeros(s, False) for s in inputs], *[_zeros(s, True) for s in outputs])
+        # the warm-up writes into copies of the state: the first tick sees it as init left it
+        step(*[_zeros(s, False) for s in inputs], *[_zeros(s, True) for s in outputs], *[a.copy() for a in state])
         # anything else would compile during a tick: refuse to start instead
         if len(step.signatures) != 1:
             raise RuntimeError(f"numba compiled {len(step.signatures)} signatures while warming up")
@@ -254,15 +283,15 @@ def _load_module(
     gc.freeze()
     finish = getattr(mod, "finish", None)
     if not callable(finish):
-        return step, None
+        return step, None, state
     try:
         wants_ctx = len(inspect.signature(finish).parameters) >= 1
     except (TypeError, ValueError):
         wants_ctx = False
     if wants_ctx:
         bound = finish
-        return step, lambda: bound(ctx)
-    return step, finish
+        return step, lambda: bound(ctx), state
+    return step, finish, state
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -88,6 +88,8 @@ struct PyStep<'py> {
     finish: Option<Bound<'py, PyAny>>,
     base: Bound<'py, PyAny>,
     args: Vec<Bound<'py, PyAny>>,
+    /// What the module's `init` returned: arrays passed after the outputs every tick.
+    state: Vec<Bound<'py, PyAny>>,
 }
 
 fn describe(a: &Bound<'_, PyAny>) -> String {
@@ -213,6 +215,7 @@ impl PyStep<'_> {
                 .map_err(|e| e.to_string())?;
             self.args.push(a);
         }
+        self.args.extend(self.state.iter().cloned());
         let args = PyTuple::new(self.py, self.args.drain(..)).map_err(|e| e.to_string())?;
         match self.step.call1(args) {
             Ok(ret) if ret.is_none() => Ok(()),
@@ -316,20 +319,24 @@ pub(crate) fn runtime_module(py: Python<'_>, args: Vec<String>) -> PyResult<i32>
         specs(&outs, false),
         context,
     ));
-    let (step, finish) =
-        match loaded.and_then(|r| r.extract::<(Bound<'_, PyAny>, Option<Bound<'_, PyAny>>)>()) {
-            Ok(v) => v,
-            Err(e) => {
-                eprintln!(
-                    "rtloop: module {:?} could not be loaded from {}:",
-                    spec.name,
-                    code.display()
-                );
-                e.print(py);
-                p.fail(&format!("could not be loaded: {e}"));
-                return Ok(1);
-            }
-        };
+    type Loaded<'a> = (
+        Bound<'a, PyAny>,
+        Option<Bound<'a, PyAny>>,
+        Vec<Bound<'a, PyAny>>,
+    );
+    let (step, finish, state) = match loaded.and_then(|r| r.extract::<Loaded<'_>>()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!(
+                "rtloop: module {:?} could not be loaded from {}:",
+                spec.name,
+                code.display()
+            );
+            e.print(py);
+            p.fail(&format!("could not be loaded: {e}"));
+            return Ok(1);
+        }
+    };
     let base = Bound::new(py, TickMemory)?.into_any();
     let mut s = PyStep {
         py,
@@ -337,7 +344,8 @@ pub(crate) fn runtime_module(py: Python<'_>, args: Vec<String>) -> PyResult<i32>
         step,
         finish,
         base,
-        args: Vec::with_capacity(ins.len() + outs.len()),
+        args: Vec::with_capacity(ins.len() + outs.len() + state.len()),
+        state,
     };
     match p.run(&mut s) {
         Ok(()) => Ok(0),

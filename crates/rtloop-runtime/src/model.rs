@@ -88,6 +88,9 @@ pub struct Signal {
     /// `channels` (default none): one name per value of a row, kept in logs and shown to
     /// modules; empty when not given.
     pub channels: Vec<String>,
+    /// `units` (default none): one unit per value of a row, in the stream's header and the
+    /// log; empty when not given.
+    pub units: Vec<String>,
     /// Line of the signal's name in the model file (1-based).
     pub line: usize,
 }

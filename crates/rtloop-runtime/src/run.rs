@@ -489,6 +489,9 @@ fn create_streams(model: &Model, keep: bool) -> Result<Vec<String>, RunError> {
         );
         cfg.event_capacity = 64;
         cfg.keep = keep;
+        // the model's names and units reach every reader: the viewer, recordings, bridges
+        cfg.ch_names.clone_from(&sig.channels);
+        cfg.ch_units.clone_from(&sig.units);
         // a stream left by a run that was killed (the board said no run is alive)
         if Stream::open(&name).is_ok() {
             let _ = Stream::remove(&name);

@@ -345,6 +345,7 @@ pub fn paced_driver_echo(
         history: 1,
         variable: true,
         channels: Vec::new(),
+        units: Vec::new(),
         line: 0,
     };
     const ROWS: usize = 1024;

@@ -25,6 +25,7 @@ fn sig(name: &str, shape: &[usize], dtype: DType, variable: bool) -> Signal {
         history: 1,
         variable,
         channels: Vec::new(),
+        units: Vec::new(),
         line: 1,
     }
 }

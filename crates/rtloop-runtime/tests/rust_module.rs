@@ -40,6 +40,7 @@ fn signal(name: &str, shape: &[usize], dtype: DType, history: u64, variable: boo
         history,
         variable,
         channels: Vec::new(),
+        units: Vec::new(),
         line: 1,
     }
 }

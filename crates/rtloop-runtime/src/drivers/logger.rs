@@ -202,7 +202,7 @@ pub fn open(
                             monotonic_ns INTEGER, realtime_ns INTEGER);
          CREATE TABLE signals(name TEXT PRIMARY KEY, dtype TEXT, shape TEXT,
                               rows_per_tick INTEGER, variable INTEGER, table_name TEXT,
-                              channels TEXT);",
+                              channels TEXT, units TEXT);",
     )
     .map_err(sql)?;
     let mut layouts = Vec::new();
@@ -223,7 +223,7 @@ pub fn open(
         ))
         .map_err(sql)?;
         db.execute(
-            "INSERT INTO signals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO signals VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             rusqlite::params![
                 s.name,
                 s.dtype.name(),
@@ -231,7 +231,8 @@ pub fn open(
                 s.rows_per_tick() as i64,
                 i64::from(s.variable),
                 table,
-                serde_json::to_string(&s.channels).unwrap_or_default()
+                serde_json::to_string(&s.channels).unwrap_or_default(),
+                serde_json::to_string(&s.units).unwrap_or_default()
             ],
         )
         .map_err(sql)?;

@@ -245,6 +245,7 @@ mod tests {
             history: 1,
             variable: false,
             channels: Vec::new(),
+            units: Vec::new(),
             line: 1,
         }
     }

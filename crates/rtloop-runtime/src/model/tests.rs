@@ -293,7 +293,7 @@ fn display_lists_every_problem() {
     assert_eq!(
         e.to_string(),
         "model.yaml: 2 problems\n  line 2: signal 'raw': unknown key 'shap'; allowed: shape, \
-         dtype, history, variable, channels\n  line 2: signal 'raw': missing required key 'shape' (e.g. \
+         dtype, history, variable, channels, units\n  line 2: signal 'raw': missing required key 'shape' (e.g. \
          shape: [channels])"
     );
     let e = parse_str("", Path::new("model.yaml")).unwrap_err();
@@ -1045,6 +1045,41 @@ fn bad_channels_are_refused_with_what_is_allowed() {
         &["m.py"],
         2,
         &["at most 64 bytes"],
+    );
+}
+
+#[test]
+fn units_are_one_for_all_or_one_per_value_and_bad_ones_say_what_is_allowed() {
+    let with = |u: &str| {
+        MODULE_MODEL.replace(
+            "channels: [Fz, Cz, Pz]",
+            &format!("channels: [Fz, Cz, Pz], {u}"),
+        )
+    };
+    let m = parse_with(&with("units: uV"), &["m.py"]).0.unwrap();
+    assert_eq!(m.signals[0].units, ["uV", "uV", "uV"]);
+    let m = parse_with(&with("units: [uV, '', mV]"), &["m.py"])
+        .0
+        .unwrap();
+    assert_eq!(m.signals[0].units, ["uV", "", "mV"]);
+    assert!(m.signals[1].units.is_empty(), "none given: none");
+    one(
+        &with("units: [uV, uV]"),
+        &["m.py"],
+        2,
+        &["signal 'raw': units: 2 units for 3 values per row (one per channel, or one string for all)"],
+    );
+    one(
+        &with("units: {a: 1}"),
+        &["m.py"],
+        2,
+        &["signal 'raw': units: expected a unit for every value (units: uV) or a list of one unit per value"],
+    );
+    one(
+        &with("units: [uV, 3, mV]"),
+        &["m.py"],
+        2,
+        &["units: expected a unit (a string of at most 64 bytes, \"\" for none), got"],
     );
 }
 

@@ -142,20 +142,7 @@ impl Cx<'_> {
 
         self.cycles(procs);
 
-        let signals: Option<Vec<Signal>> = sigs
-            .iter()
-            .map(|s| {
-                Some(Signal {
-                    name: s.name.clone(),
-                    shape: s.shape.clone()?,
-                    dtype: s.dtype?,
-                    history: s.history?,
-                    variable: s.variable,
-                    channels: s.channels.clone(),
-                    line: s.line,
-                })
-            })
-            .collect();
+        let signals: Option<Vec<Signal>> = sigs.iter().map(SigDecl::resolved).collect();
 
         // driver options, against the process's resolved signals
         for (pi, p) in procs.iter().enumerate() {
@@ -172,18 +159,7 @@ impl Cx<'_> {
             };
             let full: Option<Vec<Signal>> = ports
                 .iter()
-                .map(|port| {
-                    let s = by_name.get(port.signal.as_str())?;
-                    Some(Signal {
-                        name: s.name.clone(),
-                        shape: s.shape.clone()?,
-                        dtype: s.dtype?,
-                        history: s.history?,
-                        variable: s.variable,
-                        channels: s.channels.clone(),
-                        line: s.line,
-                    })
-                })
+                .map(|port| by_name.get(port.signal.as_str())?.resolved())
                 .collect();
             let Some(full) = full else { continue };
             let refs: Vec<&Signal> = full.iter().collect();

@@ -44,7 +44,7 @@ const CONFIG_KEYS: &[&str] = &[
     "on_miss",
     "python",
 ];
-const SIGNAL_KEYS: &[&str] = &["shape", "dtype", "history", "variable", "channels"];
+const SIGNAL_KEYS: &[&str] = &["shape", "dtype", "history", "variable", "channels", "units"];
 const SOURCE_KEYS: &[&str] = &["driver", "out", "options", "core"];
 const MODULE_KEYS: &[&str] = &[
     "language", "code", "numba", "options", "every", "in", "out", "core",
@@ -279,6 +279,23 @@ struct SigDecl {
     history: Option<u64>,
     variable: bool,
     channels: Vec<String>,
+    units: Vec<String>,
+}
+
+impl SigDecl {
+    /// The signal, when every part of it was valid.
+    fn resolved(&self) -> Option<Signal> {
+        Some(Signal {
+            name: self.name.clone(),
+            shape: self.shape.clone()?,
+            dtype: self.dtype?,
+            history: self.history?,
+            variable: self.variable,
+            channels: self.channels.clone(),
+            units: self.units.clone(),
+            line: self.line,
+        })
+    }
 }
 
 /// A process as declared, with whatever parts were valid.

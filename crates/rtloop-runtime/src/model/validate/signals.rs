@@ -35,6 +35,7 @@ impl Cx<'_> {
                 history: None,
                 variable: false,
                 channels: Vec::new(),
+                units: Vec::new(),
             };
             if let Some(f) = self.fields(v, l, &what, SIGNAL_KEYS, &[]) {
                 match f.get("shape") {
@@ -89,6 +90,9 @@ impl Cx<'_> {
                 }
                 if let Some((_, v)) = f.get("channels") {
                     self.channels(v, &what, &mut s);
+                }
+                if let Some((_, v)) = f.get("units") {
+                    self.units(v, &what, &mut s);
                 }
             }
             out.push(s);
@@ -168,5 +172,69 @@ impl Cx<'_> {
         } else {
             s.shape = None;
         }
+    }
+
+    /// `units:` one unit for every value of a row (`units: uV`), or a list of one per value
+    /// (`""` for a value without one): they reach the stream's header, the log and the viewer.
+    pub(super) fn units(&mut self, n: &MarkedYaml<'_>, what: &str, s: &mut SigDecl) {
+        let per_row = s.shape.as_ref().map(|shape| {
+            if shape.len() >= 2 {
+                shape[1..].iter().product::<usize>()
+            } else {
+                shape.iter().product()
+            }
+        });
+        let ok_unit = |u: &str| u.len() <= CHANNEL_NAME_MAX && !u.contains('\0');
+        let units: Vec<String> = match val(n) {
+            Val::Str(u) if ok_unit(u) => vec![u.to_owned(); per_row.unwrap_or(0)],
+            Val::Seq(items) => {
+                let mut units = Vec::with_capacity(items.len());
+                for item in items {
+                    match val(item) {
+                        Val::Str(u) if ok_unit(u) => units.push(u.to_owned()),
+                        _ => {
+                            self.err(
+                                line(item),
+                                format!(
+                                    "{what}: units: expected a unit (a string of at most \
+                                     {CHANNEL_NAME_MAX} bytes, \"\" for none), got {}",
+                                    describe(item)
+                                ),
+                            );
+                            s.shape = None;
+                            return;
+                        }
+                    }
+                }
+                units
+            }
+            _ => {
+                self.err(
+                    line(n),
+                    format!(
+                        "{what}: units: expected a unit for every value (units: uV) or a list \
+                         of one unit per value (units: [uV, uV, mV]), got {}",
+                        describe(n)
+                    ),
+                );
+                s.shape = None;
+                return;
+            }
+        };
+        if let Some(per_row) = per_row {
+            if units.len() != per_row {
+                self.err(
+                    line(n),
+                    format!(
+                        "{what}: units: {} units for {per_row} values per row (one per channel, \
+                         or one string for all)",
+                        units.len()
+                    ),
+                );
+                s.shape = None;
+                return;
+            }
+        }
+        s.units = units;
     }
 }
