@@ -306,6 +306,8 @@ pub fn lsl_out(
         let bytes = &mut bytemuck_u8(&mut buf)[..chunk * sb];
         match reader.pull_into(bytes, Some(&mut stamps), chunk) {
             Ok(p) if p.n > 0 => {
+                // each sample's own time, as an LSL outlet back-dates a chunk
+                reader.sample_times(p.first + p.n as u64, &mut stamps[..p.n]);
                 for (t, s) in ts.iter_mut().zip(&stamps[..p.n]) {
                     *t = *s as f64 / 1e9;
                 }
