@@ -163,10 +163,13 @@ pub fn lsl_in(
                     writer
                         .write_bytes(&local.to_ne_bytes(), Some(to_ns(local)))
                         .map_err(|e| LslError::stream(format!("stream {name:?}"), e))?;
+                    // the marker's own time (LSL's, corrected to the local clock), not the
+                    // moment it reached the bridge
                     let ev = Event::new(meta.kind.as_str(), text.as_str(), at);
                     writer
-                        .push_event(&ev)
+                        .push_event_stamped(&ev, Some(to_ns(local)))
                         .map_err(|e| LslError::stream(format!("stream {name:?}"), e))?;
+                    report.samples += 1;
                     report.events += 1;
                     1
                 }
