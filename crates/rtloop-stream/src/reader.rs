@@ -641,7 +641,7 @@ impl<B: Backing> Reader<B> {
     /// it. Irregular streams (rate 0) keep the commit's stamp for every sample.
     pub fn sample_times(&self, end: u64, stamps: &mut [u64]) {
         let rate = self.stream.info().nominal_rate;
-        if !(rate > 0.0) || stamps.is_empty() {
+        if rate.is_nan() || rate <= 0.0 || stamps.is_empty() {
             return;
         }
         let last = stamps[stamps.len() - 1];
