@@ -150,6 +150,77 @@ def test_every_block_says_what_it_is_and_how_it_is_tested() -> None:
     assert sum(b.lang in RUN_LANGS and "skip" not in b.directives for b in all_blocks()) >= 15
 
 
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REF_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s+<?(\S+?)>?(?:\s+.*)?$")
+HTML_ID = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
+
+
+def prose_lines(page: Path) -> Iterator[tuple]:
+    """(line number, text) of the page outside fenced code blocks."""
+    fenced = False
+    for n, line in enumerate(page.read_text().splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield n, line
+
+
+def anchors_of(page: Path) -> set:
+    """The #anchors GitHub makes for a page: each heading's text lower-cased, without
+    markup and punctuation, spaces as hyphens (a repeated one gets -1, -2, ...); and
+    explicit <a id/name="...">."""
+    seen: Dict[str, int] = {}
+    out = set()
+    for _, line in prose_lines(page):
+        out.update(HTML_ID.findall(line))
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1))  # a link: its text
+        text = re.sub(r"<[^>]+>", "", text).lower()
+        slug = "".join(c for c in text if c.isalnum() or c in " -_").replace(" ", "-")
+        k = seen.get(slug, 0)
+        seen[slug] = k + 1
+        out.add(slug if k == 0 else f"{slug}-{k}")
+    return out
+
+
+def test_every_link_and_anchor_resolves() -> None:
+    """Every relative link of README.md and docs/ (inline or reference-style, outside code)
+    names a file or directory of the repository, and its #anchor a heading of that page (as
+    GitHub makes anchors). Web addresses are not fetched."""
+    problems = []
+    cache: Dict[Path, set] = {}
+    checked = {"files": 0, "anchors": 0}
+    for page in PAGES:
+        for n, line in prose_lines(page):
+            line = re.sub(r"`[^`]*`", "", line)  # code spans hold examples, not links
+            targets = LINK.findall(line) + REF_DEF.findall(line)
+            for target in targets:
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                    continue
+                path, _, anchor = target.partition("#")
+                where = f"{page.relative_to(REPO)}:{n}: {target}"
+                dest = (page.parent / path).resolve() if path else page
+                if not dest.is_relative_to(REPO):
+                    problems.append(f"{where}: points outside the repository")
+                    continue
+                if not dest.exists():
+                    problems.append(f"{where}: no such file")
+                    continue
+                checked["files"] += 1
+                if anchor and dest.suffix == ".md":
+                    checked["anchors"] += 1
+                    if dest not in cache:
+                        cache[dest] = anchors_of(dest)
+                    if anchor not in cache[dest]:
+                        problems.append(f"{where}: {dest.relative_to(REPO)} has no heading with anchor #{anchor}")
+    assert not problems, "\n".join(problems)
+    # the pages do link to each other and to headings: the check saw them
+    assert checked["files"] >= 50 and checked["anchors"] >= 10, checked
+
+
 class Workspace:
     """One page's working directory, private stream directory and fixtures."""
 

@@ -182,6 +182,49 @@ def test_marker_streams_become_events() -> None:
             rtloop.Stream.remove(name)
 
 
+def test_markers_keep_their_lsl_time_and_count_in_the_summary() -> None:
+    """Each marker's event is stamped with the marker's LSL time (plus the time correction),
+    not with the moment it reached the bridge, and the summary counts the samples the stream
+    holds (one per marker). The markers are sent stamped 2 s in the past: an arrival stamp
+    is then 2 s off whatever the machine's load."""
+    name = uname("marktime")
+    info = pylsl.StreamInfo(name, "Markers", 1, pylsl.IRREGULAR_RATE, "string", f"src-{name}")
+    out = pylsl.StreamOutlet(info)
+    p = bridge("lsl-in", name, "--stream", name, "--seconds", "60", "--keep")
+    try:
+        wait_ready(p)
+        assert out.wait_for_consumers(10)
+        sent = []
+        for k in range(5):
+            t = pylsl.local_clock() - 2.0
+            out.push_sample([f"m{k}"], t)
+            sent.append(t)
+        deadline = time.monotonic() + 30
+        while written(name) < 5:
+            assert time.monotonic() < deadline, "the bridge never wrote the 5 markers"
+            time.sleep(0.02)
+        p.terminate()  # SIGTERM: the bridge stops cleanly and prints its summary
+        summary, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        stream = rtloop.Stream.open(name)
+        r = stream.reader()
+        events = r.read_events(0, r.events_written)
+        corr = [e.value for e in events if e.type == "lsl_time_correction"]
+        corr0 = corr[-1] if corr else 0.0
+        markers = [e for e in events if e.type == "Markers"]
+        assert [e.value for e in markers] == [f"m{k}" for k in range(5)]
+        # the correction between two clocks of one machine is microseconds; 1 ms is far
+        # below the 2 s an arrival stamp would be off
+        for e, t in zip(markers, sent):
+            assert abs(e.timestamp - (t + corr0)) < 1e-3, (e.timestamp, t, corr0)
+        assert stream.written == 5
+        assert ": 5 samples, 5 events" in summary, summary
+    finally:
+        stop(p)
+        if name in rtloop.Stream.list():
+            rtloop.Stream.remove(name)
+
+
 def test_no_matching_outlet_is_an_error_naming_what_was_found() -> None:
     other = uname("present")
     keep = outlet(other, "float32", 2, 100.0)

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -397,6 +398,53 @@ def test_play_from_python_runs_in_process_and_returns_the_commands_report(tmp_pa
     cli = replay(str(bin_path), "--fast", "--stream", make_name())
     assert cli.returncode == 0, cli.stderr
     assert set(json.loads(cli.stdout)) == set(report)
+
+
+def _recording(tmp_path: Path, name: str, chunks: int, per_chunk: int) -> Path:
+    """An rtloop recording of a 1000 Hz stream written in `chunks` chunks of `per_chunk`
+    samples, each chunk stamped with its last sample's time (as a device delivers it)."""
+    s = rtloop.Stream.create(name, n_channels=2, dtype="float32", sfreq=1000.0)
+    w = s.writer()
+    with rtloop.record(name, tmp_path / "rec") as rec:
+        t0 = rtloop.local_clock()
+        for k in range(chunks):
+            w.push_chunk(np.full((per_chunk, 2), k, np.float32), timestamp=t0 + (k + 1) * per_chunk / 1000.0)
+        w.close()  # the recording ends by itself once it has everything
+        deadline = time.monotonic() + 60
+        while rec.running:
+            assert time.monotonic() < deadline, "the recorder did not end with its writer"
+            time.sleep(0.01)
+        [report] = rec.stop()
+    assert report.samples == chunks * per_chunk
+    return tmp_path / "rec" / name
+
+
+@pytest.mark.parametrize("chunks,per_chunk", [(1, 100), (10, 100)])
+def test_paced_replay_plays_from_the_first_sample_to_the_last(
+    tmp_path: Path, make_name: Callable[[], str], chunks: int, per_chunk: int
+) -> None:
+    """At speed 1 a replay takes the file's span, its first sample to its last: 0.099 s for
+    one chunk of 100 samples at 1000 Hz (it took 1 ms), 0.999 s for ten (0.9 s). A loaded
+    machine can only make a replay take longer, so each bound holds from below; the last
+    sample's commit is held against the clock read before the replay began."""
+    path = _recording(tmp_path, make_name(), chunks, per_chunk)
+    span = (chunks * per_chunk - 1) / 1000.0
+    name = make_name()
+    before = rtloop.local_clock()
+    r = rtloop.replay.play(path, stream=name, speed=1.0, keep=True)
+    assert r.wait(120)
+    [report] = r.stop()
+    assert report.samples == chunks * per_chunk
+    assert abs(report.recorded_seconds - span) < 1e-6, report
+    assert report.seconds >= span - 1e-6, report
+    s = rtloop.Stream.open(name)
+    rd = s.reader()
+    data, _ = rd.read(0, s.written)
+    np.testing.assert_array_equal(data[:, 0], np.repeat(np.arange(chunks), per_chunk))
+    # the replayed stream's own stamps (each commit's, without back-dating): the last sample
+    # was committed no earlier than its time at the file's pace
+    last = rd.read(s.written - 1, s.written)[1][0]
+    assert last - before >= span - 1e-6, (last - before, span)
 
 
 def test_play_paced_can_be_stopped_and_keeps_what_it_wrote(tmp_path: Path, make_name: Callable[[], str]) -> None:

@@ -663,6 +663,34 @@ def test_load_log_reads_the_logger_sinks_database_into_numpy(tmp_path: Path) -> 
         rtloop.load_log(tmp_path / "missing.db")
 
 
+def test_a_rerun_writes_a_new_log_and_the_path_opens_the_newest(tmp_path: Path) -> None:
+    """Running the same model again, also after a run that failed, logs to a new file named
+    with the run's start time; the logger's `path` opens the newest run's log."""
+    name = unique("rerun")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}}}
+        signals:
+          level: {{shape: [4], dtype: int16}}
+        sources:
+          b: {{driver: synthetic, out: [level], options: {{amplitude: 100.0}}}}
+        sinks:
+          log: {{driver: logger, in: [level], options: {{path: run.db}}}}
+        """,
+    )
+    out = tmp_path / "out" / name
+    for ticks in ["30", "50", "70"]:
+        code, report, err = rtloop_run(model, "--ticks", ticks)
+        assert code == 0, err
+        assert rtloop.load_log(out / "run.db").ticks["tick"].size == int(ticks)
+    logs = sorted(p.name for p in out.glob("run-*.db"))
+    assert len(logs) == 3, logs
+    assert sorted(rtloop.load_log(out / n).ticks["tick"].size for n in logs) == [30, 50, 70]
+    assert (out / "run.db").is_symlink()
+
+
 def test_options_reach_init_every_n_ticks_holds_outputs_and_the_log_carries_channel_names(
     tmp_path: Path,
 ) -> None:

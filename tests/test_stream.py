@@ -199,6 +199,35 @@ def test_timestamps_are_monotonic_clock_seconds(stream_name: str) -> None:
     np.testing.assert_allclose(ts, [12.5, 12.5])
 
 
+def test_samples_of_a_chunk_get_their_own_times_in_a_regular_stream(make_name) -> None:
+    """As pylsl: the last sample of a chunk has the chunk's timestamp, each earlier one is
+    one period (1 / sfreq) earlier; pulls, reads and get_data that cut a chunk agree. An
+    irregular stream gives every sample of a chunk the chunk's timestamp."""
+    s = Stream.create(make_name(), n_channels=2, dtype="float64", sfreq=100.0)
+    r = s.reader()
+    w = s.writer()
+    w.push_chunk(np.zeros((10, 2)), timestamp=50.0)
+    w.push_chunk(np.zeros((5, 2)), timestamp=60.0)
+    want = np.r_[50.0 - np.arange(9, -1, -1) / 100.0, 60.0 - np.arange(4, -1, -1) / 100.0]
+    # a pull that ends inside the first chunk still back-dates from that chunk's last sample
+    _, head = r.pull_chunk(max_samples=4)
+    _, rest = r.pull_chunk(max_samples=100)
+    np.testing.assert_allclose(np.r_[head, rest], want, rtol=0, atol=1e-9)
+    _, ts = r.read(3, 12)
+    np.testing.assert_allclose(ts, want[3:12], rtol=0, atol=1e-9)
+    _, ts = r.get_data(winsize=0.07)  # the newest 7 samples
+    np.testing.assert_allclose(ts, want[-7:], rtol=0, atol=1e-9)
+    _, ts = r.get_data(winsize=0.07, copy=False)
+    np.testing.assert_allclose(ts, want[-7:], rtol=0, atol=1e-9)
+
+    irr = Stream.create(make_name(), n_channels=1, dtype="float64")
+    ri = irr.reader()
+    wi = irr.writer()
+    wi.push_chunk(np.zeros((3, 1)), timestamp=7.0)
+    _, ts = ri.pull_chunk()
+    np.testing.assert_allclose(ts, [7.0, 7.0, 7.0])
+
+
 # ---------------------------------------------------------------- zero-copy views
 
 

@@ -748,8 +748,11 @@ class Writer:
             converted to the stream's dtype only if they fit (an integer stream refuses
             fractions and values outside its range).
         timestamp : float | None
-            ``CLOCK_MONOTONIC`` seconds (see :func:`local_clock`) for all samples of the
-            chunk; default: now.
+            ``CLOCK_MONOTONIC`` seconds (see :func:`local_clock`) of the chunk's last
+            sample; default: now. The stream keeps one stamp per chunk; readers give each
+            sample its own time, as pylsl does: in a stream with a rate (``sfreq > 0``)
+            each earlier sample is one period earlier, in an irregular stream every sample
+            of the chunk has ``timestamp``.
 
         Returns
         -------
@@ -1007,7 +1010,10 @@ class Reader:
         data : numpy.ndarray, shape ``(n_samples, n_channels)``
             A new array of the stream's dtype (``n_samples`` may be 0).
         timestamps : numpy.ndarray of float64, shape ``(n_samples,)``
-            ``CLOCK_MONOTONIC`` seconds (see :func:`local_clock`).
+            ``CLOCK_MONOTONIC`` seconds (see :func:`local_clock`), each sample's own: its
+            chunk's stamp back-dated by one period per later sample of the chunk in a
+            stream with a rate, the chunk's stamp in an irregular stream (see
+            :meth:`Writer.push_chunk`).
 
         Raises
         ------
@@ -1188,7 +1194,8 @@ class Reader:
         -------
         data : numpy.ndarray, shape ``(n_channels, n_times)``
         timestamps : numpy.ndarray of float64, shape ``(n_times,)``
-            Each sample's stamp in seconds of :func:`local_clock`.
+            Each sample's time in seconds of :func:`local_clock`, as :meth:`pull_chunk`
+            gives it.
         """
         data, ts, _ = self._get(winsize, self._picks(picks), copy)
         return data, ts

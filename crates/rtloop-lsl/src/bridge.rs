@@ -163,10 +163,13 @@ pub fn lsl_in(
                     writer
                         .write_bytes(&local.to_ne_bytes(), Some(to_ns(local)))
                         .map_err(|e| LslError::stream(format!("stream {name:?}"), e))?;
+                    // the marker's own time (LSL's, corrected to the local clock), not the
+                    // moment it reached the bridge
                     let ev = Event::new(meta.kind.as_str(), text.as_str(), at);
                     writer
-                        .push_event(&ev)
+                        .push_event_stamped(&ev, Some(to_ns(local)))
                         .map_err(|e| LslError::stream(format!("stream {name:?}"), e))?;
+                    report.samples += 1;
                     report.events += 1;
                     1
                 }
@@ -306,6 +309,8 @@ pub fn lsl_out(
         let bytes = &mut bytemuck_u8(&mut buf)[..chunk * sb];
         match reader.pull_into(bytes, Some(&mut stamps), chunk) {
             Ok(p) if p.n > 0 => {
+                // each sample's own time, as an LSL outlet back-dates a chunk
+                reader.sample_times(p.first + p.n as u64, &mut stamps[..p.n]);
                 for (t, s) in ts.iter_mut().zip(&stamps[..p.n]) {
                     *t = *s as f64 / 1e9;
                 }

@@ -97,6 +97,7 @@ impl PyReader {
             reader.pull_into(&mut bytes[..n * sb], Some(&mut stamps), n)
         }))?
         .map_err(py_err)?;
+        reader.sample_times(pulled.first + pulled.n as u64, &mut stamps[..pulled.n]);
         if pulled.n == n {
             Ok((data, stamps_to_py(py, &stamps)))
         } else {
@@ -142,6 +143,7 @@ impl PyReader {
             reader.read_into(first, end, bytes, Some(&mut stamps))
         }))?
         .map_err(py_err)?;
+        reader.sample_times(end, &mut stamps);
         Ok((data, stamps_to_py(py, &stamps)))
     }
 
@@ -170,6 +172,7 @@ impl PyReader {
         reader
             .read_stamps(first, end, &mut stamps)
             .map_err(py_err)?;
+        reader.sample_times(end, &mut stamps);
         Ok(stamps_to_py(py, &stamps))
     }
 

@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use memmap2::Mmap;
@@ -69,7 +69,9 @@ pub struct SourceEvent {
 pub struct Block<'a> {
     /// How many rows.
     pub rows: usize,
-    /// When the first is due at the original pace, ns after the first row.
+    /// When the last is due at the original pace, ns after the file's first row: a block
+    /// goes out once all its rows would have been there, so none is early and the replay
+    /// ends at the file's last sample.
     pub due_ns: u64,
     /// Their bytes, sample-major, native order.
     pub bytes: &'a [u8],
@@ -86,7 +88,7 @@ pub trait ReplaySource {
     /// The block starting at `row` (`row < rows()`): at most `max_rows` rows, fewer where the
     /// source's own blocks end (an rtloop recording's blocks are the commits it recorded).
     fn block(&self, row: u64, max_rows: usize) -> Result<Block<'_>, SourceError>;
-    /// Seconds the recording spans at its original pace.
+    /// Seconds from the recording's first sample to its last at its original pace.
     fn span_seconds(&self) -> f64;
 }
 
@@ -256,8 +258,11 @@ pub fn map_file(path: &Path) -> Result<Mmap, SourceError> {
 pub enum Pacing {
     /// Row `r` is due at `r / rate` seconds.
     Rate,
-    /// Row `r` is due at `stamps[r] - stamps[0]` ns (one little-endian u64 per row); rows
-    /// with the same stamp were one commit and go out as one block.
+    /// One little-endian u64 stamp per row; rows with the same stamp were one commit and
+    /// never share a block with another commit. A row's time is its commit's stamp, and in
+    /// a stream with a rate the commit's earlier rows are back-dated one period per row
+    /// after them (the stamp is the commit's, that is its last row's), as readers of a
+    /// stream see them; row `r` is due at its time minus the first row's.
     Stamps(Mmap),
 }
 
@@ -270,6 +275,11 @@ pub struct FlatSource {
     rows: u64,
     pacing: Pacing,
     events: Vec<SourceEvent>,
+    /// The first row's time (ns; its stamp back-dated in its commit).
+    t0: u64,
+    /// The end of the commit [`FlatSource::time`] looked at last: rows are asked in order,
+    /// so the next block's commit end is mostly known (the replay thread alone asks).
+    commit_end: AtomicU64,
 }
 
 impl FlatSource {
@@ -309,14 +319,20 @@ impl FlatSource {
         fit_labels(&mut info);
         events.retain(|e| e.row < rows);
         events.sort_by_key(|e| e.row);
-        Ok(FlatSource {
+        let mut src = FlatSource {
             info,
             map,
             offset,
             rows,
             pacing,
             events,
-        })
+            t0: 0,
+            commit_end: AtomicU64::new(0),
+        };
+        if rows > 0 {
+            src.t0 = src.time(0);
+        }
+        Ok(src)
     }
 
     /// The series it plays.
@@ -344,6 +360,40 @@ impl FlatSource {
                 let at = row as usize * 8;
                 u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"))
             }
+        }
+    }
+
+    /// The end (exclusive) of the commit holding `row`: the run of rows with its stamp.
+    fn commit_end_of(&self, row: u64) -> u64 {
+        let stamp = self.stamp(row);
+        // Ordering: a cache of a value derived from the read-only file: Relaxed.
+        let cached = self.commit_end.load(Ordering::Relaxed);
+        if row < cached
+            && self.stamp(cached - 1) == stamp
+            && (cached == self.rows || self.stamp(cached) != stamp)
+        {
+            return cached;
+        }
+        let mut end = row + 1;
+        while end < self.rows && self.stamp(end) == stamp {
+            end += 1;
+        }
+        self.commit_end.store(end, Ordering::Relaxed);
+        end
+    }
+
+    /// Row `row`'s time in ns: its stamp at [`Pacing::Rate`]; at [`Pacing::Stamps`], its
+    /// commit's stamp back-dated one period per later row of the commit (a stream with a
+    /// rate) or the commit's stamp (an irregular stream).
+    fn time(&self, row: u64) -> u64 {
+        let rate = self.info.stream.nominal_rate;
+        match self.pacing {
+            Pacing::Stamps(_) if rate > 0.0 => {
+                let after = self.commit_end_of(row) - row - 1;
+                self.stamp(row)
+                    .saturating_sub((after as f64 * 1e9 / rate).round() as u64)
+            }
+            _ => self.stamp(row),
         }
     }
 }
@@ -374,20 +424,16 @@ impl ReplaySource for FlatSource {
         let at = self.offset + row as usize * sb;
         Ok(Block {
             rows: n,
-            due_ns: first.saturating_sub(self.stamp(0)),
+            due_ns: self.time(row + n as u64 - 1).saturating_sub(self.t0),
             bytes: &self.map[at..at + n * sb],
         })
     }
 
     fn span_seconds(&self) -> f64 {
+        // from the first sample to the last, as the replay plays it
         match self.rows {
             0 => 0.0,
-            n => match self.pacing {
-                Pacing::Rate if self.info.stream.nominal_rate > 0.0 => {
-                    n as f64 / self.info.stream.nominal_rate
-                }
-                _ => self.stamp(n - 1).saturating_sub(self.stamp(0)) as f64 * 1e-9,
-            },
+            n => self.time(n - 1).saturating_sub(self.t0) as f64 * 1e-9,
         }
     }
 }
@@ -500,7 +546,8 @@ pub struct ReplayReport {
     pub events: u64,
     /// Seconds it took.
     pub seconds: f64,
-    /// Seconds the recording spans at its original pace.
+    /// Seconds from the recording's first sample to its last at its original pace (a paced
+    /// replay at speed 1 takes at least this long).
     pub recorded_seconds: f64,
     /// Bytes of samples written.
     pub bytes: u64,

@@ -568,10 +568,12 @@ fn logger_stores_every_tick_and_value() {
     let mut l = logger::open(&opts, &[small.clone(), pk.clone()], &ctx(&d)).unwrap();
     let n = 250u64;
     log_ticks(l.as_mut(), 0..n, &small, &pk);
+    // `path` links to this run's own file, which the summary names
     let path = d.join("run/log.db");
+    let file = d.join("run").join(std::fs::read_link(&path).unwrap());
     assert_eq!(
         l.finish().unwrap(),
-        format!("logged {n} ticks to {} (0 dropped)", path.display())
+        format!("logged {n} ticks to {} (0 dropped)", file.display())
     );
 
     let db = Connection::open(&path).unwrap();
@@ -712,38 +714,98 @@ fn logger_integers_and_wide_signals() {
     assert_eq!((rows, blob), (1, wv));
 }
 
+/// One value of a one-value float signal in the log at `path`.
+fn logged_value(path: &Path) -> f64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("SELECT v0 FROM sig_a", [], |r| r.get(0))
+        .unwrap()
+}
+
+fn log_one(opts: &serde_json::Value, s: &Signal, d: &Path, v: f32) -> String {
+    let mut l = logger::open(opts, std::slice::from_ref(s), &ctx(d)).unwrap();
+    l.tick(&tick_info(0), &[view(s, &v.to_ne_bytes(), 1)])
+        .unwrap();
+    l.finish().unwrap()
+}
+
 #[test]
-fn logger_refuses_an_existing_file_unless_overwrite() {
+fn a_rerun_logs_to_a_new_file_and_the_path_opens_the_newest() {
+    let d = tmp("rerun");
+    let s = sig("a", &[1], DType::F32, false);
+    let opts = json!({"path": "run.db"});
+    let first = log_one(&opts, &s, &d, 1.5);
+    // the same model again, also after a run that failed and left its file behind
+    let second = log_one(&opts, &s, &d, 2.5);
+    let third = log_one(&opts, &s, &d, 3.5);
+    let mut logs: Vec<String> = std::fs::read_dir(&*d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("run-") && n.ends_with(".db"))
+        .collect();
+    logs.sort();
+    assert_eq!(logs.len(), 3, "{logs:?}");
+    // each summary names its own file; the values of each run are in it
+    let mut values: Vec<f64> = logs.iter().map(|n| logged_value(&d.join(n))).collect();
+    values.sort_by(f64::total_cmp);
+    assert_eq!(values, [1.5, 2.5, 3.5]);
+    for (summary, v) in [(&first, 1.5), (&second, 2.5), (&third, 3.5)] {
+        let file = logs
+            .iter()
+            .find(|n| summary.contains(n.as_str()))
+            .unwrap_or_else(|| panic!("{summary}"));
+        assert_eq!(logged_value(&d.join(file)), v);
+    }
+    // `run.db` is a link to the newest
+    assert!(std::fs::symlink_metadata(d.join("run.db"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(logged_value(&d.join("run.db")), 3.5);
+}
+
+#[test]
+fn log_names_carry_the_utc_start_time_and_never_collide() {
+    assert_eq!(logger::utc_stamp(0), "19700101T000000Z");
+    assert_eq!(logger::utc_stamp(951_782_400), "20000229T000000Z");
+    assert_eq!(logger::utc_stamp(1_795_745_277), "20261127T020757Z");
+    let d = tmp("names");
+    let named = d.join("x.db");
+    let a = logger::new_log_path(&named, 1_795_745_277).unwrap();
+    let b = logger::new_log_path(&named, 1_795_745_277).unwrap();
+    assert_eq!(a, d.join("x-20261127T020757Z.db"));
+    assert_eq!(b, d.join("x-20261127T020757Z-2.db"));
+    assert_eq!(
+        std::fs::read_link(&named).unwrap(),
+        Path::new("x-20261127T020757Z-2.db")
+    );
+}
+
+#[test]
+fn overwrite_writes_the_path_itself_and_an_old_file_there_is_kept_otherwise() {
     let d = tmp("exists");
     let s = sig("a", &[1], DType::F32, false);
     std::fs::write(d.join("old.db"), b"precious").unwrap();
-    let opts = json!({"path": "old.db"});
-    logger::check(&opts, &[&s]).unwrap(); // the file is only looked at when opening
-    let e = logger::open(&opts, std::slice::from_ref(&s), &ctx(&d))
-        .err()
-        .unwrap();
-    assert!(
-        matches!(&e, DriverError::Config(m)
-            if m.contains("old.db") && m.contains("exists") && m.contains("overwrite: true")),
-        "{e}"
-    );
+    // a regular file at `path` (a log from before runs had their own) is never touched
+    let summary = log_one(&json!({"path": "old.db"}), &s, &d, 1.5);
     assert_eq!(std::fs::read(d.join("old.db")).unwrap(), b"precious");
-    let again = json!({"path": "old.db", "overwrite": true});
-    let mut l = logger::open(&again, std::slice::from_ref(&s), &ctx(&d)).unwrap();
-    l.tick(&tick_info(0), &[view(&s, &1.5f32.to_ne_bytes(), 1)])
-        .unwrap();
-    assert!(l.finish().unwrap().starts_with("logged 1 ticks"));
-    let db = Connection::open(d.join("old.db")).unwrap();
-    let v: f64 = db
-        .query_row("SELECT v0 FROM sig_a", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(v, 1.5);
+    assert!(
+        summary.contains("old-") && !summary.contains("old.db"),
+        "{summary}"
+    );
+    // overwrite: exactly `path`, replaced
+    let summary = log_one(&json!({"path": "old.db", "overwrite": true}), &s, &d, 2.5);
+    assert!(summary.contains("old.db"), "{summary}");
+    assert!(!std::fs::symlink_metadata(d.join("old.db"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(logged_value(&d.join("old.db")), 2.5);
     // a directory that does not exist is named
     let e = logger::open(&json!({"path": "no/such/dir.db"}), &[s], &ctx(&d))
         .err()
         .unwrap();
-    assert!(matches!(e, DriverError::Database { .. }), "{e:?}");
-    assert!(e.to_string().contains("dir.db"), "{e}");
+    assert!(e.to_string().contains("dir"), "{e}");
 }
 
 #[test]
@@ -884,12 +946,14 @@ fn logger_writer_errors_are_reported_and_committed_ticks_stay_readable() {
     }
     // the writer cannot get the lock (SQLite gives up after its 5 s busy timeout)
     let held = lock(&path);
+    // the error names this run's file, which `f.db` links to
+    let file = std::fs::read_link(&path).unwrap().display().to_string();
     log_ticks(l.as_mut(), 3..5, &small, &pk);
     let e = l.finish().expect_err("the writer's error");
     assert!(matches!(e, DriverError::Database { .. }), "{e:?}");
     let m = e.to_string();
     assert!(
-        m.contains("database is locked") && m.contains("f.db") && m.contains("stay readable"),
+        m.contains("database is locked") && m.contains(&file) && m.contains("stay readable"),
         "{m}"
     );
     held.execute_batch("ROLLBACK").unwrap();

@@ -632,6 +632,46 @@ impl<B: Backing> Reader<B> {
         copy_out(&*self.stream.map, first, end, &mut [], Some(stamps))
     }
 
+    /// Turn the commit stamps of samples `[end - stamps.len(), end)` (as copied by
+    /// [`Reader::read_into`], [`Reader::pull_into`] or [`Reader::read_stamps`]) into each
+    /// sample's own time, as liblsl does for a chunk: in a stream with a nominal rate, the
+    /// last sample of a commit keeps the commit's stamp and each earlier one is back-dated by
+    /// one sample period per sample after it. A commit is a run of equal stamps; the ring
+    /// keeps one stamp per commit, so its end is looked up past `end` when the run reaches
+    /// it. Irregular streams (rate 0) keep the commit's stamp for every sample.
+    pub fn sample_times(&self, end: u64, stamps: &mut [u64]) {
+        let rate = self.stream.info().nominal_rate;
+        if rate.is_nan() || rate <= 0.0 || stamps.is_empty() {
+            return;
+        }
+        let last = stamps[stamps.len() - 1];
+        let tail = self.commit_tail(end, last);
+        back_date(stamps, tail, 1e9 / rate);
+    }
+
+    /// How many samples from `end` on share the stamp `stamp` (the rest of the commit that
+    /// sample `end - 1` belongs to). Commits publish whole, so the run ends before
+    /// `written`; if the writer laps those samples meanwhile, what was read counts.
+    fn commit_tail(&self, end: u64, stamp: u64) -> u64 {
+        const STEP: u64 = 64;
+        let mut at = end;
+        let mut buf = [0u64; STEP as usize];
+        loop {
+            let upto = (at + STEP).min(self.written());
+            if upto <= at {
+                return at - end;
+            }
+            let got = &mut buf[..(upto - at) as usize];
+            if copy_out(&*self.stream.map, at, upto, &mut [], Some(got)).is_err() {
+                return at - end;
+            }
+            match got.iter().position(|&s| s != stamp) {
+                Some(k) => return at + k as u64 - end,
+                None => at = upto,
+            }
+        }
+    }
+
     /// Block until at least `until` samples were written (spin briefly, then sleep on the
     /// futex); `None` waits forever. Returns `written`. A dead writer ends the wait.
     pub fn wait(&self, until: u64, timeout: Option<Duration>) -> Result<u64, WaitError> {
@@ -699,6 +739,22 @@ fn window_error(check: WindowCheck, first: u64, end: u64, capacity: u64) -> Read
             capacity,
         },
         WindowCheck::Ok => unreachable!("not an error"),
+    }
+}
+
+/// Back-date runs of equal stamps (one commit each) by `period_ns` per sample after each
+/// sample in its run; the last run goes on for `tail` samples past the slice.
+fn back_date(stamps: &mut [u64], tail: u64, period_ns: f64) {
+    let mut after = tail;
+    let mut next: Option<u64> = None; // the commit stamp of the sample after this one
+    for s in stamps.iter_mut().rev() {
+        let stamp = *s;
+        if next.is_some_and(|n| n != stamp) {
+            after = 0;
+        }
+        *s = stamp.saturating_sub((after as f64 * period_ns).round() as u64);
+        next = Some(stamp);
+        after += 1;
     }
 }
 

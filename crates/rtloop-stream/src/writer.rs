@@ -272,8 +272,19 @@ impl<B: Backing> Writer<B> {
         self.events_written
     }
 
-    /// Append an event to the stream's event ring. Returns its index.
+    /// Append an event to the stream's event ring, stamped now. Returns its index.
     pub fn push_event(&mut self, ev: &Event) -> Result<u64, WriteError> {
+        self.push_event_stamped(ev, None)
+    }
+
+    /// Append an event stamped with `stamp_ns` (CLOCK_MONOTONIC ns; `None`: now), for an
+    /// event that happened before it arrived (a bridged marker keeps its source's time).
+    /// Returns its index.
+    pub fn push_event_stamped(
+        &mut self,
+        ev: &Event,
+        stamp_ns: Option<u64>,
+    ) -> Result<u64, WriteError> {
         self.check_owner()?;
         if ev.payload_bytes() > EVENT_PAYLOAD_MAX {
             return Err(WriteError::EventTooLarge {
@@ -282,7 +293,7 @@ impl<B: Backing> Writer<B> {
             });
         }
         let mut slot = [0u8; EVENT_SLOT_BYTES];
-        ev.encode(sys::monotonic_ns(), &mut slot);
+        ev.encode(stamp_ns.unwrap_or_else(sys::monotonic_ns), &mut slot);
         let map = &self.stream.map;
         let sync = &map.control().events;
         let index = self.events_written;

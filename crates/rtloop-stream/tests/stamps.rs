@@ -42,3 +42,24 @@ fn commit_stamps_lie_with_clock_monotonic_and_never_go_back() {
     }
     assert!(i > 1000, "only {i} commits in 300 ms");
 }
+
+/// Each sample's time in a regular stream: the commit's stamp for its last sample, one
+/// period earlier for each sample before it, also when the copy ends inside the commit.
+#[test]
+fn sample_times_back_date_each_commit_from_its_stamp() {
+    let name = unique_name("sample-times");
+    let stream = create(&name, 1024); // 1000 Hz: 1 ms per sample
+    let _g = StreamGuard::new(&name);
+    let reader = stream.reader(ReaderMode::Latest).unwrap();
+    let mut w = stream.writer().unwrap();
+    w.write_bytes(&payload_bytes(0, 5), Some(1_000_000_000))
+        .unwrap();
+    w.write_bytes(&payload_bytes(5, 3), Some(2_000_000_000))
+        .unwrap();
+    let mut out = vec![0u8; 4 * 8 * CH];
+    let mut st = [0u64; 4];
+    reader.read_into(2, 6, &mut out, Some(&mut st)).unwrap();
+    assert_eq!(st, [1e9 as u64, 1e9 as u64, 1e9 as u64, 2e9 as u64]);
+    reader.sample_times(6, &mut st);
+    assert_eq!(st, [998_000_000, 999_000_000, 1_000_000_000, 1_998_000_000]);
+}

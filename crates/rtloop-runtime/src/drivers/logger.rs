@@ -19,9 +19,11 @@ use crate::model::Signal;
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Options {
-    /// The SQLite file (relative to the run's output directory).
+    /// The SQLite file (relative to the run's output directory). Each run writes its own
+    /// file beside it, named with the run's start time, and `path` becomes a link to the
+    /// newest (see [`new_log_path`]).
     path: String,
-    /// Replace an existing file (default false: refuse).
+    /// Write `path` itself, replacing what is there (default false: a new file each run).
     #[serde(default)]
     overwrite: bool,
     /// Ticks per transaction (default 100).
@@ -174,18 +176,15 @@ pub fn open(
     ctx: &DriverCtx,
 ) -> Result<Box<dyn Sink>, DriverError> {
     let o: Options = parse_options(options).map_err(DriverError::Config)?;
-    let path = ctx.out_dir.join(&o.path);
-    if path.exists() {
-        if !o.overwrite {
-            return Err(DriverError::Config(format!(
-                "{} exists; remove it, choose another path, or set `overwrite: true`",
-                path.display()
-            )));
-        }
+    let named = ctx.out_dir.join(&o.path);
+    let path = if o.overwrite {
         for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            let _ = std::fs::remove_file(format!("{}{suffix}", named.display()));
         }
-    }
+        named
+    } else {
+        new_log_path(&named, unix_seconds())?
+    };
     let db = Connection::open(&path).map_err(|e| DriverError::Database {
         path: path.clone(),
         source: Box::new(e),
@@ -273,6 +272,89 @@ pub fn open(
         writer: Some(writer),
         dropped: 0,
     }))
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// UTC `YYYYMMDDTHHMMSSZ` of `unix` seconds (Howard Hinnant's civil-from-days).
+#[must_use]
+pub fn utc_stamp(unix: u64) -> String {
+    let (days, secs) = ((unix / 86_400) as i64, unix % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// The file this run logs to, for a logger whose `path` is `named`: `STEM-<UTC start
+/// time>.EXT` beside it (`-2`, `-3`, ... if that name is taken), created empty here so two
+/// runs never share one. `named` becomes a symbolic link to it, so it always opens the
+/// newest run's log; a regular file at `named` (an `overwrite: true` log, or one from before
+/// runs had their own files) is left as it is, and the summary names the new file.
+pub fn new_log_path(named: &std::path::Path, unix: u64) -> Result<PathBuf, DriverError> {
+    let dir = named.parent().unwrap_or(std::path::Path::new("."));
+    let stem = named
+        .file_stem()
+        .map_or_else(|| "log".into(), |s| s.to_string_lossy().into_owned());
+    let ext = named
+        .extension()
+        .map_or_else(String::new, |e| format!(".{}", e.to_string_lossy()));
+    let stamp = utc_stamp(unix);
+    let mut k = 1u32;
+    let file = loop {
+        let name = if k == 1 {
+            format!("{stem}-{stamp}{ext}")
+        } else {
+            format!("{stem}-{stamp}-{k}{ext}")
+        };
+        let candidate = dir.join(&name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&candidate)
+        {
+            Ok(_) => break name,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => k += 1,
+            Err(e) => {
+                return Err(DriverError::io(
+                    format!("cannot create the log {}", candidate.display()),
+                    e,
+                ))
+            }
+        }
+    };
+    let is_link = std::fs::symlink_metadata(named).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link || !named.exists() {
+        // a new link renamed over the old one: `named` is never missing or half-made
+        let tmp = dir.join(format!(".{file}.link"));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&file, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, named))
+            .map_err(|e| {
+                DriverError::io(format!("cannot link {} to {file}", named.display()), e)
+            })?;
+    } else {
+        tracing::warn!(
+            "logger: {} is a file from an earlier run, kept as it is; this run logs to {file}",
+            named.display()
+        );
+    }
+    Ok(dir.join(file))
 }
 
 fn write_batches(
