@@ -96,6 +96,69 @@ struct Served {
     wide: Mutex<WideEvents>,
 }
 
+thread_local! {
+    /// How many state locks this thread holds (0 or 1): the drop hook below reads it.
+    static STATE_LOCKS_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+// Ordering: a statistic read by tests; nothing is published through it.
+static DROPS_UNDER_STATE_LOCK: AtomicU64 = AtomicU64::new(0);
+
+/// How many served streams of this process were released (unmapped) while their thread held
+/// a buffer's state lock. Releasing a large stream takes up to 150 ms, and every other
+/// client waits for that lock, so it stays 0; tests check it.
+#[doc(hidden)]
+#[must_use]
+pub fn drops_under_state_lock() -> u64 {
+    DROPS_UNDER_STATE_LOCK.load(Ordering::Relaxed)
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if STATE_LOCKS_HELD.with(std::cell::Cell::get) > 0 {
+            DROPS_UNDER_STATE_LOCK.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The buffer's state lock, held: counts itself for the drop hook.
+struct StateGuard<'a>(MutexGuard<'a, Option<Arc<Served>>>);
+
+impl<'a> StateGuard<'a> {
+    fn new(g: MutexGuard<'a, Option<Arc<Served>>>) -> Self {
+        STATE_LOCKS_HELD.with(|n| n.set(n.get() + 1));
+        StateGuard(g)
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        STATE_LOCKS_HELD.with(|n| n.set(n.get() - 1));
+    }
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = Option<Arc<Served>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// End a served stream that is no longer in force: waits on it end, its writer closes (local
+/// readers see the stream closed), and this reference goes. Call it without the state lock:
+/// the last reference unmaps the stream, which takes long for a large one.
+fn release(old: Arc<Served>) {
+    old.retired.store(true, Ordering::Release);
+    *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    drop(old);
+}
+
 /// The events kept beside the stream, and their bytes.
 #[derive(Default)]
 struct WideEvents {
@@ -189,8 +252,8 @@ impl Buffer {
         &self.cfg
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Arc<Served>>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> StateGuard<'_> {
+        StateGuard::new(self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The served stream: ours, or a local one found by name. `recheck` notices a local
@@ -202,7 +265,15 @@ impl Buffer {
                 return Some(s.clone());
             }
             s.retired.store(true, Ordering::Release);
-            *st = None;
+            let gone = st.take();
+            drop(st);
+            // released without the lock (unmapping a large stream is slow)
+            drop(gone);
+            st = self.lock();
+            if let Some(s) = st.as_ref() {
+                // another thread put one in place meanwhile
+                return Some(s.clone());
+            }
         }
         let stream = Stream::open(&self.cfg.stream).ok()?;
         let info = stream.info().clone();
@@ -375,22 +446,26 @@ impl Buffer {
         // allocation is the slow part: other clients go on being served from the old one),
         // then takes its name under the lock: a PUT_HDR that fails (the new shape does not
         // fit, ...) leaves the old header and data served as they were
-        let pending = match Stream::prepare_replacement(&self.cfg.stream, &scfg) {
+        let pending = match prepare(&self.cfg.stream, &mut scfg) {
             Ok(p) => p,
-            Err(CreateError::Labels(_)) if !scfg.ch_names.is_empty() => {
-                // names that do not fit the stream header stay in the chunk only
-                scfg.ch_names.clear();
-                Stream::prepare_replacement(&self.cfg.stream, &scfg).map_err(|e| e.to_string())?
-            }
             Err(e) => return Err(e.to_string()),
         };
         let mut st = self.lock();
         let stream = pending.install().map_err(|e| e.to_string())?;
-        if let Some(old) = st.take() {
-            old.retired.store(true, Ordering::Release);
-            *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let old = st.take();
+        if let Some(o) = &old {
+            o.retired.store(true, Ordering::Release);
         }
-        let writer = stream.writer().map_err(|e| e.to_string())?;
+        let writer = match stream.writer() {
+            Ok(w) => w,
+            Err(e) => {
+                drop(st);
+                if let Some(old) = old {
+                    release(old);
+                }
+                return Err(e.to_string());
+            }
+        };
         tracing::info!(
             stream = %self.cfg.stream,
             "PUT_HDR: {} channels {} at {} Hz; keeping {} samples and {} events",
@@ -417,7 +492,30 @@ impl Buffer {
             wide: Mutex::new(WideEvents::default()),
             stream,
         }));
+        drop(st);
+        // the old stream is released without the lock: unmapping a large one takes up to
+        // 150 ms, which every other client would wait for
+        if let Some(old) = old {
+            release(old);
+        }
         Ok(())
+    }
+
+    /// Take the served stream out and remove its name, under the state lock (so no request
+    /// finds the old file by name in between and serves it as a local stream); the caller
+    /// releases what it returns without the lock.
+    fn take_and_remove(&self) -> Option<Arc<Served>> {
+        let mut st = self.lock();
+        let old = st.take();
+        if let Some(o) = &old {
+            // its writer closes here (cheap; the stream stays mapped through `o`) so that
+            // the removal below is not refused for a live writer
+            o.retired.store(true, Ordering::Release);
+            *o.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        let _ = Stream::remove(&self.cfg.stream);
+        drop(st);
+        old
     }
 
     fn put_data(&self, def: &DataDef, data: &[u8]) -> Result<(), Refused> {
@@ -685,12 +783,11 @@ impl Buffer {
                 self.cfg.stream, self.cfg.stream
             ));
         }
-        let mut st = self.lock();
-        if let Some(old) = st.take() {
-            old.retired.store(true, Ordering::Release);
-            *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        drop(s);
+        let old = self.take_and_remove();
+        if let Some(old) = old {
+            release(old);
         }
-        let _ = Stream::remove(&self.cfg.stream);
         Ok(())
     }
 
@@ -783,7 +880,8 @@ impl Buffer {
     /// the buffer at process exit.
     pub fn close(&self) {
         self.end_waits();
-        if let Some(s) = self.lock().take() {
+        let old = self.lock().take();
+        if let Some(s) = old {
             s.retired.store(true, Ordering::Release);
         }
         if self.cfg.remove_on_drop {
@@ -849,6 +947,18 @@ fn resolve(
         ))
     } else {
         Ok((b, e + 1))
+    }
+}
+
+/// Make the new stream under a hidden name; channel names that do not fit the stream header
+/// stay in the chunk only.
+fn prepare(name: &str, scfg: &mut StreamConfig) -> Result<rtloop_stream::Replacement, CreateError> {
+    match Stream::prepare_replacement(name, scfg) {
+        Err(CreateError::Labels(_)) if !scfg.ch_names.is_empty() => {
+            scfg.ch_names.clear();
+            Stream::prepare_replacement(name, scfg)
+        }
+        r => r,
     }
 }
 
