@@ -448,6 +448,7 @@ impl Buffer {
         // fit, ...) leaves the old header and data served as they were
         let pending = match prepare(&self.cfg.stream, &mut scfg) {
             Ok(p) => p,
+            Err(e @ CreateError::TooLarge { .. }) => self.make_room(e, &mut scfg)?,
             Err(e) => return Err(e.to_string()),
         };
         let mut st = self.lock();
@@ -499,6 +500,72 @@ impl Buffer {
             release(old);
         }
         Ok(())
+    }
+
+    /// A new stream that does not fit beside the old one: if it fits in the old one's place
+    /// (an acquisition program that restarts sends the same header again), end the old one
+    /// first and make the new one in its space, as the reference does. Not while a local
+    /// process maps the old stream: its memory would stay taken, and its readers go on
+    /// reading it; the PUT_HDR is refused then and the old header stays served.
+    fn make_room(
+        &self,
+        too_large: CreateError,
+        scfg: &mut StreamConfig,
+    ) -> Result<rtloop_stream::Replacement, Refused> {
+        let CreateError::TooLarge {
+            requested_bytes,
+            available_bytes,
+            ..
+        } = too_large
+        else {
+            return Err(too_large.to_string());
+        };
+        let path = stream_path(&self.cfg.stream);
+        let Some(old) = self.lock().clone() else {
+            return Err(too_large.to_string());
+        };
+        let meta = std::fs::metadata(&path).ok();
+        let on_disk = meta.as_ref().map(MetadataExt::ino);
+        let old_bytes = meta.map_or(0, |m| m.blocks() * 512);
+        if !old.owned || on_disk != Some(old.inode) {
+            return Err(too_large.to_string());
+        }
+        if requested_bytes > available_bytes.saturating_add(old_bytes) {
+            return Err(format!(
+                "{too_large}; even in the place of the stream it replaces ({old_bytes} bytes) it would not fit"
+            ));
+        }
+        let elsewhere = mapped_by_other_processes(&path, old.inode);
+        if !elsewhere.is_empty() {
+            return Err(format!(
+                "{too_large}; it would fit in the place of the stream it replaces ({old_bytes} bytes), but local processes {elsewhere:?} still read that stream (their memory of it stays taken until they close it); the old header stays served"
+            ));
+        }
+        drop(old);
+        tracing::info!(
+            stream = %self.cfg.stream,
+            "PUT_HDR: the new stream does not fit beside the old one ({requested_bytes} bytes needed, {available_bytes} free); ending the old one to make room"
+        );
+        let old = self.take_and_remove();
+        if let Some(old) = old {
+            release(old);
+        }
+        // a request in progress may hold the old stream a moment longer: its memory comes
+        // back when it lets go
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            match prepare(&self.cfg.stream, scfg) {
+                Ok(p) => return Ok(p),
+                Err(CreateError::TooLarge { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{e}; the old header was ended to make room, but its memory is still held in this process (a reader of the stream?): the server has no header now"
+                    ))
+                }
+            }
+        }
     }
 
     /// Take the served stream out and remove its name, under the state lock (so no request
@@ -832,7 +899,9 @@ impl Buffer {
                 break;
             }
             // the header was replaced or flushed: wait on the one in force (polling for a
-            // new one after a FLUSH_HDR), until the deadline
+            // new one after a FLUSH_HDR), until the deadline; the old one is let go now, so a
+            // PUT_HDR that needs its memory gets it
+            drop(s);
             let next = loop {
                 if self.waits_ended.load(Ordering::Relaxed) {
                     return Err(stopping());
@@ -960,6 +1029,42 @@ fn prepare(name: &str, scfg: &mut StreamConfig) -> Result<rtloop_stream::Replace
         }
         r => r,
     }
+}
+
+/// Other processes that map the stream file `path` (inode `ino`), from /proc/<pid>/maps.
+/// Processes this one may not inspect are not seen; streams are owner-only, so their readers
+/// run as the same user (or root) and are.
+fn mapped_by_other_processes(path: &std::path::Path, ino: u64) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let path = path.to_string_lossy();
+    let ino = ino.to_string();
+    let mut pids = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        // address perms offset dev inode path
+        let maps_it = maps
+            .lines()
+            .any(|l| l.split_whitespace().nth(4) == Some(ino.as_str()) && l.ends_with(&*path));
+        if maps_it {
+            pids.push(pid);
+        }
+    }
+    pids
 }
 
 /// A FieldTrip type/value as an event value of the stream, if a slot can hold it exactly
