@@ -216,6 +216,10 @@ pub struct Buffer {
     /// PUT_HDRs one at a time; the state lock is held only to swap the finished stream in,
     /// so other clients are answered while a new stream is allocated.
     headers: Mutex<()>,
+    /// A refusal for want of a header was logged as a warning; later ones (clients poll
+    /// GET_HDR until a header comes) are logged at debug level until a header comes.
+    // Ordering: a flag with no data published through it: Relaxed.
+    said_no_header: AtomicBool,
     /// Set by [`Buffer::end_waits`]: every WAIT_DAT ends (refused) and none waits again.
     // Ordering: a flag with no data published through it: Relaxed.
     waits_ended: AtomicBool,
@@ -242,6 +246,7 @@ impl Buffer {
             state: Mutex::new(None),
             created: Mutex::new(Vec::new()),
             headers: Mutex::new(()),
+            said_no_header: AtomicBool::new(false),
             waits_ended: AtomicBool::new(false),
         }
     }
@@ -369,7 +374,14 @@ impl Buffer {
         if let Err(reason) = result {
             out.truncate(start);
             let (name, reply) = request_names(&parsed.request);
-            tracing::warn!(%peer, "{name} refused ({}): {reason}", cmd::name(reply));
+            if reason == self.no_header() && self.said_no_header.swap(true, Ordering::Relaxed) {
+                // clients poll GET_HDR until a header comes: said once (below) is enough
+                tracing::debug!(%peer, "{name} refused ({}): {reason}", cmd::name(reply));
+            } else if reason == self.no_header() {
+                tracing::warn!(%peer, "{name} refused ({}): {reason} (said once; until a header comes, further requests refused for want of one are logged at debug level)", cmd::name(reply));
+            } else {
+                tracing::warn!(%peer, "{name} refused ({}): {reason}", cmd::name(reply));
+            }
             put_status(order, reply, out);
         }
         if !parsed.respond {
@@ -499,6 +511,7 @@ impl Buffer {
         if let Some(old) = old {
             release(old);
         }
+        self.said_no_header.store(false, Ordering::Relaxed);
         Ok(())
     }
 
