@@ -1,11 +1,15 @@
 //! Restarts over real sockets: a PUT_HDR that replaces a large ring releases the old one
-//! without holding up other clients.
+//! without holding up other clients, and the event edge cases the reference treats its own
+//! way (a PUT_EVT shorter than an eventdef, sample -1 before any data).
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rtloop_fieldtrip::buffer::drops_under_state_lock;
+use rtloop_fieldtrip::codec::WireEvent;
 use rtloop_fieldtrip::{Buffer, BufferConfig, Client, ClientError, Server, ServerConfig};
 use rtloop_testkit::{unique_name, StreamGuard, Watchdog};
 
@@ -86,5 +90,78 @@ fn a_put_hdr_releases_the_old_large_ring_without_the_lock() {
     let h = writer.get_header().unwrap();
     assert_eq!((h.def.nchans, h.def.nsamples), (4, 2));
     drop(writer);
+    server.shutdown();
+}
+
+/// One raw exchange: send bytes, read the 8-byte reply.
+fn exchange(s: &mut TcpStream, command: u16, payload: &[u8]) -> [u8; 8] {
+    let mut m = Vec::new();
+    m.extend_from_slice(&1u16.to_le_bytes());
+    m.extend_from_slice(&command.to_le_bytes());
+    m.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    m.extend_from_slice(payload);
+    s.write_all(&m).unwrap();
+    let mut b = [0u8; 8];
+    s.read_exact(&mut b).unwrap();
+    b
+}
+
+#[test]
+fn a_put_evt_shorter_than_an_eventdef_is_refused_and_stores_nothing() {
+    // the reference reads a whole 32-byte eventdef (and the bytes it names) past the end of
+    // such a message and stores what it finds there; this server refuses it
+    let _w = Watchdog::arm(60, "short put_evt");
+    let name = unique_name("ft-short-evt");
+    let _guard = StreamGuard::new(&name);
+    let server = serve(&name, 1000);
+    let addr = server.tcp_addr().unwrap();
+    let mut c = Client::connect(&addr.to_string()).unwrap();
+    c.put_header(1, 100.0, 9, &[]).unwrap();
+    c.put_events(&[WireEvent::text("kept", "yes", 0)]).unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for len in [1usize, 16, 31] {
+        // PUT_EVT (0x0103) -> PUT_ERR (0x0105)
+        assert_eq!(
+            exchange(&mut s, 0x0103, &vec![0u8; len]),
+            [1, 0, 5, 1, 0, 0, 0, 0]
+        );
+    }
+    // a whole event followed by a few bytes: refused whole, nothing of it stored
+    let mut p = Vec::new();
+    for v in [0u32, 1, 0, 1, 0, 0, 0, 2] {
+        p.extend_from_slice(&v.to_le_bytes());
+    }
+    p.extend_from_slice(b"ab");
+    p.extend_from_slice(&[0u8; 5]);
+    assert_eq!(exchange(&mut s, 0x0103, &p), [1, 0, 5, 1, 0, 0, 0, 0]);
+    // an empty PUT_EVT stores nothing and is answered PUT_OK, as by the reference
+    assert_eq!(exchange(&mut s, 0x0103, &[]), [1, 0, 4, 1, 0, 0, 0, 0]);
+    let evs = c.get_events(None).unwrap();
+    assert_eq!(evs.len(), 1);
+    assert_eq!(&*evs[0].type_bytes, b"kept");
+    drop((c, s));
+    server.shutdown();
+}
+
+#[test]
+fn an_event_at_sample_minus_one_before_any_data_is_at_sample_zero() {
+    // the reference's figure here (-2^31 on x86) comes from converting an out-of-range
+    // double to int, undefined in C (other CPUs give 2^31 - 1); this server says 0: no
+    // sample has come yet, so the current one is the first
+    let _w = Watchdog::arm(60, "sample -1 before data");
+    let name = unique_name("ft-auto-sample");
+    let _guard = StreamGuard::new(&name);
+    let server = serve(&name, 1000);
+    let mut c = Client::connect(&server.tcp_addr().unwrap().to_string()).unwrap();
+    c.put_header(1, 100.0, 9, &[]).unwrap();
+    c.put_events(&[WireEvent::text("early", "x", -1)]).unwrap();
+    c.put_data(1, &[0.0f32; 5]).unwrap();
+    c.put_events(&[WireEvent::text("later", "y", -1)]).unwrap();
+    let evs = c.get_events(None).unwrap();
+    assert_eq!(evs[0].sample, 0);
+    // after data: nsamples plus the time since the last PUT_DAT, as the reference
+    assert!(evs[1].sample >= 5, "{}", evs[1].sample);
+    drop(c);
     server.shutdown();
 }
