@@ -96,6 +96,69 @@ struct Served {
     wide: Mutex<WideEvents>,
 }
 
+thread_local! {
+    /// How many state locks this thread holds (0 or 1): the drop hook below reads it.
+    static STATE_LOCKS_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+// Ordering: a statistic read by tests; nothing is published through it.
+static DROPS_UNDER_STATE_LOCK: AtomicU64 = AtomicU64::new(0);
+
+/// How many served streams of this process were released (unmapped) while their thread held
+/// a buffer's state lock. Releasing a large stream takes up to 150 ms, and every other
+/// client waits for that lock, so it stays 0; tests check it.
+#[doc(hidden)]
+#[must_use]
+pub fn drops_under_state_lock() -> u64 {
+    DROPS_UNDER_STATE_LOCK.load(Ordering::Relaxed)
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if STATE_LOCKS_HELD.with(std::cell::Cell::get) > 0 {
+            DROPS_UNDER_STATE_LOCK.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The buffer's state lock, held: counts itself for the drop hook.
+struct StateGuard<'a>(MutexGuard<'a, Option<Arc<Served>>>);
+
+impl<'a> StateGuard<'a> {
+    fn new(g: MutexGuard<'a, Option<Arc<Served>>>) -> Self {
+        STATE_LOCKS_HELD.with(|n| n.set(n.get() + 1));
+        StateGuard(g)
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        STATE_LOCKS_HELD.with(|n| n.set(n.get() - 1));
+    }
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = Option<Arc<Served>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// End a served stream that is no longer in force: waits on it end, its writer closes (local
+/// readers see the stream closed), and this reference goes. Call it without the state lock:
+/// the last reference unmaps the stream, which takes long for a large one.
+fn release(old: Arc<Served>) {
+    old.retired.store(true, Ordering::Release);
+    *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    drop(old);
+}
+
 /// The events kept beside the stream, and their bytes.
 #[derive(Default)]
 struct WideEvents {
@@ -153,6 +216,10 @@ pub struct Buffer {
     /// PUT_HDRs one at a time; the state lock is held only to swap the finished stream in,
     /// so other clients are answered while a new stream is allocated.
     headers: Mutex<()>,
+    /// A refusal for want of a header was logged as a warning; later ones (clients poll
+    /// GET_HDR until a header comes) are logged at debug level until a header comes.
+    // Ordering: a flag with no data published through it: Relaxed.
+    said_no_header: AtomicBool,
     /// Set by [`Buffer::end_waits`]: every WAIT_DAT ends (refused) and none waits again.
     // Ordering: a flag with no data published through it: Relaxed.
     waits_ended: AtomicBool,
@@ -179,6 +246,7 @@ impl Buffer {
             state: Mutex::new(None),
             created: Mutex::new(Vec::new()),
             headers: Mutex::new(()),
+            said_no_header: AtomicBool::new(false),
             waits_ended: AtomicBool::new(false),
         }
     }
@@ -189,8 +257,8 @@ impl Buffer {
         &self.cfg
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Arc<Served>>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> StateGuard<'_> {
+        StateGuard::new(self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The served stream: ours, or a local one found by name. `recheck` notices a local
@@ -202,7 +270,15 @@ impl Buffer {
                 return Some(s.clone());
             }
             s.retired.store(true, Ordering::Release);
-            *st = None;
+            let gone = st.take();
+            drop(st);
+            // released without the lock (unmapping a large stream is slow)
+            drop(gone);
+            st = self.lock();
+            if let Some(s) = st.as_ref() {
+                // another thread put one in place meanwhile
+                return Some(s.clone());
+            }
         }
         let stream = Stream::open(&self.cfg.stream).ok()?;
         let info = stream.info().clone();
@@ -298,7 +374,14 @@ impl Buffer {
         if let Err(reason) = result {
             out.truncate(start);
             let (name, reply) = request_names(&parsed.request);
-            tracing::warn!(%peer, "{name} refused ({}): {reason}", cmd::name(reply));
+            if reason == self.no_header() && self.said_no_header.swap(true, Ordering::Relaxed) {
+                // clients poll GET_HDR until a header comes: said once (below) is enough
+                tracing::debug!(%peer, "{name} refused ({}): {reason}", cmd::name(reply));
+            } else if reason == self.no_header() {
+                tracing::warn!(%peer, "{name} refused ({}): {reason} (said once; until a header comes, further requests refused for want of one are logged at debug level)", cmd::name(reply));
+            } else {
+                tracing::warn!(%peer, "{name} refused ({}): {reason}", cmd::name(reply));
+            }
             put_status(order, reply, out);
         }
         if !parsed.respond {
@@ -375,22 +458,27 @@ impl Buffer {
         // allocation is the slow part: other clients go on being served from the old one),
         // then takes its name under the lock: a PUT_HDR that fails (the new shape does not
         // fit, ...) leaves the old header and data served as they were
-        let pending = match Stream::prepare_replacement(&self.cfg.stream, &scfg) {
+        let pending = match prepare(&self.cfg.stream, &mut scfg) {
             Ok(p) => p,
-            Err(CreateError::Labels(_)) if !scfg.ch_names.is_empty() => {
-                // names that do not fit the stream header stay in the chunk only
-                scfg.ch_names.clear();
-                Stream::prepare_replacement(&self.cfg.stream, &scfg).map_err(|e| e.to_string())?
-            }
+            Err(e @ CreateError::TooLarge { .. }) => self.make_room(e, &mut scfg)?,
             Err(e) => return Err(e.to_string()),
         };
         let mut st = self.lock();
         let stream = pending.install().map_err(|e| e.to_string())?;
-        if let Some(old) = st.take() {
-            old.retired.store(true, Ordering::Release);
-            *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let old = st.take();
+        if let Some(o) = &old {
+            o.retired.store(true, Ordering::Release);
         }
-        let writer = stream.writer().map_err(|e| e.to_string())?;
+        let writer = match stream.writer() {
+            Ok(w) => w,
+            Err(e) => {
+                drop(st);
+                if let Some(old) = old {
+                    release(old);
+                }
+                return Err(e.to_string());
+            }
+        };
         tracing::info!(
             stream = %self.cfg.stream,
             "PUT_HDR: {} channels {} at {} Hz; keeping {} samples and {} events",
@@ -417,7 +505,97 @@ impl Buffer {
             wide: Mutex::new(WideEvents::default()),
             stream,
         }));
+        drop(st);
+        // the old stream is released without the lock: unmapping a large one takes up to
+        // 150 ms, which every other client would wait for
+        if let Some(old) = old {
+            release(old);
+        }
+        self.said_no_header.store(false, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// A new stream that does not fit beside the old one: if it fits in the old one's place
+    /// (an acquisition program that restarts sends the same header again), end the old one
+    /// first and make the new one in its space, as the reference does. Not while a local
+    /// process maps the old stream: its memory would stay taken, and its readers go on
+    /// reading it; the PUT_HDR is refused then and the old header stays served.
+    fn make_room(
+        &self,
+        too_large: CreateError,
+        scfg: &mut StreamConfig,
+    ) -> Result<rtloop_stream::Replacement, Refused> {
+        let CreateError::TooLarge {
+            requested_bytes,
+            available_bytes,
+            ..
+        } = too_large
+        else {
+            return Err(too_large.to_string());
+        };
+        let path = stream_path(&self.cfg.stream);
+        let Some(old) = self.lock().clone() else {
+            return Err(too_large.to_string());
+        };
+        let meta = std::fs::metadata(&path).ok();
+        let on_disk = meta.as_ref().map(MetadataExt::ino);
+        let old_bytes = meta.map_or(0, |m| m.blocks() * 512);
+        if !old.owned || on_disk != Some(old.inode) {
+            return Err(too_large.to_string());
+        }
+        if requested_bytes > available_bytes.saturating_add(old_bytes) {
+            return Err(format!(
+                "{too_large}; even in the place of the stream it replaces ({old_bytes} bytes) it would not fit"
+            ));
+        }
+        let elsewhere = mapped_by_other_processes(&path, old.inode);
+        if !elsewhere.is_empty() {
+            return Err(format!(
+                "{too_large}; it would fit in the place of the stream it replaces ({old_bytes} bytes), but local processes {elsewhere:?} still read that stream (their memory of it stays taken until they close it); the old header stays served"
+            ));
+        }
+        drop(old);
+        tracing::info!(
+            stream = %self.cfg.stream,
+            "PUT_HDR: the new stream does not fit beside the old one ({requested_bytes} bytes needed, {available_bytes} free); ending the old one to make room"
+        );
+        let old = self.take_and_remove();
+        if let Some(old) = old {
+            release(old);
+        }
+        // a request in progress may hold the old stream a moment longer: its memory comes
+        // back when it lets go
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            match prepare(&self.cfg.stream, scfg) {
+                Ok(p) => return Ok(p),
+                Err(CreateError::TooLarge { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{e}; the old header was ended to make room, but its memory is still held in this process (a reader of the stream?): the server has no header now"
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Take the served stream out and remove its name, under the state lock (so no request
+    /// finds the old file by name in between and serves it as a local stream); the caller
+    /// releases what it returns without the lock.
+    fn take_and_remove(&self) -> Option<Arc<Served>> {
+        let mut st = self.lock();
+        let old = st.take();
+        if let Some(o) = &old {
+            // its writer closes here (cheap; the stream stays mapped through `o`) so that
+            // the removal below is not refused for a live writer
+            o.retired.store(true, Ordering::Release);
+            *o.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        let _ = Stream::remove(&self.cfg.stream);
+        drop(st);
+        old
     }
 
     fn put_data(&self, def: &DataDef, data: &[u8]) -> Result<(), Refused> {
@@ -685,12 +863,11 @@ impl Buffer {
                 self.cfg.stream, self.cfg.stream
             ));
         }
-        let mut st = self.lock();
-        if let Some(old) = st.take() {
-            old.retired.store(true, Ordering::Release);
-            *old.writer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        drop(s);
+        let old = self.take_and_remove();
+        if let Some(old) = old {
+            release(old);
         }
-        let _ = Stream::remove(&self.cfg.stream);
         Ok(())
     }
 
@@ -735,7 +912,9 @@ impl Buffer {
                 break;
             }
             // the header was replaced or flushed: wait on the one in force (polling for a
-            // new one after a FLUSH_HDR), until the deadline
+            // new one after a FLUSH_HDR), until the deadline; the old one is let go now, so a
+            // PUT_HDR that needs its memory gets it
+            drop(s);
             let next = loop {
                 if self.waits_ended.load(Ordering::Relaxed) {
                     return Err(stopping());
@@ -783,7 +962,8 @@ impl Buffer {
     /// the buffer at process exit.
     pub fn close(&self) {
         self.end_waits();
-        if let Some(s) = self.lock().take() {
+        let old = self.lock().take();
+        if let Some(s) = old {
             s.retired.store(true, Ordering::Release);
         }
         if self.cfg.remove_on_drop {
@@ -850,6 +1030,54 @@ fn resolve(
     } else {
         Ok((b, e + 1))
     }
+}
+
+/// Make the new stream under a hidden name; channel names that do not fit the stream header
+/// stay in the chunk only.
+fn prepare(name: &str, scfg: &mut StreamConfig) -> Result<rtloop_stream::Replacement, CreateError> {
+    match Stream::prepare_replacement(name, scfg) {
+        Err(CreateError::Labels(_)) if !scfg.ch_names.is_empty() => {
+            scfg.ch_names.clear();
+            Stream::prepare_replacement(name, scfg)
+        }
+        r => r,
+    }
+}
+
+/// Other processes that map the stream file `path` (inode `ino`), from /proc/<pid>/maps.
+/// Processes this one may not inspect are not seen; streams are owner-only, so their readers
+/// run as the same user (or root) and are.
+fn mapped_by_other_processes(path: &std::path::Path, ino: u64) -> Vec<u32> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let path = path.to_string_lossy();
+    let ino = ino.to_string();
+    let mut pids = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        // address perms offset dev inode path
+        let maps_it = maps
+            .lines()
+            .any(|l| l.split_whitespace().nth(4) == Some(ino.as_str()) && l.ends_with(&*path));
+        if maps_it {
+            pids.push(pid);
+        }
+    }
+    pids
 }
 
 /// A FieldTrip type/value as an event value of the stream, if a slot can hold it exactly
