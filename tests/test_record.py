@@ -122,6 +122,17 @@ def test_bad_input(tmp_path: Path, make_name: Callable[[], str]) -> None:
         rtloop.load(bad)
 
 
+def back_dated(stamps: np.ndarray, rate: float) -> np.ndarray:
+    """Each sample's time from a recording's commit stamps (one per commit, repeated for each
+    of its samples): the commit's earlier samples one period earlier each, as readers see them."""
+    t = np.array(stamps, dtype=np.float64)
+    after = 0
+    for i in range(len(t) - 2, -1, -1):
+        after = after + 1 if stamps[i + 1] == stamps[i] else 0
+        t[i] -= after / rate
+    return t
+
+
 def test_export_loads_in_pyxdf_and_pynwb(make_name: Callable[[], str], tmp_path: Path) -> None:
     pyxdf = need("pyxdf", "pyxdf")
     pynwb = need("pynwb", "pynwb")
@@ -145,7 +156,7 @@ def test_export_loads_in_pyxdf_and_pynwb(make_name: Callable[[], str], tmp_path:
     by_name = {st["info"]["name"][0]: st for st in streams}
     data = by_name[name]
     np.testing.assert_array_equal(data["time_series"], x)
-    np.testing.assert_allclose(data["time_stamps"], r.timestamps)
+    np.testing.assert_allclose(data["time_stamps"], back_dated(r.timestamps, 1000.0))
     labels = [c["label"][0] for c in data["info"]["desc"][0]["channels"][0]["channel"]]
     assert labels == ["a", "b"]
     assert by_name[name + "-events"]["time_series"][0][0] == "stim=on"
@@ -185,7 +196,13 @@ def test_xdf_export_keeps_type_source_id_channels_and_description(
     rec.communicate(timeout=30)
     to_xdf(tmp_path / name, tmp_path / "r.xdf")
     streams, _ = pyxdf.load_xdf(str(tmp_path / "r.xdf"), dejitter_timestamps=False)
-    info = next(st["info"] for st in streams if st["info"]["name"][0] == name)
+    got = next(st for st in streams if st["info"]["name"][0] == name)
+    info = got["info"]
+    # each sample its own time: 250 Hz steps inside each commit of 10, no flat runs
+    r = rtloop.load(tmp_path / name)
+    np.testing.assert_allclose(got["time_stamps"], back_dated(r.timestamps, 250.0))
+    steps = np.diff(got["time_stamps"]).reshape(-1)
+    assert np.allclose(np.delete(steps, [9, 19, 29, 39]), 0.004)
     assert info["type"] == ["EEG"] and info["source_id"] == ["amp-1234"]
     chans = info["desc"][0]["channels"][0]["channel"]
     assert [(c["label"][0], c["unit"][0], c["type"][0]) for c in chans] == [

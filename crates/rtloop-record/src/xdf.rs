@@ -314,6 +314,22 @@ pub fn to_recording(file: &Path, pick: Option<&str>, out: &Path) -> Result<Strin
     Ok(s.name.clone())
 }
 
+/// Give each sample of a regular stream its own time, as readers and pylsl do: the file
+/// keeps one stamp per commit (its last sample's) for every sample of the commit, and each
+/// earlier sample of the commit is one period earlier. `stamps` are little-endian u64 ns.
+fn back_date_commits(stamps: &mut [u8], rate: f64) {
+    let period = 1e9 / rate;
+    let mut after = 0u64; // samples after this one in its commit
+    let mut later: Option<u64> = None; // the next sample's stamp as the file has it
+    for chunk in stamps.chunks_exact_mut(8).rev() {
+        let stamp = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        after = if later == Some(stamp) { after + 1 } else { 0 };
+        later = Some(stamp);
+        let t = stamp.saturating_sub((after as f64 * period).round() as u64);
+        chunk.copy_from_slice(&t.to_le_bytes());
+    }
+}
+
 /// XDF's channel format of an rtloop dtype (XDF has no unsigned formats): the inverse of
 /// [`XdfStream::dtype`].
 fn xdf_format(dtype: DType) -> Option<&'static str> {
@@ -595,6 +611,9 @@ pub fn write_recording(dir: &Path, out: &Path, chunk: usize) -> Result<u64, XdfW
     stamps_file
         .read_exact(&mut stamps)
         .map_err(io(&dir.join("timestamps.bin")))?;
+    if h.sfreq > 0.0 {
+        back_date_commits(&mut stamps, h.sfreq);
+    }
     let ts = |i: u64| {
         let b = &stamps[i as usize * 8..i as usize * 8 + 8];
         u64::from_le_bytes(b.try_into().unwrap_or_default()) as f64 * 1e-9
@@ -818,6 +837,21 @@ mod tests {
         // it gets the next recorded row's (row 2)
         assert_eq!(st[1].strings, ["stim=on", "vals=[1.0, 2.5]"]);
         assert_eq!(st[1].stamps, [1.004, 1.008]);
+    }
+
+    #[test]
+    fn each_sample_of_a_commit_gets_its_own_time_back_dated_by_the_rate() {
+        // commits of 3, 1 and 2 samples, 2 ns apart at 500 MHz
+        let mut b: Vec<u8> = [10u64, 10, 10, 20, 30, 30]
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect();
+        back_date_commits(&mut b, 5e8);
+        let t: Vec<u64> = b
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(t, [6, 8, 10, 20, 28, 30]);
     }
 
     #[test]
