@@ -109,6 +109,12 @@ fn the_core_depends_only_on_the_os_layer() {
 }
 
 #[test]
+fn the_measurement_helpers_depend_only_on_the_os_layer() {
+    // clocks, histograms, tables and charts measure anything: they read no stream
+    assert_eq!(graph()["rtloop-metrics"], ["rtloop-sys"]);
+}
+
+#[test]
 fn process_orchestration_depends_on_no_rtloop_crate() {
     // rtloop-launch is below every library that starts child processes
     let g = graph();
