@@ -33,6 +33,7 @@ impl SharedFile {
             .write(true)
             .create_new(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
         let mapped = f
             .set_len(len as u64)
@@ -43,13 +44,45 @@ impl SharedFile {
         mapped
     }
 
-    /// Map the whole of an existing `path`, refused when it is shorter than `min_len`.
+    /// Map the whole of an existing `path`, refused when it is shorter than `min_len`, when
+    /// it is a symbolic link or not a regular file, or when another user owns it (a file
+    /// another user can truncate would hand them this process: a page past a truncated end
+    /// raises SIGBUS), as stream files are.
     pub fn open(path: &Path, min_len: usize, populate: bool) -> std::io::Result<SharedFile> {
+        use std::io::{Error, ErrorKind};
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .open(path)?;
-        let len = f.metadata()?.len() as usize;
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    let why = "is a symbolic link; rtloop maps only the file itself";
+                    Error::new(
+                        ErrorKind::PermissionDenied,
+                        format!("{} {why}", path.display()),
+                    )
+                } else {
+                    e
+                }
+            })?;
+        let meta = f.metadata()?;
+        if !meta.is_file() {
+            let why = format!("{} is not a regular file", path.display());
+            return Err(Error::new(ErrorKind::PermissionDenied, why));
+        }
+        let (owner, me) = (
+            std::os::unix::fs::MetadataExt::uid(&meta),
+            rustix::process::geteuid().as_raw(),
+        );
+        if owner != me {
+            let why = format!(
+                "{} is owned by user {owner}, not by this user ({me}); rtloop maps only its own user's files",
+                path.display()
+            );
+            return Err(Error::new(ErrorKind::PermissionDenied, why));
+        }
+        let len = meta.len() as usize;
         if len < min_len || len == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -156,6 +189,34 @@ mod tests {
             "{e}"
         );
         drop(b);
+        drop(a);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_link_or_another_users_file_is_refused_by_name() {
+        let dir = crate::shm_dir();
+        let path = dir.join(format!("rtloop-sharedfile-own-{}", std::process::id()));
+        let link = dir.join(format!("rtloop-sharedfile-link-{}", std::process::id()));
+        let a = SharedFile::create(&path, 4096, false).unwrap();
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let e = SharedFile::open(&link, 4096, false).err().unwrap();
+        let _ = std::fs::remove_file(&link);
+        assert!(
+            e.to_string()
+                .ends_with("is a symbolic link; rtloop maps only the file itself"),
+            "{e}"
+        );
+        // another user's file: only root can make one here
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+            let e = SharedFile::open(&path, 4096, false).err().unwrap();
+            assert!(
+                e.to_string()
+                    .contains("is owned by user 65534, not by this user (0)"),
+                "{e}"
+            );
+        }
         drop(a);
         assert!(!path.exists());
     }
