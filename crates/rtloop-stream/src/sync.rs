@@ -98,6 +98,15 @@ pub(crate) mod tests_knobs {
         /// but the futex word unchanged: the writer published them without seeing the
         /// announced sleeper (a lost wake-up; the sleep ended only at its time limit).
         pub(crate) static SLEPT_THROUGH_A_COMMIT: Cell<u64> = const { Cell::new(0) };
+        /// Waits of this thread that announced a sleeper and then found the samples at the
+        /// re-check before sleeping: the hand-offs whose outcome the Dekker pair decided
+        /// (the writer's `waiters` load came before the announcement), the race a stress
+        /// test must hit to show anything.
+        pub(crate) static FOUND_AFTER_ANNOUNCING: Cell<u64> = const { Cell::new(0) };
+        /// A writer that stays on the light barrier after commits that found a sleeper (no
+        /// turn to the fence, see `Writer::choose_barrier`), so that every commit of a stress
+        /// test races the sleeper with the light barrier.
+        pub(crate) static WRITER_STAYS_LIGHT: Cell<bool> = const { Cell::new(false) };
     }
 }
 
