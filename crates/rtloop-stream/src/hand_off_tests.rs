@@ -4,8 +4,9 @@
 //! the same instant and random small gaps on both sides, pinned to the same CPU and to two
 //! different CPUs. Every hand-off is counted: found by the reader before it announced
 //! itself, found at its re-check after announcing (the writer's `waiters` load came first:
-//! the race the sleeper's `membarrier` decides), woken by the writer, or lost (the reader
-//! slept with the sample committed and no wake: `tests_knobs::SLEPT_THROUGH_A_COMMIT`).
+//! the race the sleeper's `membarrier` decides), woken by the writer, or lost (the reader's
+//! re-check missed the sample, it slept and found it only when the sleep ran out,
+//! `tests_knobs::SLEPT_THROUGH_A_COMMIT`, and the commit did not bump the futex word).
 //!
 //! On x86 the only reordering that can lose such a wake-up is the writer's `waiters` load
 //! passing its own `written` store (store buffer); without the sleeper's `membarrier`
@@ -52,7 +53,7 @@ struct Counts {
     at_the_recheck: u64,
     /// The writer saw the announced reader and bumped the futex word.
     woken: u64,
-    /// The reader slept with the sample committed and the word unchanged: lost or late.
+    /// The reader slept through the commit, which did not bump the word: lost (or late).
     lost: u64,
     elapsed: Duration,
 }
@@ -181,8 +182,13 @@ fn hand_offs(
     };
     let arrivals = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicU64::new(u64::MAX));
+    // the last hand-off whose commit has returned, and whether that commit bumped the futex
+    // word (it saw the announced reader)
+    let committed = Arc::new(AtomicU64::new(0));
+    let bumped = Arc::new(AtomicU64::new(0));
     let writer = {
         let (arrivals, stop) = (arrivals.clone(), stop.clone());
+        let (committed, bumped) = (committed.clone(), bumped.clone());
         std::thread::spawn(move || {
             rtloop_sys::pin_to_cpu(wcpu).unwrap();
             tests_knobs::WRITER_STAYS_LIGHT.set(true);
@@ -196,7 +202,15 @@ fn hand_offs(
                 }
                 spin(gaps.next(writer_gap));
                 sample[..8].copy_from_slice(&i.to_ne_bytes());
+                let samples = &w.stream().map.control().samples;
+                let before = samples.data_seq();
                 w.write_bytes(&sample, None).unwrap();
+                // only this writer changes the word
+                let woke = w.stream().map.control().samples.data_seq() != before;
+                // SYNC: Relaxed, then Release: the reader reads `bumped` after its Acquire
+                // load of `committed` shows this hand-off.
+                bumped.store(u64::from(woke), Ordering::Relaxed);
+                committed.store(i, Ordering::Release);
             }
             // SYNC: Relaxed: read on this thread after its own commits.
             w.stream()
@@ -217,12 +231,10 @@ fn hand_offs(
             tests_knobs::SLEPT_THROUGH_A_COMMIT.get(),
             tests_knobs::FOUND_AFTER_ANNOUNCING.get(),
         );
-        let seq = |r: &crate::Reader<HeapBacking>| r.stream().map.control().samples.data_seq();
         let started = Instant::now();
         for i in 1..=rounds {
             meet(&arrivals, i, same);
             spin(gaps.next(reader_gap));
-            let before = seq(&r);
             let (lost, found) = (
                 tests_knobs::SLEPT_THROUGH_A_COMMIT.get(),
                 tests_knobs::FOUND_AFTER_ANNOUNCING.get(),
@@ -246,11 +258,23 @@ fn hand_offs(
             );
             r.seek(i).unwrap();
             c.hand_offs = i;
-            if tests_knobs::SLEPT_THROUGH_A_COMMIT.get() > lost {
+            // the writer's commit may still be between its `written` store and its bump
+            // (preempted there): judge once it has returned
+            // SYNC: Acquire pairs with the writer's Release store of `committed`.
+            while committed.load(Ordering::Acquire) < i {
+                std::thread::yield_now();
+            }
+            // SYNC: Relaxed: ordered by the Acquire load above.
+            let woke = bumped.load(Ordering::Relaxed) != 0;
+            if tests_knobs::SLEPT_THROUGH_A_COMMIT.get() > lost && !woke {
+                // the reader slept (its re-check after announcing missed the sample) and the
+                // writer's `waiters` load missed the announcement: a lost wake-up
                 c.lost += 1;
             } else if tests_knobs::FOUND_AFTER_ANNOUNCING.get() > found {
                 c.at_the_recheck += 1;
-            } else if seq(&r) != before {
+            } else if woke {
+                // (also a sleep that ran out its slice while the writer was preempted
+                // between its store and its bump: slow, not lost)
                 c.woken += 1;
             } else {
                 c.before_announcing += 1;
@@ -265,11 +289,7 @@ fn hand_offs(
         }
         c.elapsed = started.elapsed();
         tests_knobs::SKIP_HEAVY_BARRIER.set(false);
-        assert_eq!(
-            tests_knobs::SLEPT_THROUGH_A_COMMIT.get() - lost0,
-            c.lost,
-            "every sleep through a commit belongs to a hand-off"
-        );
+        assert!(tests_knobs::SLEPT_THROUGH_A_COMMIT.get() - lost0 >= c.lost);
         assert!(tests_knobs::FOUND_AFTER_ANNOUNCING.get() - found0 >= c.at_the_recheck);
         c
     });
