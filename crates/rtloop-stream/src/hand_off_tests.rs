@@ -13,7 +13,7 @@
 //! nothing forbids it (`hand_offs_without_the_sleepers_membarrier_lose_wake_ups`).
 //!
 //! `RTLOOP_SOAK=1` runs 10^8 hand-offs in an optimised build (`scripts/test-all.sh`'s
-//! `handoff` stage runs these tests with `--release`).
+//! `handoff` stage runs these tests with `--release`); `RTLOOP_HANDOFFS=N` runs N.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -369,7 +369,13 @@ fn a_light_writer_never_leaves_a_sleeping_reader_asleep() {
     // per placement: 10^8 hand-offs in all in the soak stage's optimised run (about 30
     // minutes on a 2-vCPU VM); a short run otherwise (the optimised build is faster, and it
     // is the one that shows a missing barrier; an unoptimised one would take a day for 10^8)
-    let rounds = if soak() && !cfg!(debug_assertions) {
+    let asked = std::env::var("RTLOOP_HANDOFFS").ok().map(|v| {
+        v.parse::<u64>()
+            .unwrap_or_else(|_| panic!("RTLOOP_HANDOFFS={v}: give a whole number of hand-offs"))
+    });
+    let rounds = if let Some(n) = asked {
+        n / placements().len() as u64
+    } else if soak() && !cfg!(debug_assertions) {
         100_000_000 / placements().len() as u64
     } else if cfg!(debug_assertions) {
         4_000
