@@ -57,7 +57,8 @@ python_test() {
 
 # the light barrier's hand-offs (crates/rtloop-stream/src/hand_off_tests.rs) in an optimised
 # build, the one fast enough to show what a missing membarrier loses; 10^8 hand-offs with
-# RTLOOP_SOAK=1 (about 30 minutes on a 2-vCPU VM). One test at a time: each pins two threads.
+# RTLOOP_SOAK=1 (about 1.5 hours on a loaded 2-vCPU VM: 4*10^6 took 4 minutes). One test
+# at a time: each pins two threads.
 handoff_test() {
     cargo test --release --locked -p rtloop-stream --lib hand_off_tests -- --test-threads 1 --nocapture
 }

@@ -366,8 +366,8 @@ const SHAPES: [Shape; 4] = [
 #[test]
 #[cfg_attr(miri, ignore = "miri cannot issue membarrier or pin threads")]
 fn a_light_writer_never_leaves_a_sleeping_reader_asleep() {
-    // per placement: 10^8 hand-offs in all in the soak stage's optimised run (about 30
-    // minutes on a 2-vCPU VM); a short run otherwise (the optimised build is faster, and it
+    // per placement: 10^8 hand-offs in all in the soak stage's optimised run (about 1.5
+    // hours on a loaded 2-vCPU VM); a short run otherwise (the optimised build is faster, and it
     // is the one that shows a missing barrier; an unoptimised one would take a day for 10^8)
     let asked = std::env::var("RTLOOP_HANDOFFS").ok().map(|v| {
         v.parse::<u64>()
