@@ -56,6 +56,8 @@ mod sync;
 mod sys;
 mod writer;
 
+#[cfg(all(test, not(loom)))]
+mod hand_off_tests;
 #[cfg(all(test, loom))]
 mod loom_tests;
 #[cfg(all(test, not(loom)))]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use loom::thread;
 
-use crate::backing::HeapBacking;
+use crate::backing::{Backing, HeapBacking};
 use crate::sys::{model, ProcessId};
 use crate::{
     DType, Event, EventValue, ReadError, ReaderMode, Stream, StreamConfig, WaitError, Writer,
@@ -251,6 +251,77 @@ fn loom_writer_claiming_while_a_reader_falls_asleep_wakes_it() {
             w // keep the writer open: only the commit may end the wait
         });
         assert_eq!(r.wait(1, None), Ok(1));
+        drop(t.join().expect("writer"));
+    });
+}
+
+/// (d'') The asymmetric pair as it ships: the writer's light barrier orders nothing (a
+/// Release store of `written`, then a Relaxed load of `waiters`), and the sleeper's
+/// `membarrier` is modelled as the interrupt it is (`sync::ipi`): the writer's thread takes
+/// it before or after its commit, between that store and that load, or idle afterwards,
+/// and runs a full barrier then. The sleeper is always woken. Without the interrupt the
+/// same model loses the wake-up
+/// (`loom_light_writer_without_the_sleepers_membarrier_loses_the_wake_up`).
+#[test]
+fn loom_light_writer_wakes_a_sleeper_whose_membarrier_interrupts_it() {
+    light_writer_and_a_sleeper(true);
+}
+
+/// (d''') The model above with the sleeper's `membarrier` left out: nothing orders the
+/// light writer's `waiters` load after its `written` store, and loom finds the run where
+/// the writer misses the announcement while the sleeper's re-check misses the sample (a
+/// lost wake-up, a deadlock without timeouts). This is what the interrupt is for.
+#[should_panic(expected = "deadlock")]
+#[test]
+fn loom_light_writer_without_the_sleepers_membarrier_loses_the_wake_up() {
+    light_writer_and_a_sleeper(false);
+}
+
+/// A light writer commits one sample while a reader falls asleep for it; `membarrier`:
+/// whether the sleeper's interrupt is delivered.
+fn light_writer_and_a_sleeper(membarrier: bool) {
+    use crate::layout::publish_barrier::LIGHT;
+    use crate::sync::{ipi::Ipi, AtomicU64, Ordering};
+    loom::model(move || {
+        as_process(1);
+        let s = heap(2);
+        let mut r = s.reader(ReaderMode::Latest).expect("reader");
+        r.set_spin(Duration::ZERO);
+        let mut w = writer(&s);
+        // SYNC: Relaxed: read after the claim, on this thread.
+        let word = s
+            .map
+            .control()
+            .owner
+            .publish_barrier
+            .load(Ordering::Relaxed);
+        assert_eq!(
+            word, LIGHT,
+            "the model's writer publishes with the light barrier"
+        );
+        let ipi = Ipi::new(membarrier);
+        let done = std::sync::Arc::new(AtomicU64::new(0));
+        let t = {
+            let (ipi, done) = (ipi.clone(), done.clone());
+            thread::spawn(move || {
+                as_process(1);
+                ipi.install();
+                ipi.serve();
+                write(&mut w, 1);
+                ipi.serve();
+                // an idle CPU takes interrupts too (only a delivered line is ever asked)
+                // SYNC: Acquire: the model's own hand-shake, it orders nothing of the stream.
+                while ipi.delivered && done.load(Ordering::Acquire) == 0 {
+                    ipi.serve();
+                    thread::yield_now();
+                }
+                w // keep the writer open: only the commit may end the wait
+            })
+        };
+        ipi.install();
+        assert_eq!(r.wait(1, None), Ok(1));
+        // SYNC: Release: the model's hand-shake above.
+        done.store(1, Ordering::Release);
         drop(t.join().expect("writer"));
     });
 }

@@ -923,10 +923,21 @@ pub(crate) fn wait_until<B: Backing>(
     // the writer's liveness costs system calls and two reads of /proc: judge it only once a
     // wait has lasted a whole slice, never on the way into an ordinary sleep
     let mut next_liveness = started + LIVENESS_SLICE;
+    #[cfg(all(test, not(loom)))]
+    let mut first_check = true;
     let result = loop {
         let w = sync.written();
         if w >= until {
+            #[cfg(all(test, not(loom)))]
+            if first_check {
+                crate::sync::tests_knobs::FOUND_AFTER_ANNOUNCING
+                    .set(crate::sync::tests_knobs::FOUND_AFTER_ANNOUNCING.get() + 1);
+            }
             break Ok(w);
+        }
+        #[cfg(all(test, not(loom)))]
+        {
+            first_check = false;
         }
         // A cleanly closed writer writes nothing more: end the wait once everything it wrote
         // is there. Checked after announcing: the writer's drop stores the word, then a

@@ -223,8 +223,6 @@ enum Broken {
     Nothing,
     /// The writer never looks at the announced sleepers.
     WriterIgnoresSleepers,
-    /// The sleeper's membarrier (the light writer's store→load is then unordered).
-    SleepersMembarrier,
 }
 
 /// Sleeps through a commit (see `tests_knobs::SLEPT_THROUGH_A_COMMIT`) over `rounds`
@@ -288,7 +286,6 @@ fn sleeps_through_commits(
         }
     });
     let before = tests_knobs::SLEPT_THROUGH_A_COMMIT.get();
-    tests_knobs::SKIP_HEAVY_BARRIER.set(broken == Broken::SleepersMembarrier);
     let mut done_rounds = 0;
     for i in 1..=rounds {
         // SYNC: Release: the hand-shake above.
@@ -301,7 +298,6 @@ fn sleeps_through_commits(
             break;
         }
     }
-    tests_knobs::SKIP_HEAVY_BARRIER.set(false);
     // SYNC: Relaxed: the hand-shake above.
     done.store(1, Ordering::Relaxed);
     writer.join().unwrap();
@@ -331,16 +327,6 @@ fn a_sleeping_reader_never_sleeps_through_a_light_writers_commit() {
             "{slept} sleeps went through a commit in {rounds} hand-offs (fence hold {hold:?} ns)"
         );
     }
-}
-
-/// The light writer without the sleeper's membarrier: a lost wake-up needs the writer's
-/// `waiters` load to pass its own `written` store, which x86 allows but rarely shows; run
-/// by hand to look for it (200,000 hand-offs).
-#[test]
-#[ignore = "looks for a hardware reordering that may not show in any number of rounds"]
-fn without_the_sleepers_membarrier_look_for_a_lost_wake_up() {
-    let (slept, rounds) = sleeps_through_commits(Broken::SleepersMembarrier, Some(0), 200_000, 5);
-    eprintln!("{slept} sleeps through a commit in {rounds} hand-offs");
 }
 
 /// The writer fences while readers sleep for samples (they then skip the `membarrier` a

@@ -42,14 +42,113 @@ pub(crate) fn spin_hint() {
 /// pair orders as two SeqCst fences would, and the writer's every commit skips the one
 /// instruction that waits for its stores to reach other CPUs (see docs/memory-ordering.md).
 ///
-/// Under loom this is a SeqCst fence: that is what the sleeper's `membarrier` guarantees
-/// the writer executed between the store and the load, whenever the two could race.
+/// Under loom this is a SeqCst fence (the contract the sleeper's `membarrier` gives the
+/// writer between the store and the load, whenever the two could race), except on a model
+/// thread that runs the asymmetric pair itself ([`ipi`]): there it orders nothing and only
+/// serves a pending `membarrier` request, as the CPU would take an interrupt at that point.
 #[inline]
 pub(crate) fn light_barrier() {
     #[cfg(loom)]
-    fence(Ordering::SeqCst);
+    match ipi::installed() {
+        Some(ipi) => ipi.serve(),
+        None => fence(Ordering::SeqCst),
+    }
     #[cfg(not(loom))]
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
+}
+
+/// The loom model of `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` as what the kernel makes
+/// of it: an interrupt that makes the writer's CPU run a full barrier at whatever point of
+/// its instruction stream it is, and returns to the sleeper only once that has happened.
+///
+/// The sleeper (its [`heavy_barrier`]) asks and waits for the answer; the writer's thread
+/// answers at each point where it could take the interrupt: before and after each of its
+/// steps, between its `written` store and its `waiters` load ([`light_barrier`], which then
+/// orders nothing), and in a loop after its work, as an idle CPU would. An answer is a
+/// SeqCst fence (the kernel's `smp_mb` in the interrupt), then the acknowledgement; the
+/// request read with Acquire and the acknowledgement read with Acquire order the pair on
+/// their own too, as the kernel's own hand-shake does. Nothing else orders the writer's
+/// store→load, so the models using it check the pair that ships, not two fences: without
+/// the request the wake-up is lost, and a request made before the sleeper's announcement
+/// (too early) loses it as well.
+#[cfg(loom)]
+pub(crate) mod ipi {
+    use std::cell::RefCell;
+    use std::sync::Arc;
+
+    use super::{fence, spin_hint, AtomicU64, Ordering};
+
+    /// One writer CPU's interrupt line, shared by the model's writer and sleeper threads.
+    #[derive(Default)]
+    pub(crate) struct Ipi {
+        /// `false`: the sleeper's `membarrier` is left out (it asks for nothing), to show
+        /// what the models find without it.
+        pub(crate) delivered: bool,
+        /// Requests made so far.
+        asked: AtomicU64,
+        /// Requests answered so far (each answer after a full barrier).
+        answered: AtomicU64,
+    }
+
+    loom::thread_local! {
+        static INSTALLED: RefCell<Option<Arc<Ipi>>> = RefCell::new(None);
+    }
+
+    impl Ipi {
+        /// A line whose requests are delivered (`true`) or never made (`false`).
+        pub(crate) fn new(delivered: bool) -> Arc<Ipi> {
+            Arc::new(Ipi {
+                delivered,
+                ..Ipi::default()
+            })
+        }
+
+        /// This model thread takes part in the asymmetric pair from now on: its light
+        /// barrier orders nothing and its heavy barrier asks over `self`.
+        pub(crate) fn install(self: &Arc<Self>) {
+            INSTALLED.with(|i| *i.borrow_mut() = Some(self.clone()));
+        }
+
+        /// The writer's CPU at a point where it can take the interrupt: if a request is
+        /// pending, a full barrier, then the answer.
+        pub(crate) fn serve(&self) {
+            // SYNC: Acquire pairs with the sleeper's AcqRel request: its announcement and
+            // SeqCst fence, made before the request, come before our fence (so our later
+            // `waiters` load sees the announcement).
+            let asked = self.asked.load(Ordering::Acquire);
+            // SYNC: Relaxed: only this thread stores `answered`.
+            if asked > self.answered.load(Ordering::Relaxed) {
+                fence(Ordering::SeqCst);
+                // SYNC: Release: our stores before the fence (the `written` store) are
+                // visible to the sleeper that reads this answer with Acquire.
+                self.answered.store(asked, Ordering::Release);
+            }
+        }
+
+        /// The sleeper's `membarrier`: ask, and return once the writer's CPU answered.
+        fn request(&self) {
+            // SYNC: AcqRel: see `serve`.
+            let mine = self.asked.fetch_add(1, Ordering::AcqRel) + 1;
+            // SYNC: Acquire pairs with the Release answer in `serve`.
+            while self.answered.load(Ordering::Acquire) < mine {
+                spin_hint();
+            }
+        }
+    }
+
+    /// The line this model thread uses, if it runs the asymmetric pair.
+    pub(crate) fn installed() -> Option<Arc<Ipi>> {
+        INSTALLED.with(|i| i.borrow().clone())
+    }
+
+    /// The heavy barrier of a thread that runs the pair: a delivered request.
+    pub(super) fn heavy() {
+        if let Some(ipi) = installed() {
+            if ipi.delivered {
+                ipi.request();
+            }
+        }
+    }
 }
 
 /// The sleeper's half of the asymmetric barrier (see [`light_barrier`]): after it, every
@@ -57,11 +156,16 @@ pub(crate) fn light_barrier() {
 /// on each CPU it was running on. `false` when the kernel refused the call (then nothing
 /// orders a light writer's load after its store, and the sleeper must not sleep long).
 ///
-/// Under loom the writer's light barrier is already a fence, so this is nothing.
+/// Under loom the writer's light barrier is already a fence, so this is nothing, except
+/// on a model thread that runs the asymmetric pair ([`ipi`]): there it interrupts the
+/// writer's thread and waits until that ran a full barrier.
 #[inline]
 pub(crate) fn heavy_barrier() -> bool {
     #[cfg(loom)]
-    return true;
+    {
+        ipi::heavy();
+        return true;
+    }
     #[cfg(not(loom))]
     {
         #[cfg(test)]
@@ -98,6 +202,15 @@ pub(crate) mod tests_knobs {
         /// but the futex word unchanged: the writer published them without seeing the
         /// announced sleeper (a lost wake-up; the sleep ended only at its time limit).
         pub(crate) static SLEPT_THROUGH_A_COMMIT: Cell<u64> = const { Cell::new(0) };
+        /// Waits of this thread that announced a sleeper and then found the samples at the
+        /// re-check before sleeping: the hand-offs whose outcome the Dekker pair decided
+        /// (the writer's `waiters` load came before the announcement), the race a stress
+        /// test must hit to show anything.
+        pub(crate) static FOUND_AFTER_ANNOUNCING: Cell<u64> = const { Cell::new(0) };
+        /// A writer that stays on the light barrier after commits that found a sleeper (no
+        /// turn to the fence, see `Writer::choose_barrier`), so that every commit of a stress
+        /// test races the sleeper with the light barrier.
+        pub(crate) static WRITER_STAYS_LIGHT: Cell<bool> = const { Cell::new(false) };
     }
 }
 

@@ -462,6 +462,10 @@ impl<B: Backing> Writer<B> {
     /// [`store_publish_barrier`]).
     #[inline]
     fn choose_barrier(&mut self, found_a_sleeper: bool, now: u64) {
+        #[cfg(all(test, not(loom)))]
+        if crate::sync::tests_knobs::WRITER_STAYS_LIGHT.get() {
+            return;
+        }
         let light = if found_a_sleeper {
             self.fence_until_ns = now.saturating_add(self.fence_hold_ns);
             false
