@@ -151,27 +151,45 @@ struct State {
     written: u64,
 }
 
+/// Read into `buf[*have..]` until it holds `need` bytes; false if the client went away.
+fn fill<S: Read>(s: &mut S, buf: &mut Vec<u8>, have: &mut usize, need: usize) -> bool {
+    if buf.len() < need {
+        buf.resize(need.max(64 << 10), 0);
+    }
+    while *have < need {
+        match s.read(&mut buf[*have..]) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => *have += n,
+        }
+    }
+    true
+}
+
 fn serve<S: Read + Write + AsFd>(mut s: PolledSocket<'_, S>) {
-    let mut payload = Vec::new();
+    // requests are read as rtloop's server reads them: as many bytes as are there, so a
+    // small request's prefix and payload take one read
+    let mut inbuf = vec![0u8; 64 << 10];
+    let mut have = 0;
     // replies are built at the front of memory that only grows: a GET_DAT's values are
     // what the memory holds (zeros, or an earlier reply's), never copied or cleared again
     let mut out: Vec<u8> = Vec::new();
     let mut st = State::default();
     loop {
-        let mut head = [0u8; 8];
-        if s.read_exact(&mut head).is_err() {
+        if !fill(&mut s, &mut inbuf, &mut have, 8) {
             return;
         }
+        let head: [u8; 8] = inbuf[..8].try_into().expect("8 bytes");
         let Ok(prefix) = codec::parse_prefix(&head) else {
             return;
         };
-        payload.resize(prefix.bufsize as usize, 0);
-        if s.read_exact(&mut payload).is_err() {
+        let need = 8 + prefix.bufsize as usize;
+        if !fill(&mut s, &mut inbuf, &mut have, need) {
             return;
         }
+        let payload = &inbuf[8..need];
         let order = prefix.order;
         let mut reply = Vec::with_capacity(32);
-        let (respond, values) = match codec::parse_request(&prefix, &payload) {
+        let (respond, values) = match codec::parse_request(&prefix, payload) {
             Ok(parsed) => (
                 parsed.respond,
                 answer(&mut st, &prefix, &parsed.request, &mut reply),
@@ -188,6 +206,9 @@ fn serve<S: Read + Write + AsFd>(mut s: PolledSocket<'_, S>) {
             out.resize(len, 0);
         }
         out[..reply.len()].copy_from_slice(&reply);
+        // a pipelined next request, if any, moves to the front
+        inbuf.copy_within(need..have, 0);
+        have -= need;
         if respond && len > 0 && s.write_all(&out[..len]).is_err() {
             return;
         }
