@@ -108,8 +108,9 @@ impl Target {
 /// The FieldTrip server the benchmark measures, in a process of its own: what `rtloop serve
 /// --bind 127.0.0.1:0 --unix UNIX --stream STREAM --poll POLL` runs (the server with `rtloop
 /// serve`'s defaults, the stream removed at the end), until its stdin closes. The same process
-/// runs the reference server (TCP) and the limit (TCP and `LIMIT_UNIX`), so that every server
-/// measured lives outside the client's process and its CPU can be counted.
+/// runs the limit (TCP and `LIMIT_UNIX`); with `reference_only` the process runs the reference
+/// server alone (its accept loop wakes every 1 ms, which must not count against the others'
+/// CPU). Every server measured lives outside the client's process and its CPU is counted.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerRole {
     /// The stream the buffer is.
@@ -120,15 +121,29 @@ pub struct ServerRole {
     pub poll: String,
     /// The limit's UNIX socket.
     pub limit_unix: PathBuf,
+    /// Run only the reference server.
+    #[serde(default)]
+    pub reference_only: bool,
 }
 
 impl rtloop_launch::ChildRole for ServerRole {
     const NAME: &'static str = "ft-bench-server";
 }
 
-/// Run [`ServerRole`]: prints `ready tcp=ADDR unix=PATH reference=ADDR limit_tcp=ADDR
-/// limit_unix=unix:PATH`, serves until stdin closes.
+/// Run [`ServerRole`]: prints `ready tcp=ADDR unix=PATH limit_tcp=ADDR limit_unix=unix:PATH`
+/// (`ready reference=ADDR` with `reference_only`), serves until stdin closes.
 pub fn server_role(role: &ServerRole) -> Result<()> {
+    if role.reference_only {
+        let reference = rtloop_peers::fieldtrip_reference::ReferenceServer::start()
+            .context("cannot start the reference server")?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "ready reference={}", reference.addr())?;
+            out.flush()?;
+        }
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        return Ok(());
+    }
     let polling: Polling = role.poll.parse().map_err(BenchError::Config)?;
     let mut bcfg = BufferConfig::new(&role.stream);
     bcfg.remove_on_drop = true;
@@ -148,16 +163,13 @@ pub fn server_role(role: &ServerRole) -> Result<()> {
     let unix = server
         .unix_path()
         .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
-    let reference = rtloop_peers::fieldtrip_reference::ReferenceServer::start()
-        .context("cannot start the reference server")?;
     let limit = rtloop_peers::fieldtrip_limit::LimitServer::start(&role.limit_unix, polling)
         .context("cannot start the limit server")?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
-            "ready tcp={tcp} unix={unix} reference={} limit_tcp={} limit_unix={}",
-            reference.addr(),
+            "ready tcp={tcp} unix={unix} limit_tcp={} limit_unix={}",
             limit.tcp_addr(),
             limit.unix_addr()
         )?;
@@ -167,31 +179,33 @@ pub fn server_role(role: &ServerRole) -> Result<()> {
     let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
     server.shutdown();
     buffer.close();
-    drop((reference, limit));
+    drop(limit);
     Ok(())
 }
 
-/// The server process ([`ServerRole`]), stopped on drop.
+/// A server process ([`ServerRole`]), stopped on drop.
 struct ServerProcess {
     child: Child,
     stdin: Option<ChildStdin>,
-    tcp: String,
-    unix: String,
-    reference: String,
-    limit_tcp: String,
-    limit_unix: String,
+    /// Its `ready ...` line.
+    line: String,
     dir: PathBuf,
 }
 
 impl ServerProcess {
-    fn start(stream: &str, poll: &str) -> Result<ServerProcess> {
-        let dir = std::env::temp_dir().join(format!("rtloop-ftbench-{}", std::process::id()));
+    fn start(stream: &str, poll: &str, reference_only: bool) -> Result<ServerProcess> {
+        let dir = std::env::temp_dir().join(format!(
+            "rtloop-ftbench-{}{}",
+            std::process::id(),
+            if reference_only { "-ref" } else { "" }
+        ));
         std::fs::create_dir_all(&dir)?;
         let role = ServerRole {
             stream: stream.to_owned(),
             unix: dir.join("ft.sock"),
             poll: poll.to_owned(),
             limit_unix: dir.join("limit.sock"),
+            reference_only,
         };
         let mut child = rtloop_launch::command(&role)?
             // as `rtloop serve --log-level error`
@@ -203,35 +217,35 @@ impl ServerProcess {
         let stdin = child.stdin.take();
         let mut line = String::new();
         BufReader::new(child.stdout.take().context("server stdout")?).read_line(&mut line)?;
-        let field = |k: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(k))
-                .map(str::to_owned)
-        };
-        let (Some(tcp), Some(unix), Some(reference), Some(limit_tcp), Some(limit_unix)) = (
-            field("tcp="),
-            field("unix="),
-            field("reference="),
-            field("limit_tcp="),
-            field("limit_unix="),
-        ) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(BenchError::Failed(format!(
-                "the FieldTrip server did not start: {line:?}"
-            )));
-        };
-        Ok(ServerProcess {
+        let p = ServerProcess {
             child,
             stdin,
-            tcp,
-            unix: format!("unix:{unix}"),
-            reference,
-            limit_tcp,
-            limit_unix,
+            line,
             dir,
-        })
+        };
+        let want: &[&str] = if reference_only {
+            &["reference="]
+        } else {
+            &["tcp=", "unix=", "limit_tcp=", "limit_unix="]
+        };
+        for k in want {
+            p.field(k)?;
+        }
+        Ok(p)
+    }
+
+    /// A `KEY=` field of the ready line.
+    fn field(&self, k: &str) -> Result<String> {
+        self.line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                BenchError::Failed(format!(
+                    "the FieldTrip server did not start: {:?}",
+                    self.line
+                ))
+            })
     }
 }
 
@@ -675,7 +689,12 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     let stream = format!("ftbench-{}", std::process::id());
     let wants = |t: &str| a.transports.iter().any(|x| x == t);
     let server = if wants("tcp") || wants("unix") {
-        Some(ServerProcess::start(&stream, &a.poll)?)
+        Some(ServerProcess::start(&stream, &a.poll, false)?)
+    } else {
+        None
+    };
+    let reference = if wants("tcp") && !a.no_reference {
+        Some(ServerProcess::start(&stream, &a.poll, true)?)
     } else {
         None
     };
@@ -687,18 +706,24 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     if let Some(s) = &server {
         let pid = Some(s.child.id());
         if wants("tcp") {
-            if !a.no_reference {
-                targets.push(("reference tcp", Target::Socket(s.reference.clone(), pid)));
+            if let Some(r) = &reference {
+                targets.push((
+                    "reference tcp",
+                    Target::Socket(r.field("reference=")?, Some(r.child.id())),
+                ));
             }
             if let Some((addr, opid)) = &other {
                 targets.push(("other tcp", Target::Socket(addr.clone(), *opid)));
             }
-            targets.push(("limit tcp", Target::Socket(s.limit_tcp.clone(), pid)));
-            targets.push(("tcp", Target::Socket(s.tcp.clone(), pid)));
+            targets.push(("limit tcp", Target::Socket(s.field("limit_tcp=")?, pid)));
+            targets.push(("tcp", Target::Socket(s.field("tcp=")?, pid)));
         }
         if wants("unix") {
-            targets.push(("limit unix", Target::Socket(s.limit_unix.clone(), pid)));
-            targets.push(("unix", Target::Socket(s.unix.clone(), pid)));
+            targets.push(("limit unix", Target::Socket(s.field("limit_unix=")?, pid)));
+            targets.push((
+                "unix",
+                Target::Socket(format!("unix:{}", s.field("unix=")?), pid),
+            ));
         }
     }
     let inproc_stream = format!("ftbench-inproc-{}", std::process::id());
@@ -738,6 +763,7 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     }
     drop(targets);
     drop(server);
+    drop(reference);
     let versus_reference = FAQ_BLOCKS
         .iter()
         .filter_map(|&(ch, s)| {
