@@ -39,6 +39,8 @@ pub const FAQ_BLOCKS: [(u32, u32); 7] = [
 ];
 /// rtloop over TCP against the reference, written and read, at every block.
 pub const GOAL_RATIO: f64 = 2.0;
+/// rtloop's reads against the limit (a bare server moving the same bytes), every block.
+pub const LIMIT_GOAL: f64 = 0.9;
 /// The FAQ's best in-process ("dma") figure: 8,894,464 values/s (PowerBook G4, 64x256).
 pub const FAQ_BEST_DMA: f64 = 8_894_464.0;
 const FLOAT32: u32 = 9;
@@ -63,6 +65,9 @@ pub struct Config {
     pub poll: String,
     /// Leave the reference server out (it is measured over TCP only).
     pub no_reference: bool,
+    /// Also measure another FieldTrip server at `HOST:PORT` (FieldTrip's own, say), as
+    /// "other tcp"; `HOST:PORT@PID` also counts that process's CPU per request.
+    pub other: Option<String>,
     /// Write results.json and PNG plots into this directory.
     pub out: Option<PathBuf>,
 }
@@ -78,6 +83,7 @@ impl Default for Config {
             rounds: 2000,
             poll: "adaptive".into(),
             no_reference: false,
+            other: None,
             out: None,
         }
     }
@@ -85,14 +91,15 @@ impl Default for Config {
 
 /// One transport's way in: a client factory.
 enum Target {
-    Socket(String),
+    /// A server at an address, and the process it runs in (its CPU is counted) if known.
+    Socket(String, Option<u32>),
     InProcess(Arc<Buffer>),
 }
 
 impl Target {
     fn client(&self) -> Result<Client> {
         Ok(match self {
-            Target::Socket(a) => Client::connect(a)?,
+            Target::Socket(a, _) => Client::connect(a)?,
             Target::InProcess(b) => Client::in_process(b.clone()),
         })
     }
@@ -100,7 +107,10 @@ impl Target {
 
 /// The FieldTrip server the benchmark measures, in a process of its own: what `rtloop serve
 /// --bind 127.0.0.1:0 --unix UNIX --stream STREAM --poll POLL` runs (the server with `rtloop
-/// serve`'s defaults, the stream removed at the end), until its stdin closes.
+/// serve`'s defaults, the stream removed at the end), until its stdin closes. The same process
+/// runs the limit (TCP and `LIMIT_UNIX`); with `reference_only` the process runs the reference
+/// server alone (its accept loop wakes every 1 ms, which must not count against the others'
+/// CPU). Every server measured lives outside the client's process and its CPU is counted.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerRole {
     /// The stream the buffer is.
@@ -109,14 +119,31 @@ pub struct ServerRole {
     pub unix: PathBuf,
     /// How connections wait for requests (`rtloop serve --poll`).
     pub poll: String,
+    /// The limit's UNIX socket.
+    pub limit_unix: PathBuf,
+    /// Run only the reference server.
+    #[serde(default)]
+    pub reference_only: bool,
 }
 
 impl rtloop_launch::ChildRole for ServerRole {
     const NAME: &'static str = "ft-bench-server";
 }
 
-/// Run [`ServerRole`]: prints `ready tcp=ADDR unix=PATH`, serves until stdin closes.
+/// Run [`ServerRole`]: prints `ready tcp=ADDR unix=PATH limit_tcp=ADDR limit_unix=unix:PATH`
+/// (`ready reference=ADDR` with `reference_only`), serves until stdin closes.
 pub fn server_role(role: &ServerRole) -> Result<()> {
+    if role.reference_only {
+        let reference = rtloop_peers::fieldtrip_reference::ReferenceServer::start()
+            .context("cannot start the reference server")?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "ready reference={}", reference.addr())?;
+            out.flush()?;
+        }
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        return Ok(());
+    }
     let polling: Polling = role.poll.parse().map_err(BenchError::Config)?;
     let mut bcfg = BufferConfig::new(&role.stream);
     bcfg.remove_on_drop = true;
@@ -136,35 +163,49 @@ pub fn server_role(role: &ServerRole) -> Result<()> {
     let unix = server
         .unix_path()
         .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+    let limit = rtloop_peers::fieldtrip_limit::LimitServer::start(&role.limit_unix, polling)
+        .context("cannot start the limit server")?;
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "ready tcp={tcp} unix={unix}")?;
+        writeln!(
+            out,
+            "ready tcp={tcp} unix={unix} limit_tcp={} limit_unix={}",
+            limit.tcp_addr(),
+            limit.unix_addr()
+        )?;
         out.flush()?;
     }
     // the benchmark closes our stdin when it is done (or dies)
     let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
     server.shutdown();
     buffer.close();
+    drop(limit);
     Ok(())
 }
 
-/// The server process ([`ServerRole`]), stopped on drop.
+/// A server process ([`ServerRole`]), stopped on drop.
 struct ServerProcess {
     child: Child,
     stdin: Option<ChildStdin>,
-    tcp: String,
-    unix: String,
+    /// Its `ready ...` line.
+    line: String,
     dir: PathBuf,
 }
 
 impl ServerProcess {
-    fn start(stream: &str, poll: &str) -> Result<ServerProcess> {
-        let dir = std::env::temp_dir().join(format!("rtloop-ftbench-{}", std::process::id()));
+    fn start(stream: &str, poll: &str, reference_only: bool) -> Result<ServerProcess> {
+        let dir = std::env::temp_dir().join(format!(
+            "rtloop-ftbench-{}{}",
+            std::process::id(),
+            if reference_only { "-ref" } else { "" }
+        ));
         std::fs::create_dir_all(&dir)?;
         let role = ServerRole {
             stream: stream.to_owned(),
             unix: dir.join("ft.sock"),
             poll: poll.to_owned(),
+            limit_unix: dir.join("limit.sock"),
+            reference_only,
         };
         let mut child = rtloop_launch::command(&role)?
             // as `rtloop serve --log-level error`
@@ -176,26 +217,35 @@ impl ServerProcess {
         let stdin = child.stdin.take();
         let mut line = String::new();
         BufReader::new(child.stdout.take().context("server stdout")?).read_line(&mut line)?;
-        let field = |k: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(k))
-                .map(str::to_owned)
-        };
-        let (Some(tcp), Some(unix)) = (field("tcp="), field("unix=")) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(BenchError::Failed(format!(
-                "the FieldTrip server did not start: {line:?}"
-            )));
-        };
-        Ok(ServerProcess {
+        let p = ServerProcess {
             child,
             stdin,
-            tcp,
-            unix: format!("unix:{unix}"),
+            line,
             dir,
-        })
+        };
+        let want: &[&str] = if reference_only {
+            &["reference="]
+        } else {
+            &["tcp=", "unix=", "limit_tcp=", "limit_unix="]
+        };
+        for k in want {
+            p.field(k)?;
+        }
+        Ok(p)
+    }
+
+    /// A `KEY=` field of the ready line.
+    fn field(&self, k: &str) -> Result<String> {
+        self.line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                BenchError::Failed(format!(
+                    "the FieldTrip server did not start: {:?}",
+                    self.line
+                ))
+            })
     }
 }
 
@@ -231,6 +281,11 @@ pub struct FaqRow {
     pub read_values_per_s: f64,
     /// Values per second written with a new connection per request, if measured.
     pub stateless_write_values_per_s: Option<f64>,
+    /// CPU time the server's process used per write, ns (None in-process, or for a server
+    /// whose process is not known).
+    pub write_cpu_ns_per_request: Option<f64>,
+    /// CPU time the server's process used per read, ns.
+    pub read_cpu_ns_per_request: Option<f64>,
     /// Writes counted.
     pub write_requests: u64,
     /// Reads counted.
@@ -252,6 +307,16 @@ pub struct RatioRow {
     pub goal: f64,
     /// Both ratios reach the goal.
     pub met: bool,
+    /// rtloop's TCP reads over the limit's (a bare server moving the same bytes over TCP).
+    pub read_vs_limit_tcp: Option<f64>,
+    /// rtloop's UNIX socket reads over the limit's over a UNIX socket.
+    pub read_vs_limit_unix: Option<f64>,
+    /// The goal for the ratios to the limit.
+    pub limit_goal: f64,
+    /// rtloop's TCP reads over the other server's (`--other`), if measured.
+    pub read_vs_other: Option<f64>,
+    /// rtloop's TCP writes over the other server's.
+    pub write_vs_other: Option<f64>,
 }
 
 /// The time per write at one block size.
@@ -265,6 +330,62 @@ pub struct LatencyPoint {
     pub samples: u32,
     /// Time per PUT_DAT (PUT_OK received).
     pub write: Summary,
+}
+
+/// A client that reads the newest 32x16 block every [`PACED_PERIOD`], against one server:
+/// what the server's waiting costs when the client does not loop flat out.
+#[derive(Debug, Clone, Serialize)]
+pub struct PacedRow {
+    /// The transport.
+    pub transport: String,
+    /// Reads made.
+    pub requests: u64,
+    /// Time per read (GET_DAT round trip).
+    pub read: Summary,
+    /// CPU the server's process used, as a share of one core.
+    pub cpu_share: Option<f64>,
+    /// CPU the server's process used per read, ns.
+    pub cpu_ns_per_request: Option<f64>,
+}
+
+/// How often the paced client asks.
+pub const PACED_PERIOD: Duration = Duration::from_micros(200);
+
+/// Reads of the newest 32x16 block, one every [`PACED_PERIOD`] (the client sleeps between
+/// them), for `secs`; the server's CPU is counted over the whole time.
+fn paced(target: &Target, name: &str, secs: f64) -> Result<PacedRow> {
+    let (ch, s) = (32, 16);
+    let mut c = target.client()?;
+    c.put_header(ch, 1000.0, FLOAT32, &[])?;
+    c.put_data_bytes(ch, FLOAT32, &block(ch, s), true)?;
+    let mut out = Vec::new();
+    let mut h = LatencyHistogram::new();
+    let pid = pid_of(target);
+    let mut cpu = None;
+    let started = Instant::now();
+    let n = with_cpu(pid, &mut cpu, || -> Result<u64> {
+        let mut n = 0u64;
+        let mut next = Instant::now();
+        while started.elapsed().as_secs_f64() < secs {
+            let t = Instant::now();
+            c.get_data_into(Some((0, s - 1)), &mut out)?;
+            h.record(t.elapsed().as_nanos() as u64);
+            n += 1;
+            next += PACED_PERIOD;
+            if let Some(d) = next.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+        }
+        Ok(n)
+    })?;
+    let wall = started.elapsed().as_nanos() as f64;
+    Ok(PacedRow {
+        transport: name.to_owned(),
+        requests: n,
+        read: h.summary(),
+        cpu_share: cpu.map(|x| x as f64 / wall),
+        cpu_ns_per_request: cpu.map(|x| x as f64 / n.max(1) as f64),
+    })
 }
 
 /// What the FieldTrip benchmark measured.
@@ -282,6 +403,8 @@ pub struct FieldTripReport {
     pub faq: Vec<FaqRow>,
     /// The latency-per-write curves.
     pub latency: Vec<LatencyPoint>,
+    /// A client reading every 200 µs: time per read and the server's CPU.
+    pub paced: Vec<PacedRow>,
     /// Whether the stateless column was measured (the table shows it then).
     #[serde(skip)]
     pub stateless: bool,
@@ -312,6 +435,44 @@ struct Cell {
     sel: Option<(u32, u32)>,
     writes: (u64, f64),
     reads: (u64, f64),
+    /// CPU ns of the server's process during the counted writes and reads.
+    write_cpu: Option<u64>,
+    read_cpu: Option<u64>,
+}
+
+/// CPU time a process has used so far, ns: the sum over its threads' run time
+/// (`/proc/PID/task/*/schedstat`, nanosecond resolution; a thread that ended meanwhile drops
+/// out, which the benchmark avoids by keeping its connections open through a cell).
+fn cpu_ns(pid: u32) -> Option<u64> {
+    let mut sum = 0u64;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(t) = t else { continue };
+        if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+            sum += s
+                .split_whitespace()
+                .next()
+                .and_then(|x| x.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Some(sum)
+}
+
+/// Add the CPU `pid` used while `f` ran to `acc` (nothing if the process is not known).
+fn with_cpu<T>(pid: Option<u32>, acc: &mut Option<u64>, f: impl FnOnce() -> T) -> T {
+    let before = pid.and_then(cpu_ns);
+    let r = f();
+    if let (Some(b), Some(a)) = (before, pid.and_then(cpu_ns)) {
+        *acc = Some(acc.unwrap_or(0) + a.saturating_sub(b));
+    }
+    r
+}
+
+fn pid_of(t: &Target) -> Option<u32> {
+    match t {
+        Target::Socket(_, pid) => *pid,
+        Target::InProcess(_) => None,
+    }
 }
 
 /// Run `op` for `secs` (at least once); returns (requests, elapsed). The clock is read after
@@ -351,18 +512,23 @@ fn faq_block(
             sel: None,
             writes: (0, 0.0),
             reads: (0, 0.0),
+            write_cpu: None,
+            read_cpu: None,
         });
     }
     let slice = secs / f64::from(SLICES);
     for _ in 0..SLICES {
-        for c in &mut cells {
+        for ((_, target), c) in targets.iter().zip(&mut cells) {
             std::thread::sleep(TURN_PAUSE);
+            let client = &mut c.client;
             let mut write = || {
-                c.client.put_data_bytes(ch, FLOAT32, &data, true)?;
+                client.put_data_bytes(ch, FLOAT32, &data, true)?;
                 Ok(())
             };
             timed(SETTLE, &mut write)?;
-            let (n, e) = timed(slice, &mut write)?;
+            let (n, e) = with_cpu(pid_of(target), &mut c.write_cpu, || {
+                timed(slice, &mut write)
+            })?;
             c.writes = (c.writes.0 + n, c.writes.1 + e);
         }
     }
@@ -372,14 +538,15 @@ fn faq_block(
         c.sel = Some((newest - s, newest - 1));
     }
     for _ in 0..SLICES {
-        for ((name, _), c) in targets.iter().zip(&mut cells) {
+        for ((name, target), c) in targets.iter().zip(&mut cells) {
             std::thread::sleep(TURN_PAUSE);
+            let (client, sel) = (&mut c.client, c.sel);
             let mut read = || {
-                c.client.get_data_into(c.sel, &mut out)?;
+                client.get_data_into(sel, &mut out)?;
                 Ok(())
             };
             timed(SETTLE, &mut read)?;
-            let (n, e) = timed(slice, &mut read)?;
+            let (n, e) = with_cpu(pid_of(target), &mut c.read_cpu, || timed(slice, &mut read))?;
             if out.len() != (ch * s * 4) as usize {
                 return Err(BenchError::Failed(format!(
                     "{name} {ch}x{s}: GET_DAT returned {} bytes, want {}",
@@ -394,10 +561,10 @@ fn faq_block(
     let mut rows = Vec::new();
     for ((name, target), c) in targets.iter().zip(cells) {
         drop(c.client);
-        // the reference's stateless mode is not measured (FieldTrip's own figures for it are
-        // in bench/README.md); in-process has no connection to make
+        // only rtloop's stateless mode is measured (FieldTrip's own figures for it are in
+        // bench/README.md); in-process has no connection to make
         let stateless_rate = match target {
-            Target::Socket(_) if stateless && !name.starts_with("reference") => {
+            Target::Socket(..) if stateless && matches!(*name, "tcp" | "unix") => {
                 let (n, e) = timed(secs, || {
                     let mut c = target.client()?;
                     c.put_data_bytes(ch, FLOAT32, &data, true)?;
@@ -414,6 +581,8 @@ fn faq_block(
             write_values_per_s: c.writes.0 as f64 * values / c.writes.1,
             read_values_per_s: c.reads.0 as f64 * values / c.reads.1,
             stateless_write_values_per_s: stateless_rate,
+            write_cpu_ns_per_request: c.write_cpu.map(|x| x as f64 / c.writes.0.max(1) as f64),
+            read_cpu_ns_per_request: c.read_cpu.map(|x| x as f64 / c.reads.0.max(1) as f64),
             write_requests: c.writes.0,
             read_requests: c.reads.0,
         });
@@ -479,8 +648,36 @@ impl Config {
         self.poll
             .parse::<Polling>()
             .map_err(|e| BenchError::Config(format!("poll = {:?}: {e}", self.poll)))?;
+        if let Some(o) = &self.other {
+            parse_other(o)?;
+            if !self.transports.iter().any(|t| t == "tcp") {
+                return Err(BenchError::Config(
+                    "other: the other server is measured beside rtloop over TCP; add tcp to transports".into(),
+                ));
+            }
+        }
         Ok(())
     }
+}
+
+/// `HOST:PORT` or `HOST:PORT@PID` of `--other`.
+fn parse_other(o: &str) -> Result<(String, Option<u32>)> {
+    let bad = || {
+        BenchError::Config(format!(
+            "other = {o:?}: want HOST:PORT of a FieldTrip server, or HOST:PORT@PID to count its process's CPU"
+        ))
+    };
+    let (addr, pid) = match o.split_once('@') {
+        Some((a, p)) => (a, Some(p.parse::<u32>().map_err(|_| bad())?)),
+        None => (o, None),
+    };
+    if addr
+        .rsplit_once(':')
+        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+    {
+        return Err(bad());
+    }
+    Ok((addr.to_owned(), pid))
 }
 
 /// Run the benchmark.
@@ -492,28 +689,41 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     let stream = format!("ftbench-{}", std::process::id());
     let wants = |t: &str| a.transports.iter().any(|x| x == t);
     let server = if wants("tcp") || wants("unix") {
-        Some(ServerProcess::start(&stream, &a.poll)?)
+        Some(ServerProcess::start(&stream, &a.poll, false)?)
     } else {
         None
     };
     let reference = if wants("tcp") && !a.no_reference {
-        Some(
-            rtloop_peers::fieldtrip_reference::ReferenceServer::start()
-                .context("cannot start the reference server")?,
-        )
+        Some(ServerProcess::start(&stream, &a.poll, true)?)
     } else {
         None
     };
+    let other = match &a.other {
+        Some(o) => Some(parse_other(o)?),
+        None => None,
+    };
     let mut targets: Vec<(&str, Target)> = Vec::new();
-    if let Some(r) = &reference {
-        targets.push(("reference tcp", Target::Socket(r.addr())));
-    }
     if let Some(s) = &server {
+        let pid = Some(s.child.id());
         if wants("tcp") {
-            targets.push(("tcp", Target::Socket(s.tcp.clone())));
+            if let Some(r) = &reference {
+                targets.push((
+                    "reference tcp",
+                    Target::Socket(r.field("reference=")?, Some(r.child.id())),
+                ));
+            }
+            if let Some((addr, opid)) = &other {
+                targets.push(("other tcp", Target::Socket(addr.clone(), *opid)));
+            }
+            targets.push(("limit tcp", Target::Socket(s.field("limit_tcp=")?, pid)));
+            targets.push(("tcp", Target::Socket(s.field("tcp=")?, pid)));
         }
         if wants("unix") {
-            targets.push(("unix", Target::Socket(s.unix.clone())));
+            targets.push(("limit unix", Target::Socket(s.field("limit_unix=")?, pid)));
+            targets.push((
+                "unix",
+                Target::Socket(format!("unix:{}", s.field("unix=")?), pid),
+            ));
         }
     }
     let inproc_stream = format!("ftbench-inproc-{}", std::process::id());
@@ -522,7 +732,7 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
         cfg.remove_on_drop = true;
         targets.push(("inproc", Target::InProcess(Arc::new(Buffer::new(cfg)))));
     }
-    let cells = (targets.len() * (FAQ_BLOCKS.len() + 1)) as u64;
+    let cells = (targets.len() * (FAQ_BLOCKS.len() + 2)) as u64;
     let mut done = 0u64;
     let mut faq = Vec::new();
     for (ch, s) in FAQ_BLOCKS {
@@ -542,6 +752,15 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
         )?);
         done += 1;
     }
+    let mut paced_rows = Vec::new();
+    for (name, target) in &targets {
+        progress.step(&format!("cells, now {name} read every 200 µs"), done, cells);
+        if let Target::Socket(..) = target {
+            std::thread::sleep(TURN_PAUSE);
+            paced_rows.push(paced(target, name, secs)?);
+        }
+        done += 1;
+    }
     drop(targets);
     drop(server);
     drop(reference);
@@ -552,6 +771,7 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
                 faq.iter()
                     .find(|r| r.transport == t && r.channels == ch && r.samples == s)
             };
+            let read = |a: &str, b: &str| Some(at(a)?.read_values_per_s / at(b)?.read_values_per_s);
             let (ours, theirs) = (at("tcp")?, at("reference tcp")?);
             let write_ratio = ours.write_values_per_s / theirs.write_values_per_s;
             let read_ratio = ours.read_values_per_s / theirs.read_values_per_s;
@@ -562,6 +782,12 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
                 read_ratio,
                 goal: GOAL_RATIO,
                 met: write_ratio >= GOAL_RATIO && read_ratio >= GOAL_RATIO,
+                read_vs_limit_tcp: read("tcp", "limit tcp"),
+                read_vs_limit_unix: read("unix", "limit unix"),
+                limit_goal: LIMIT_GOAL,
+                read_vs_other: read("tcp", "other tcp"),
+                write_vs_other: at("other tcp")
+                    .map(|o| ours.write_values_per_s / o.write_values_per_s),
             })
         })
         .collect();
@@ -572,6 +798,7 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
         faq_best_dma_values_per_s: FAQ_BEST_DMA,
         faq,
         latency,
+        paced: paced_rows,
         stateless: a.stateless,
         out: a.out.clone(),
     };
@@ -602,6 +829,7 @@ impl FieldTripReport {
             head.push("write, new conn. each M/s");
         }
         head.push("write / FAQ best dma");
+        head.push("server CPU per write / read");
         let mut t = Table::new(&head);
         for row in &r.faq {
             let mut cells = vec![
@@ -618,6 +846,12 @@ impl FieldTripReport {
                 "{:.1}x",
                 row.write_values_per_s / r.faq_best_dma_values_per_s
             ));
+            let cpu = |x: Option<f64>| x.map_or("-".to_owned(), |ns| fmt_ns(ns as u64));
+            cells.push(format!(
+                "{} / {}",
+                cpu(row.write_cpu_ns_per_request),
+                cpu(row.read_cpu_ns_per_request)
+            ));
             t.row(&cells);
         }
         out += &t.render();
@@ -630,7 +864,7 @@ impl FieldTripReport {
         if !r.versus_reference.is_empty() {
             let _ = writeln!(
  out,
-            "rtloop serve over TCP (--poll {}) against the reference (a server doing what FieldTrip's C server does per request, TCP_NODELAY), same client, same run",
+            "rtloop serve over TCP (--poll {}) against the reference (a server doing what FieldTrip's C server does per request, TCP_NODELAY), against the limit (a bare server moving the same bytes, waiting as rtloop's does), and against --other if given; same client, same run",
             r.poll
         );
             let mut t = Table::new(&[
@@ -639,7 +873,13 @@ impl FieldTripReport {
                 "read ratio",
                 "goal",
                 "met",
+                "read / limit tcp",
+                "read / limit unix",
+                "limit goal",
+                "write / other",
+                "read / other",
             ]);
+            let ratio = |x: Option<f64>| x.map_or("-".to_owned(), |v| format!("{v:.2}x"));
             for x in &r.versus_reference {
                 t.row(&[
                     format!("{}x{}", x.channels, x.samples),
@@ -647,6 +887,11 @@ impl FieldTripReport {
                     format!("{:.2}x", x.read_ratio),
                     format!(">= {:.1}x both", x.goal),
                     if x.met { "yes" } else { "no" }.into(),
+                    ratio(x.read_vs_limit_tcp),
+                    ratio(x.read_vs_limit_unix),
+                    format!(">= {:.1}x", x.limit_goal),
+                    ratio(x.write_vs_other),
+                    ratio(x.read_vs_other),
                 ]);
             }
             out += &t.render();
@@ -684,6 +929,35 @@ impl FieldTripReport {
         }
         out += &t.render();
         out.push('\n');
+        if !r.paced.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nA client reading the newest 32x16 block every {} µs: the server's CPU",
+                PACED_PERIOD.as_micros()
+            );
+            let mut t = Table::new(&[
+                "transport",
+                "reads",
+                "read p50",
+                "read p99",
+                "server CPU, share of a core",
+                "server CPU per read",
+            ]);
+            for p in &r.paced {
+                t.row(&[
+                    p.transport.clone(),
+                    p.requests.to_string(),
+                    fmt_ns(p.read.p50_ns),
+                    fmt_ns(p.read.p99_ns),
+                    p.cpu_share
+                        .map_or("-".into(), |x| format!("{:.0} %", x * 100.0)),
+                    p.cpu_ns_per_request
+                        .map_or("-".into(), |x| fmt_ns(x as u64)),
+                ]);
+            }
+            out += &t.render();
+            out.push('\n');
+        }
         if let Some(dir) = &self.out {
             let _ = writeln!(
                 out,
@@ -761,4 +1035,61 @@ fn loglog(
         .collect();
     rtloop_metrics::charts::loglog_png(path, title, x, y, &refs, &[])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_takes_host_port_and_an_optional_pid_and_says_what_is_wrong() {
+        assert_eq!(
+            parse_other("127.0.0.1:1972").unwrap(),
+            ("127.0.0.1:1972".to_owned(), None)
+        );
+        assert_eq!(
+            parse_other("localhost:1972@42").unwrap(),
+            ("localhost:1972".to_owned(), Some(42))
+        );
+        for bad in ["1972", ":1972", "host:port", "127.0.0.1:1972@me"] {
+            let e = parse_other(bad).unwrap_err().to_string();
+            assert!(e.contains("HOST:PORT"), "{bad}: {e}");
+        }
+        let c = Config {
+            other: Some("127.0.0.1:1972".into()),
+            transports: vec!["unix".into()],
+            ..Config::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("add tcp"), "{e}");
+    }
+
+    /// The CPU a process used is read from its threads, and grows as it works.
+    #[test]
+    fn cpu_of_a_process_is_counted_over_its_threads() {
+        let me = std::process::id();
+        let before = cpu_ns(me).unwrap();
+        let (spun, wait_spun) = std::sync::mpsc::channel();
+        let (end, wait_end) = std::sync::mpsc::channel::<()>();
+        let mut acc = None;
+        // the thread stays alive until measured: an ended thread's time drops out
+        let t = with_cpu(Some(me), &mut acc, || {
+            let t = std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_millis(30);
+                let mut x = 0u64;
+                while Instant::now() < until {
+                    x = x.wrapping_add(1);
+                }
+                spun.send(x).unwrap();
+                let _ = wait_end.recv();
+            });
+            assert!(wait_spun.recv().unwrap() > 0);
+            t
+        });
+        assert!(cpu_ns(me).unwrap() > before);
+        assert!(acc.unwrap() > 0, "a thread that ran 30 ms is counted");
+        drop(end);
+        t.join().unwrap();
+        assert!(cpu_ns(u32::MAX).is_none(), "no such process");
+    }
 }

@@ -89,6 +89,10 @@ pub struct FieldTripBenchArgs {
     /// Leave the reference server out (it is measured over TCP only).
     #[arg(long)]
     pub no_reference: bool,
+    /// Also measure another FieldTrip server at HOST:PORT (FieldTrip's own `buffer`, say) in
+    /// the same run, with the same client; HOST:PORT@PID also counts its CPU per request.
+    #[arg(long, value_name = "HOST:PORT[@PID]")]
+    pub other: Option<String>,
     /// Write results.json and PNG plots into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -274,6 +278,7 @@ fn fieldtrip(a: &FieldTripBenchArgs, g: &Global) -> anyhow::Result<()> {
         rounds: a.rounds,
         poll: a.poll.to_string(),
         no_reference: a.no_reference,
+        other: a.other.clone(),
         out: a.out.clone(),
     };
     // progress on stderr, also with --json and when piped

@@ -167,12 +167,28 @@ fn bench_fieldtrip_runs_end_to_end() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let faq = v["faq"].as_array().unwrap();
-    assert_eq!(faq.len(), 14, "7 blocks x 2 transports");
+    assert_eq!(faq.len(), 21, "7 blocks x (limit unix, unix, inproc)");
+    assert!(faq.iter().any(|r| r["transport"] == "limit unix"));
+    // the server's CPU per request is counted for the socket servers, not in-process
+    for row in faq {
+        let counted = row["read_cpu_ns_per_request"].as_f64().is_some();
+        assert_eq!(counted, row["transport"] != "inproc", "{row}");
+    }
+    let paced = v["paced"].as_array().unwrap();
+    assert_eq!(paced.len(), 2, "limit unix and unix read every 200 µs");
+    for p in paced {
+        assert!(p["requests"].as_u64().unwrap() > 0, "{p}");
+        assert!(p["cpu_ns_per_request"].as_f64().is_some(), "{p}");
+    }
     for row in faq {
         assert!(row["write_values_per_s"].as_f64().unwrap() > 0.0);
         assert!(row["read_values_per_s"].as_f64().unwrap() > 0.0);
     }
-    assert_eq!(v["latency"].as_array().unwrap().len(), 20);
+    assert_eq!(
+        v["latency"].as_array().unwrap().len(),
+        30,
+        "10 sizes x (limit unix, unix, inproc)"
+    );
     for f in ["results.json", "faq_throughput.png", "write_latency.png"] {
         assert!(out.join(f).exists(), "{f}");
     }
@@ -198,7 +214,7 @@ fn bench_fieldtrip_holds_rtloop_against_the_reference_in_the_same_run() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let faq = v["faq"].as_array().unwrap();
-    assert_eq!(faq.len(), 14, "7 blocks x (reference, rtloop)");
+    assert_eq!(faq.len(), 21, "7 blocks x (reference, limit, rtloop)");
     assert!(faq.iter().any(|r| r["transport"] == "reference tcp"));
     let rows = v["versus_reference"].as_array().unwrap();
     assert_eq!(rows.len(), 7);
@@ -210,8 +226,61 @@ fn bench_fieldtrip_holds_rtloop_against_the_reference_in_the_same_run() {
         assert!(w > 0.0 && rd > 0.0, "{r}");
         assert_eq!(r["goal"].as_f64(), Some(2.0));
         assert_eq!(r["met"].as_bool(), Some(w >= 2.0 && rd >= 2.0), "{r}");
+        // the limit runs in the same run: rtloop's reads are held against it too
+        assert!(r["read_vs_limit_tcp"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["limit_goal"].as_f64(), Some(0.9));
+        assert!(r["read_vs_other"].is_null(), "{r}");
     }
     assert_eq!(v["poll"], "adaptive");
+}
+
+/// `--other` measures another FieldTrip server (here a second `rtloop serve`) in the same run,
+/// beside the reference and the limit, with its process's CPU counted; a bad address is refused
+/// with what is allowed.
+#[test]
+fn bench_fieldtrip_measures_another_server_in_the_same_run() {
+    let name = format!("cli-ftother-{}", std::process::id());
+    let s = serve(&["--bind", "127.0.0.1:0", "--stream", &name]);
+    let other = format!("{}@{}", s.field("tcp="), s.child.id());
+    let o = rtloop()
+        .args([
+            "--json",
+            "bench",
+            "fieldtrip",
+            "--quick",
+            "--rounds",
+            "10",
+            "--transports",
+            "tcp",
+            "--other",
+            &other,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let faq = v["faq"].as_array().unwrap();
+    assert_eq!(
+        faq.len(),
+        28,
+        "7 blocks x (reference, other, limit, rtloop)"
+    );
+    for row in faq.iter().filter(|r| r["transport"] == "other tcp") {
+        assert!(row["read_values_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["read_cpu_ns_per_request"].as_f64().is_some(), "{row}");
+    }
+    for r in v["versus_reference"].as_array().unwrap() {
+        assert!(r["read_vs_other"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["write_vs_other"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    s.stop();
+    let o = rtloop()
+        .args(["bench", "fieldtrip", "--quick", "--other", "1972"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(text.contains("HOST:PORT"), "{text}");
 }
 
 /// CPU seconds the process has used (user + system), from /proc.

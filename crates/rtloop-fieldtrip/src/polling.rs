@@ -12,6 +12,13 @@
 //!   (`/dev/cpu_dma_latency` = 0), which keeps idle vCPUs from halting, so the *client's*
 //!   wake-up for the reply costs a few µs instead of tens.
 //!
+//! Polling costs a core for as long as it waits, and wins at most one wake-up per request, so
+//! it is bounded: the server polls only for a client whose next request follows the reply
+//! within [`SPIN_GAP`] (about one wake-up), for at most twice that. A client that loops more
+//! slowly (one asking every 200 µs) is slept on, with the PM QoS request still held for its
+//! replies; every [`PROBE_EVERY`]th request is polled for once to see whether it has become
+//! faster (a gap measured after a sleep includes the server's own wake-up).
+//!
 //! Both stop by themselves: a client that pauses longer than [`LOOP_GAP`] is no longer polled
 //! for, and the PM QoS request is dropped once no client has sent anything for [`LINGER`]. An
 //! idle server sleeps in `recv` and holds nothing. At most `cpus - 1` connections poll at once,
@@ -30,9 +37,15 @@ pub const LOOP_GAP: Duration = Duration::from_micros(300);
 /// A looping client that sends nothing for this long is taken as idle: its connection
 /// sleeps and stops counting toward the PM QoS request.
 pub const LINGER: Duration = Duration::from_millis(20);
+/// A looping client whose next request follows the reply within this gap is polled for: the
+/// polling costs about what the wake-up it saves costs. A slower client is slept on.
+pub const SPIN_GAP: Duration = Duration::from_micros(50);
+/// A looping client too slow to poll for is polled for once every this many requests, to
+/// notice when it speeds up.
+pub const PROBE_EVERY: u32 = 16;
 /// Bounds of the polling window (twice the client's recent gap, within these).
 const WINDOW_MIN: Duration = Duration::from_micros(30);
-const WINDOW_MAX: Duration = LOOP_GAP;
+const WINDOW_MAX: Duration = Duration::from_micros(100);
 
 /// How the server waits for requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +108,8 @@ pub struct PollShared {
     qos: Mutex<(usize, Option<File>)>,
     /// Whether opening `/dev/cpu_dma_latency` failed once (then never tried again).
     qos_denied: std::sync::atomic::AtomicBool,
+    // Ordering: statistics only, read for reports: Relaxed.
+    polls: std::sync::atomic::AtomicU64,
 }
 
 impl PollShared {
@@ -107,7 +122,14 @@ impl PollShared {
             pm_qos: matches!(polling, Polling::Adaptive { pm_qos: true }),
             qos: Mutex::new((0, None)),
             qos_denied: std::sync::atomic::AtomicBool::new(false),
+            polls: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many times a connection has polled for a request (each at most one window).
+    #[must_use]
+    pub fn polls(&self) -> u64 {
+        self.polls.load(Ordering::Relaxed)
     }
 
     /// Whether the PM QoS request is held now.
@@ -176,6 +198,10 @@ pub struct PolledSocket<'a, S> {
     /// The client's recent gap between a reply and its next request (smoothed).
     gap: Duration,
     looping: bool,
+    /// Requests slept on since the last poll of a looping client (for [`PROBE_EVERY`]).
+    unpolled: u32,
+    /// The current poll is a probe of a client too slow to poll for.
+    probing: bool,
 }
 
 impl<'a, S: Read + Write + AsFd> PolledSocket<'a, S> {
@@ -188,6 +214,8 @@ impl<'a, S: Read + Write + AsFd> PolledSocket<'a, S> {
             replied: None,
             gap: LOOP_GAP,
             looping: false,
+            unpolled: 0,
+            probing: false,
         }
     }
 
@@ -197,13 +225,25 @@ impl<'a, S: Read + Write + AsFd> PolledSocket<'a, S> {
         self.looping
     }
 
-    fn window(&self) -> Option<Duration> {
+    fn window(&mut self) -> Option<Duration> {
+        self.probing = false;
         match self.mode {
             Polling::Off => None,
             Polling::Fixed(d) => (!d.is_zero()).then_some(d),
-            Polling::Adaptive { .. } => self
-                .looping
-                .then(|| (self.gap * 2).clamp(WINDOW_MIN, WINDOW_MAX)),
+            Polling::Adaptive { .. } if !self.looping => None,
+            Polling::Adaptive { .. } if self.gap <= SPIN_GAP => {
+                self.unpolled = 0;
+                Some((self.gap * 2).clamp(WINDOW_MIN, WINDOW_MAX))
+            }
+            Polling::Adaptive { .. } => {
+                self.unpolled += 1;
+                if self.unpolled < PROBE_EVERY {
+                    return None;
+                }
+                self.unpolled = 0;
+                self.probing = true;
+                Some(WINDOW_MAX)
+            }
         }
     }
 
@@ -212,6 +252,7 @@ impl<'a, S: Read + Write + AsFd> PolledSocket<'a, S> {
         if !self.shared.try_poll() {
             return None;
         }
+        self.shared.polls.fetch_add(1, Ordering::Relaxed);
         // as `QuickAck` does before each blocking read: acknowledge a request's first
         // segment at once (an error on a UNIX socket is expected and harmless)
         let _ = rustix::net::sockopt::set_tcp_quickack(&self.sock, true);
@@ -235,8 +276,9 @@ impl<'a, S: Read + Write + AsFd> PolledSocket<'a, S> {
         got
     }
 
-    /// The first byte of a request arrived: learn the client's gap.
-    fn arrived(&mut self) {
+    /// The first byte of a request arrived (`polled`: while polling, so the moment is exact):
+    /// learn the client's gap.
+    fn arrived(&mut self, polled: bool) {
         let Some(replied) = self.replied.take() else {
             return;
         };
@@ -244,8 +286,14 @@ impl<'a, S: Read + Write + AsFd> PolledSocket<'a, S> {
             return;
         };
         let gap = replied.elapsed();
-        // smooth over a few requests so one slow reply neither starts nor stops a loop
-        self.gap = (self.gap * 3 + gap) / 4;
+        if polled && self.probing && gap <= SPIN_GAP {
+            // a probe caught a fast client: gaps measured after sleeping were inflated by
+            // the server's wake-up, this one is not
+            self.gap = gap;
+        } else {
+            // smooth over a few requests so one slow reply neither starts nor stops a loop
+            self.gap = (self.gap * 3 + gap) / 4;
+        }
         if !self.looping && gap <= LOOP_GAP {
             self.looping = true;
             self.shared.enter_loop();
@@ -271,7 +319,7 @@ impl<S: Read + Write + AsFd> Read for PolledSocket<'_, S> {
             if let Some(window) = self.window() {
                 if let Some(r) = self.poll_for(buf, window) {
                     if matches!(r, Ok(n) if n > 0) {
-                        self.arrived();
+                        self.arrived(true);
                     }
                     return r;
                 }
@@ -294,7 +342,7 @@ impl<S: Read + Write + AsFd> Read for PolledSocket<'_, S> {
         }
         let r = self.sock.read(buf);
         if matches!(r, Ok(n) if n > 0) {
-            self.arrived();
+            self.arrived(false);
         }
         r
     }
@@ -371,6 +419,69 @@ mod tests {
         assert_eq!(shared.looping(), 0);
         assert!(!shared.holds_pm_qos());
         drop(t.join().unwrap());
+    }
+
+    /// A client that loops, but asks only every ~150 µs, is slept on: polling for it would
+    /// cost most of a core to save one wake-up per request. It is still counted as looping
+    /// (PM QoS), and polled for only once every PROBE_EVERY requests.
+    #[test]
+    fn a_slowly_looping_client_is_slept_on_but_for_probes() {
+        let shared = PollShared::new(Polling::Adaptive { pm_qos: false });
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let requests = 160u64;
+        let t = std::thread::spawn(move || {
+            let mut b = [0u8; 3];
+            for _ in 0..requests {
+                client.write_all(b"req").unwrap();
+                client.read_exact(&mut b).unwrap();
+                std::thread::sleep(Duration::from_micros(150));
+            }
+        });
+        let mut s = PolledSocket::new(server, &shared, Polling::Adaptive { pm_qos: false });
+        let mut b = [0u8; 3];
+        let mut looped = 0;
+        for _ in 0..requests {
+            s.read_exact(&mut b).unwrap();
+            s.write_all(b"rep").unwrap();
+            looped += u64::from(s.looping());
+        }
+        t.join().unwrap();
+        // whether the pause stays under LOOP_GAP depends on the machine's load; polling must
+        // stay within the probes whenever it does
+        assert!(
+            shared.polls() <= looped / u64::from(PROBE_EVERY) + 1,
+            "{} polls for {looped} requests of a looping client asking every 150 µs",
+            shared.polls()
+        );
+    }
+
+    /// A client answering at once is polled for.
+    #[test]
+    fn a_fast_looping_client_is_polled_for() {
+        let shared = PollShared::new(Polling::Adaptive { pm_qos: false });
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let requests = 400u64;
+        let t = std::thread::spawn(move || {
+            let mut b = [0u8; 3];
+            for _ in 0..requests {
+                client.write_all(b"req").unwrap();
+                client.read_exact(&mut b).unwrap();
+            }
+        });
+        let mut s = PolledSocket::new(server, &shared, Polling::Adaptive { pm_qos: false });
+        let mut b = [0u8; 3];
+        let mut looped = 0;
+        for _ in 0..requests {
+            s.read_exact(&mut b).unwrap();
+            s.write_all(b"rep").unwrap();
+            looped += u64::from(s.looping());
+        }
+        t.join().unwrap();
+        // once it has looped long enough, it is polled for (at least the probes); a loaded
+        // machine may keep its gap above LOOP_GAP, and then nothing is asserted
+        if looped >= u64::from(2 * PROBE_EVERY) {
+            assert!(shared.polls() > 0, "{looped} looping requests, no poll");
+        }
     }
 
     #[test]

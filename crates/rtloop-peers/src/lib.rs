@@ -29,6 +29,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod fieldtrip_limit;
 pub mod fieldtrip_reference;
 pub mod payload;
 pub mod ring_to_disk;
