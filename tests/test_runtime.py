@@ -958,7 +958,7 @@ def test_a_killed_supervisor_takes_its_processes_with_it(tmp_path: Path) -> None
             if n.startswith(name):
                 rtloop.Stream.remove(n)
         shm = Path(os.environ.get("RTLOOP_SHM_DIR", "/dev/shm"))
-        (shm / f"rtloop-board-{name}").unlink(missing_ok=True)
+        (shm / f".rtloop-board-{name}").unlink(missing_ok=True)
         shutil.rmtree(Path(tempfile.gettempdir()) / f"rtloop-run-{name}-{sup.pid}", ignore_errors=True)
 
 
@@ -1034,7 +1034,7 @@ def test_sigterm_of_a_process_or_of_the_supervisor_stops_the_run(tmp_path: Path,
             if n.startswith(name):
                 rtloop.Stream.remove(n)
         shm = Path(os.environ.get("RTLOOP_SHM_DIR", "/dev/shm"))
-        (shm / f"rtloop-board-{name}").unlink(missing_ok=True)
+        (shm / f".rtloop-board-{name}").unlink(missing_ok=True)
         shutil.rmtree(Path(tempfile.gettempdir()) / f"rtloop-run-{name}-{sup.pid}", ignore_errors=True)
 
 
