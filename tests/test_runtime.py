@@ -1073,7 +1073,83 @@ def test_a_killed_supervisor_takes_its_processes_with_it(tmp_path: Path) -> None
             if n.startswith(name):
                 rtloop.Stream.remove(n)
         shm = Path(os.environ.get("RTLOOP_SHM_DIR", "/dev/shm"))
-        (shm / f"rtloop-board-{name}").unlink(missing_ok=True)
+        (shm / f".rtloop-board-{name}").unlink(missing_ok=True)
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"rtloop-run-{name}-{sup.pid}", ignore_errors=True)
+
+
+@pytest.mark.parametrize("target", ["gen", "m", "supervisor"])
+def test_sigterm_of_a_process_or_of_the_supervisor_stops_the_run(tmp_path: Path, target: str) -> None:
+    """`kill PID` (SIGTERM) of a process of a running model (the source is an `rtloop child`
+    process, `m` a Python module) ends it, and the run stops and names it; SIGTERM of `rtloop
+    run` itself stops the run as Ctrl-C does. Either way no process is left."""
+    name = unique("term")
+    write(tmp_path, "m.py", "def step(x, y):\n    y[:] = x\n")
+    model = write(
+        tmp_path,
+        "m.yaml",
+        f"""
+        config: {{name: {name}, tick_us: 5000}}
+        signals:
+          x: {{shape: [4], dtype: float32}}
+          y: {{shape: [4], dtype: float32}}
+        sources:
+          gen: {{driver: synthetic, out: [x]}}
+        modules:
+          m: {{language: python, code: m.py, in: [x], out: [y]}}
+        """,
+    )
+    sup = subprocess.Popen(
+        [*_rtloop(), "--json", "run", str(model), "--seconds", "600", "--quiet"],
+        cwd=tmp_path,
+        env=dict(os.environ, RTLOOP_PYTHON=sys.executable),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    kids: List[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if f"{name}.y" in rtloop.Stream.list() and rtloop.Stream.open(f"{name}.y").written > 50:
+                break
+            assert sup.poll() is None, f"the model ended before it was signalled: {sup.communicate()}"
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the model did not start")
+        kids = _children_of(sup.pid)
+        assert len(kids) == 2, kids  # gen and m
+        by_name = {}
+        for k in kids:
+            cmdline = Path(f"/proc/{k}/cmdline").read_bytes()
+            by_name["m" if b"rtloop.runtime" in cmdline else "gen"] = k
+        assert sorted(by_name) == ["gen", "m"], by_name
+        os.kill(sup.pid if target == "supervisor" else by_name[target], signal.SIGTERM)
+        # generous: a loaded machine may take long to stop and write the report
+        out, err = sup.communicate(timeout=120)
+        report = json.loads(out)
+        if target == "supervisor":
+            assert report["stopped_by"] == "interrupt", (report, err)
+        else:
+            assert sup.returncode == 1, err
+            assert report["stopped_by"] == "failed", (report, err)
+            assert f'"{target}"' in report["problem"], report["problem"]
+            assert "was killed by signal 15" in report["problem"], report["problem"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_running(k) for k in kids):
+            time.sleep(0.1)
+        assert not [k for k in kids if _running(k)], "processes outlived the run"
+    finally:
+        if sup.poll() is None:
+            sup.kill()
+            sup.communicate()
+        for k in kids:
+            if _running(k):
+                os.kill(k, signal.SIGKILL)
+        for n in rtloop.Stream.list():
+            if n.startswith(name):
+                rtloop.Stream.remove(n)
+        shm = Path(os.environ.get("RTLOOP_SHM_DIR", "/dev/shm"))
+        (shm / f".rtloop-board-{name}").unlink(missing_ok=True)
         shutil.rmtree(Path(tempfile.gettempdir()) / f"rtloop-run-{name}-{sup.pid}", ignore_errors=True)
 
 

@@ -40,6 +40,9 @@ from ._logging import init_logging
 init_logging()
 
 #: The sample dtypes a stream can hold (the FieldTrip set).
+# numpy's lazily looked-up parts, looked up now rather than by a thread at exit
+_rtloop._prepare_numpy()
+
 DTYPES: Tuple[str, ...] = tuple(_rtloop.DTYPES)
 
 __all__ = [

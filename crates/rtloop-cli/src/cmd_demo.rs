@@ -359,8 +359,9 @@ impl rtloop_launch::ChildRole for ReaderRole {
 /// The demo's reader: latest mode, latency and occupancy, one JSON line per report.
 pub fn reader_role(role: &ReaderRole) -> anyhow::Result<()> {
     let (name, total, spin, plot) = (&role.stream, role.total, role.spin_us, role.plot.clone());
-    // Ctrl-C reaches the whole process group; the writer decides when to stop
-    let _ = ctrlc::set_handler(|| {});
+    // Ctrl-C reaches the whole process group; the writer decides when to stop (SIGTERM
+    // still ends this process: ctrlc's handler would catch it too)
+    rtloop_sys::ignore_interrupt();
     let stream = Stream::open(name)?;
     let chans = stream.info().n_channels;
     let mut reader = stream.reader(ReaderMode::Latest)?;

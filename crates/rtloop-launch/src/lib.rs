@@ -67,8 +67,18 @@ pub enum LaunchError {
 /// The command that runs the `rtloop` executable: `RTLOOP_EXE` if set; else this process's
 /// own executable, unless that is a Python interpreter (the Python package), which runs
 /// `python -m rtloop` (`RTLOOP_PYTHON` overrides which Python).
+///
+/// The child it starts ends (SIGKILL) when the thread that started it ends
+/// ([`rtloop_sys::end_with_parent`]): a killed `rtloop lab`, `bench` or `run` leaves no
+/// children behind. So start it from a thread that outlives it.
 #[must_use]
 pub fn rtloop_command() -> Command {
+    let mut cmd = rtloop_command_for_this();
+    rtloop_sys::end_with_parent(&mut cmd);
+    cmd
+}
+
+fn rtloop_command_for_this() -> Command {
     if let Some(exe) = std::env::var_os("RTLOOP_EXE") {
         return Command::new(exe);
     }

@@ -18,6 +18,14 @@
 //! Every way back into Python from code that ran without the GIL goes through here:
 //! [`detach`] (instead of `Python::detach`), [`attach`] (a callback that needs Python in the
 //! middle of such code) and [`ExitSafeLogger`] (log records from any thread).
+//!
+//! A call holding the GIL can lose it in the middle too, without any of those: numpy lets go
+//! of it while it allocates a zeroed array (`PyArray_Zeros` callocs with the GIL released), a
+//! garbage collection run by an allocation may run Python code. A thread that was in such a
+//! call when finalization began is ended in it when it takes the GIL back. So the calls that
+//! make Python objects count themselves in ([`call`]) for as long as they run, as a thread on
+//! its way in does: `close` waits for them to leave, and once it ran, a thread about to
+//! start such a call parks (with the GIL released) instead.
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -57,18 +65,38 @@ impl Drop for Entry {
     }
 }
 
+/// Count `n` entries of this thread in, unless the interpreter is exiting (then nothing is
+/// counted and the answer is false). The caller records them in `HELD`.
+fn count_in(n: usize) -> bool {
+    ENTERING.fetch_add(n, Ordering::SeqCst);
+    if CLOSED.load(Ordering::SeqCst) {
+        ENTERING.fetch_sub(n, Ordering::SeqCst);
+        return false;
+    }
+    true
+}
+
 /// Permission to go into Python; `None` once the interpreter is exiting.
 pub(crate) fn enter() -> Option<Entry> {
     if FINALIZER.with(Cell::get) {
         return Some(Entry { counted: false });
     }
-    ENTERING.fetch_add(1, Ordering::SeqCst);
-    if CLOSED.load(Ordering::SeqCst) {
-        ENTERING.fetch_sub(1, Ordering::SeqCst);
+    if !count_in(1) {
         return None;
     }
     HELD.with(|h| h.set(h.get() + 1));
     Some(Entry { counted: true })
+}
+
+/// An rtloop call that holds the GIL and makes Python objects, counted until dropped (see
+/// the module's documentation). Once the interpreter is exiting, a thread other than the one
+/// finalizing does not start the call: it lets go of the GIL and parks until the process ends.
+pub(crate) fn call(py: Python<'_>) -> Entry {
+    match enter() {
+        Some(e) => e,
+        // the GIL is held here: let it go, or the finalizing thread could never take it
+        None => py.detach(|| -> Entry { park_forever() }),
+    }
 }
 
 /// Whether the interpreter is exiting (`close` ran).
@@ -98,17 +126,31 @@ fn park_forever() -> ! {
 
 /// `py.detach(f)`, except that once the interpreter is exiting the thread does not come back
 /// into Python: it parks forever when `f` returns. A panic in `f` goes on once back in.
+///
+/// The [`call`]s this thread is inside are not counted while `f` runs (the thread is out of
+/// Python then: `close` must not wait for a call blocked here), and counted again on the way
+/// back in.
 pub(crate) fn detach<T, F>(py: Python<'_>, f: F) -> T
 where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    let (result, entry) = py.detach(|| {
+    if FINALIZER.with(Cell::get) {
+        return py.detach(f);
+    }
+    let held = HELD.with(|h| h.replace(0));
+    ENTERING.fetch_sub(held, Ordering::SeqCst);
+    let result = py.detach(|| {
         let r = catch_unwind(AssertUnwindSafe(f));
-        (r, enter_or_park())
+        // the calls this thread is inside, and one for the way in
+        if !count_in(held + 1) {
+            park_forever();
+        }
+        r
     });
-    // the GIL is held again: the way in is over
-    drop(entry);
+    // the GIL is held again: the way in is over, the calls go on counted
+    HELD.with(|h| h.set(held));
+    ENTERING.fetch_sub(1, Ordering::SeqCst);
     result.unwrap_or_else(|p| resume_unwind(p))
 }
 
@@ -132,6 +174,21 @@ pub(crate) fn _close_for_exit(py: Python<'_>) {
             std::thread::sleep(Duration::from_micros(200));
         }
     });
+}
+
+/// Look up, now, what the numpy crate otherwise looks up the first time a thread needs it
+/// (numpy's C API, its module's name, the borrow checker's shared state, the type that owns
+/// a Vec handed to numpy). The first lookup imports Python modules and makes other threads
+/// wait with the GIL released, inside the call that needed it: a script that starts its
+/// threads and exits at once could be finalized in the middle of it (a thread that takes the
+/// GIL back then is ended there). The Python package calls this when it loads.
+#[pyfunction]
+pub(crate) fn _prepare_numpy(py: Python<'_>) -> PyResult<()> {
+    use numpy::{PyArray1, PyArrayMethods, PyUntypedArray};
+    let a = PyArray1::<f64>::from_vec(py, vec![0.0]);
+    a.as_any().cast::<PyUntypedArray>()?;
+    drop(a.try_readonly()?);
+    Ok(())
 }
 
 /// Register [`_close_for_exit`] with `atexit` (at import).

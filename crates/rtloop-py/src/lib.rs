@@ -299,6 +299,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::PyReader>()?;
     m.add_class::<convert::WindowBase>()?;
     m.add_function(wrap_pyfunction!(local_clock, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::_prepare_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(monotonic_ns, m)?)?;
     m.add_function(wrap_pyfunction!(stream_path, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;

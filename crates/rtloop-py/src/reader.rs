@@ -74,6 +74,7 @@ impl PyReader {
         max_samples: usize,
         timeout: Option<f64>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<f64>>)> {
+        let _call = crate::exit::call(py);
         let timeout = timeout_from_py(timeout)?;
         let (dtype, n_channels, sb) = self.shape()?;
         let (cursor, available) = {
@@ -114,6 +115,7 @@ impl PyReader {
         first: u64,
         end: u64,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<f64>>)> {
+        let _call = crate::exit::call(py);
         let (dtype, n_channels, _) = self.shape()?;
         let reader = self.reader()?;
         if first > end {
@@ -155,6 +157,7 @@ impl PyReader {
         first: u64,
         end: u64,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let _call = crate::exit::call(py);
         let reader = self.reader()?;
         if first > end {
             return Err(py_err(ReadError::Reversed { first, end }));
@@ -178,6 +181,7 @@ impl PyReader {
 
     /// A zero-copy read-only `(end - first, n_channels)` view of samples `[first, end)`.
     fn window<'py>(&self, py: Python<'py>, first: u64, end: u64) -> PyResult<Bound<'py, PyAny>> {
+        let _call = crate::exit::call(py);
         let (dtype, n_channels, _) = self.shape()?;
         let w = self.reader()?.window(first, end).map_err(py_err)?;
         window_view(py, w, n_channels, dtype)
@@ -185,6 +189,7 @@ impl PyReader {
 
     /// A zero-copy read-only view of the newest `n` samples (fewer if fewer were written).
     fn latest<'py>(&self, py: Python<'py>, n: u64) -> PyResult<Bound<'py, PyAny>> {
+        let _call = crate::exit::call(py);
         let (dtype, n_channels, _) = self.shape()?;
         let w = self.reader()?.latest(n).map_err(py_err)?;
         window_view(py, w, n_channels, dtype)
@@ -256,6 +261,7 @@ impl PyReader {
 
     /// The writer's state (see `Stream.writer_liveness`).
     fn writer_liveness<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let _call = crate::exit::call(py);
         liveness_to_py(py, self.reader()?.writer_liveness())
     }
 
@@ -266,6 +272,7 @@ impl PyReader {
         first: u64,
         end: u64,
     ) -> PyResult<Bound<'py, PyList>> {
+        let _call = crate::exit::call(py);
         let events = self.reader()?.read_events(first, end).map_err(py_err)?;
         let items = events
             .iter()
@@ -276,6 +283,7 @@ impl PyReader {
 
     /// Events pushed since the last call (or since this reader registered).
     fn pull_events<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let _call = crate::exit::call(py);
         let events = self.reader_mut()?.pull_events().map_err(py_err)?;
         let items = events
             .iter()

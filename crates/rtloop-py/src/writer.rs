@@ -163,6 +163,7 @@ impl PyWriter {
         data: &Bound<'_, PyUntypedArray>,
         stamp: Option<f64>,
     ) -> PyResult<u64> {
+        let _call = crate::exit::call(py);
         self.no_pending()?;
         let expected = self.writer()?.info().dtype;
         let got = array_dtype(data)?;
@@ -191,6 +192,7 @@ impl PyWriter {
     /// buffer is read-only, and no view of it can reach the stream's memory. Waiting for
     /// lossless readers releases the GIL.
     fn reserve<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+        let _call = crate::exit::call(py);
         self.no_pending()?;
         self.wait_room(py, n)?;
         let writer = self.writer()?;
@@ -212,6 +214,7 @@ impl PyWriter {
     /// Publish the first `n` rows of the open reservation's buffer (all of them by default).
     #[pyo3(signature = (n=None))]
     fn commit(&mut self, py: Python<'_>, n: Option<usize>) -> PyResult<u64> {
+        let _call = crate::exit::call(py);
         let Some(Pending { n: reserved, buf }) = &self.pending else {
             return Err(RtloopError::new_err("nothing to commit: reserve(n) first"));
         };
@@ -243,6 +246,7 @@ impl PyWriter {
 
     /// Drop the open reservation without publishing anything.
     fn cancel(&mut self, py: Python<'_>) -> PyResult<()> {
+        let _call = crate::exit::call(py);
         match self.pending.take() {
             Some(p) => p.finish(py),
             None => Ok(()),

@@ -349,7 +349,10 @@ if inits:
     ];
     args.extend(process.inputs.iter().cloned());
     args.extend(process.outputs.iter().cloned());
-    let out = Command::new(&python)
+    let mut check = Command::new(&python);
+    // the user's code is imported here and may hang: it must not outlive a killed supervisor
+    rtloop_sys::end_with_parent(&mut check);
+    let out = check
         .args(&args)
         .output()
         .map_err(|e| format!("cannot run {python} to check {}: {e}", code.display()))?;

@@ -224,7 +224,10 @@ pub fn compile(code: &Path, cache_dir: &Path) -> Result<PathBuf, ModuleError> {
         // rustc writes its intermediate files next to the output: a private directory
         let build = cache_dir.join(format!(".build-{stem}-{unique}"));
         std::fs::create_dir_all(&build).map_err(io_error("cannot create", &build))?;
-        let out = std::process::Command::new(rustc())
+        let mut compile = std::process::Command::new(rustc());
+        // a compile outlives no killed `rtloop run`
+        rtloop_sys::end_with_parent(&mut compile);
+        let out = compile
             .args(["--edition", "2021", "--crate-type", "cdylib"])
             .args(["-C", "opt-level=3", "-C", "panic=unwind", "--crate-name"])
             .arg(format!("rtloop_module_{stem}"))

@@ -341,6 +341,17 @@ pub fn end_with_parent(cmd: &mut std::process::Command) {
     }
 }
 
+/// Ignore SIGINT (Ctrl-C) in this process, and only SIGINT: for a child whose parent stops
+/// it some other way when Ctrl-C in the terminal reaches the whole process group. SIGTERM
+/// and SIGHUP keep their default action, so `kill PID` still ends the process.
+pub fn ignore_interrupt() {
+    // SAFETY: `signal` with SIG_IGN installs no handler code, only the kernel's disposition;
+    // it takes no pointer from us and is safe to call from any thread at any time.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+}
+
 /// Bind a UNIX-domain socket at `path` that only this user may connect to: the socket file
 /// is made 0600 whatever the umask (bind follows it), and [`peer_is_me`] refuses
 /// connections from other users, which also covers the moment between bind and the chmod.
