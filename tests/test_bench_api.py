@@ -62,6 +62,7 @@ def test_fieldtrip_benchmark_report() -> None:
     r = rtloop.bench.fieldtrip(quick=True, transports=["tcp"], rounds=10)
     FieldTripBenchReport.check(r)
     assert r.faq and r.versus_reference
+    assert all({"transport", "requests"} <= set(p) for p in r.paced)
 
 
 def test_pipeline_benchmark_report(tmp_path: Path) -> None:

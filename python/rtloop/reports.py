@@ -355,6 +355,8 @@ class FieldTripBenchReport(Report):
     faq_best_dma_values_per_s: float
     faq: List[Dict[str, Any]]
     latency: List[Dict[str, Any]]
+    #: a client reading every 200 µs, per server: time per read and the server's CPU
+    paced: List[Dict[str, Any]]
 
 
 class PipelineBenchReport(Report):
