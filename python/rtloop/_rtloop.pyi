@@ -38,6 +38,7 @@ __all__ = [
     "fieldtrip_address",
     "_init_logging",
     "_reset_logging",
+    "_prepare_numpy",
     "RtloopError",
     "StreamNotFoundError",
     "StreamExistsError",
