@@ -768,8 +768,10 @@ def test_options_reach_init_every_n_ticks_holds_outputs_and_the_log_carries_chan
             (["ch0", "ch1"], ["", ""]),  # none given: the stream names them
         ]
     finally:
-        for s in kept:
-            rtloop.Stream.remove(s.name)
+        # --keep kept every stream of the run: the signals' and the tick timing's
+        for left in rtloop.Stream.list():
+            if left.startswith(f"{name}."):
+                rtloop.Stream.remove(left)
     out = Path(report["out_dir"])
     m = proc(report, "m")
     assert m["summary"] == f"8 calls of m" and m["ticks"] == 40
