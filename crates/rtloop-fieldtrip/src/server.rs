@@ -496,7 +496,7 @@ impl Drop for ThreadEnded<'_> {
 /// until the prefix is acknowledged, and a server that delays its ACK (Linux: up to 40 ms) stalls
 /// every such request — the FAQ's "dramatic dip". Acknowledging at once removes the stall for
 /// unchanged clients; the kernel clears the flag by itself, hence before every read.
-struct QuickAck(TcpStream);
+pub struct QuickAck(pub TcpStream);
 
 impl Read for QuickAck {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {

@@ -13,7 +13,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +23,7 @@ use rtloop_fieldtrip::codec::{
     self, cmd, put_datadef, put_headerdef, put_prefix, put_status, DataDef, HeaderDef, Request,
 };
 use rtloop_fieldtrip::polling::{PollShared, PolledSocket, Polling};
+use rtloop_fieldtrip::server::QuickAck;
 
 /// A running limit server (TCP on 127.0.0.1, and a UNIX socket); it stops accepting when
 /// dropped (connections end when their clients close them).
@@ -115,31 +116,6 @@ impl Drop for LimitServer {
             let _ = t.join();
         }
         let _ = std::fs::remove_file(&self.unix);
-    }
-}
-
-/// TCP_QUICKACK before each read, as rtloop's server does.
-struct QuickAck(TcpStream);
-
-impl Read for QuickAck {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let _ = rustix::net::sockopt::set_tcp_quickack(&self.0, true);
-        self.0.read(buf)
-    }
-}
-
-impl Write for QuickAck {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
-    }
-}
-
-impl AsFd for QuickAck {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.as_fd()
     }
 }
 
