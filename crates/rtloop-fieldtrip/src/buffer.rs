@@ -23,9 +23,8 @@ use rtloop_stream::{
 use rtloop_sys as sys;
 
 use crate::codec::{
-    self, cmd, put_chunks, put_datadef, put_event, put_headerdef, put_prefix, put_status,
-    put_wait_ok, wordsize, ByteOrder, DataDef, HeaderDef, Parsed, Prefix, Request, Selection,
-    WaitDef, WireEvent,
+    self, cmd, put_chunks, put_event, put_headerdef, put_prefix, put_status, put_wait_ok, wordsize,
+    ByteOrder, DataDef, HeaderDef, Parsed, Prefix, Request, Selection, WaitDef, WireEvent,
 };
 
 /// What a buffer keeps. The reference keeps 600000 samples (or 512 MiB when there are more
@@ -766,19 +765,14 @@ impl Buffer {
             data_type: s.data_type,
             bufsize: bytes as u32,
         };
-        put_prefix(
-            order,
-            cmd::GET_OK,
-            (codec::DATADEF_BYTES + bytes) as u32,
-            out,
-        );
-        put_datadef(order, &def, out);
+        codec::put_data_reply_head(order, &def, out);
         let at = out.len();
-        out.resize(at + bytes, 0);
         if count > 0 {
             let base = s.sample_base.load(Ordering::Relaxed);
+            // appended, not zeroed then overwritten: each byte of a large reply is copied
+            // once before the socket takes it
             s.stream
-                .read_into(base + begin, base + end, &mut out[at..], None)
+                .read_append(base + begin, base + end, out)
                 .map_err(|e| format!("samples [{begin}, {}]: {e}", end - 1))?;
             if order.is_foreign() {
                 codec::swap_words(&mut out[at..], info.dtype.itemsize());

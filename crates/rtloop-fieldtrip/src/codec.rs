@@ -952,6 +952,18 @@ pub fn put_datadef(order: ByteOrder, d: &DataDef, out: &mut Vec<u8>) {
     w.u32(d.bufsize);
 }
 
+/// Append the head of a GET_DAT reply: the GET_OK prefix announcing the data definition
+/// and `d.bufsize` bytes of samples, then the data definition. The samples follow it.
+pub fn put_data_reply_head(order: ByteOrder, d: &DataDef, out: &mut Vec<u8>) {
+    put_prefix(
+        order,
+        cmd::GET_OK,
+        (DATADEF_BYTES as u32).saturating_add(d.bufsize),
+        out,
+    );
+    put_datadef(order, d, out);
+}
+
 /// Append one event (eventdef, type bytes, value bytes; no slack).
 pub fn put_event(order: ByteOrder, e: &WireEvent<'_>, out: &mut Vec<u8>) {
     let mut w = Wr { out, order };
@@ -1090,6 +1102,29 @@ mod tests {
         let mut out = Vec::new();
         put_wait_ok(ByteOrder::Little, 20, 3, &mut out);
         assert_eq!(out, [1, 0, 4, 4, 8, 0, 0, 0, 20, 0, 0, 0, 3, 0, 0, 0]);
+    }
+
+    #[test]
+    fn golden_get_dat_reply_head() {
+        let def = DataDef {
+            nchans: 2,
+            nsamples: 3,
+            data_type: 9, // FLOAT32
+            bufsize: 24,
+        };
+        let mut out = Vec::new();
+        put_data_reply_head(ByteOrder::Little, &def, &mut out);
+        // version 1, GET_OK (0x0204), bufsize 16 + 24 = 40; then the data definition
+        assert_eq!(
+            out,
+            [1, 0, 4, 2, 40, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 9, 0, 0, 0, 24, 0, 0, 0]
+        );
+        let mut out = Vec::new();
+        put_data_reply_head(ByteOrder::Big, &def, &mut out);
+        assert_eq!(
+            out,
+            [0, 1, 2, 4, 0, 0, 0, 40, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 9, 0, 0, 0, 24]
+        );
     }
 
     #[test]

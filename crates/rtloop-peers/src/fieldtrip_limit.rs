@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rtloop_fieldtrip::codec::{
-    self, cmd, put_datadef, put_headerdef, put_prefix, put_status, DataDef, HeaderDef, Request,
+    self, cmd, put_headerdef, put_prefix, put_status, DataDef, HeaderDef, Request,
 };
 use rtloop_fieldtrip::polling::{PollShared, PolledSocket, Polling};
 use rtloop_fieldtrip::server::QuickAck;
@@ -252,8 +252,7 @@ fn answer(st: &mut State, prefix: &codec::Prefix, req: &Request<'_>, out: &mut V
             }
             let n = (end - begin + 1) as usize;
             let bytes = n * st.stride;
-            put_prefix(order, cmd::GET_OK, 16 + bytes as u32, out);
-            put_datadef(
+            codec::put_data_reply_head(
                 order,
                 &DataDef {
                     nchans: h.nchans,

@@ -22,7 +22,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 use rtloop_fieldtrip::codec::{
-    self, cmd, put_datadef, put_headerdef, put_prefix, put_status, DataDef, HeaderDef, Request,
+    self, cmd, put_headerdef, put_prefix, put_status, DataDef, HeaderDef, Request,
 };
 
 /// The reference server's limits (FieldTrip's `MAXNUMSAMPLE`, and a memory bound).
@@ -219,8 +219,7 @@ fn answer(g: &mut Ring, order: codec::ByteOrder, req: &Request<'_>, out: &mut Ve
             }
             let n = (end - begin + 1) as usize;
             let bytes = n * g.stride;
-            put_prefix(order, cmd::GET_OK, 16 + bytes as u32, out);
-            put_datadef(
+            codec::put_data_reply_head(
                 order,
                 &DataDef {
                     nchans: h.nchans,

@@ -5,6 +5,8 @@
 //! can check. Zero-copy access (a `&[u8]` into the ring) exists only for backings that are
 //! [`ZeroCopy`].
 
+use std::mem::MaybeUninit;
+
 use crate::layout::{ControlBlock, EVENT_SLOT_BYTES};
 
 mod sealed {
@@ -31,8 +33,13 @@ pub trait Backing: Send + Sync + 'static + sealed::Sealed {
         None
     }
     /// Copy samples `[first, first + out.len() / sample_bytes)` (at most `capacity`) into
-    /// `out`. May race with the writer; callers validate after.
-    fn load_samples(&self, first: u64, out: &mut [u8]);
+    /// `out`, writing every byte of it (so memory that was never set can be filled without
+    /// being zeroed first). May race with the writer; callers validate after.
+    fn load_samples_uninit(&self, first: u64, out: &mut [MaybeUninit<u8>]);
+    /// [`Backing::load_samples_uninit`] into bytes already set.
+    fn load_samples(&self, first: u64, out: &mut [u8]) {
+        self.load_samples_uninit(first, as_uninit(out));
+    }
     /// Store `src` (whole samples, at most `capacity`) into the slots from sample `first`.
     fn store_samples(&self, first: u64, src: &[u8]);
     /// The stamp of sample `i`.
@@ -43,6 +50,16 @@ pub trait Backing: Send + Sync + 'static + sealed::Sealed {
     fn load_event(&self, i: u64, out: &mut [u8; EVENT_SLOT_BYTES]);
     /// Store event slot `i`.
     fn store_event(&self, i: u64, src: &[u8; EVENT_SLOT_BYTES]);
+}
+
+/// Bytes already set, seen as memory to fill. Only ever handed to code that writes set
+/// bytes (never `MaybeUninit::uninit()`), so `bytes` stays initialised.
+pub(crate) fn as_uninit(bytes: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `MaybeUninit<u8>` has the layout of `u8`; the slice is borrowed mutably for
+    // the result's lifetime, and every user of the result (the `load_samples_uninit`
+    // implementations and `copy_out`) writes only initialised bytes into it, so no byte of
+    // `bytes` can become uninitialised through it.
+    unsafe { &mut *(bytes as *mut [u8] as *mut [MaybeUninit<u8>]) }
 }
 
 /// A backing whose sample slots are plain memory laid out so that every window of at most
@@ -112,13 +129,16 @@ impl Backing for HeapBacking {
     fn event_capacity(&self) -> u64 {
         self.event_capacity
     }
-    fn load_samples(&self, first: u64, out: &mut [u8]) {
+    fn load_samples_uninit(&self, first: u64, out: &mut [MaybeUninit<u8>]) {
         let per = self.sample_bytes / 8;
         for (k, chunk) in out.chunks_exact_mut(8).enumerate() {
             let w = self.word(first + (k / per) as u64, k);
             // SYNC: Relaxed word loads are the racy copy; the reader's Acquire fence in
             // `validate_after_copy` orders them before its check of `reserved`.
-            chunk.copy_from_slice(&w.load(crate::sync::Ordering::Relaxed).to_ne_bytes());
+            let bytes = w.load(crate::sync::Ordering::Relaxed).to_ne_bytes();
+            for (d, b) in chunk.iter_mut().zip(bytes) {
+                d.write(b);
+            }
         }
     }
     fn store_samples(&self, first: u64, src: &[u8]) {

@@ -1,9 +1,10 @@
 //! Readers: any number, any process. Latest-wins (the writer never waits; a lapped reader is
 //! told exactly how much it lost) or lossless (the writer waits for it).
 
+use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
-use crate::backing::Backing;
+use crate::backing::{as_uninit, Backing};
 use crate::claims;
 use crate::error::{ReadError, WaitError};
 use crate::events::Event;
@@ -563,7 +564,7 @@ impl<B: Backing> Reader<B> {
             &*self.stream.map,
             first,
             first + n,
-            &mut out[..n as usize * sb],
+            as_uninit(&mut out[..n as usize * sb]),
             stamps,
         );
         if let Err(e) = copied {
@@ -614,7 +615,7 @@ impl<B: Backing> Reader<B> {
                 got: out.len(),
             });
         }
-        copy_out(&*self.stream.map, first, end, out, stamps)
+        copy_out(&*self.stream.map, first, end, as_uninit(out), stamps)
     }
 
     /// Copy the stamps (CLOCK_MONOTONIC ns) of samples `[first, end)`, validated like
@@ -758,12 +759,13 @@ fn back_date(stamps: &mut [u64], tail: u64, period_ns: f64) {
     }
 }
 
-/// A validated copy out of a stream (shared by readers and the stream handle).
+/// A validated copy out of a stream (shared by readers and the stream handle). On `Ok`
+/// every byte of `out` has been set (it may be memory that never was).
 fn copy_out<B: Backing>(
     map: &B,
     first: u64,
     end: u64,
-    out: &mut [u8],
+    out: &mut [MaybeUninit<u8>],
     stamps: Option<&mut [u64]>,
 ) -> Result<(), ReadError> {
     let c = map.control();
@@ -778,7 +780,12 @@ fn copy_out<B: Backing>(
         // the newest sample, small: from the publish line if it still holds it intact
         let mut words = [0u64; ring::INLINE_WORDS];
         if let Some(stamp) = c.samples.load_inline(end, &mut words[..sb.div_ceil(8)]) {
-            out.copy_from_slice(&crate::writer::words_as_bytes(&mut words)[..sb]);
+            for (d, &b) in out
+                .iter_mut()
+                .zip(&crate::writer::words_as_bytes(&mut words)[..sb])
+            {
+                d.write(b);
+            }
             if let Some(st) = stamps {
                 st[0] = stamp;
             }
@@ -786,7 +793,7 @@ fn copy_out<B: Backing>(
         }
     }
     if !out.is_empty() {
-        map.load_samples(first, out);
+        map.load_samples_uninit(first, out);
     }
     if let Some(st) = stamps {
         for (k, i) in (first..end).enumerate() {
@@ -1088,7 +1095,27 @@ impl<B: Backing> Stream<B> {
                 got: out.len(),
             });
         }
-        copy_out(&*self.map, first, end, out, stamps)
+        copy_out(&*self.map, first, end, as_uninit(out), stamps)
+    }
+
+    /// Append samples `[first, end)` to `out`, validated like [`Stream::read_into`], without
+    /// setting the new bytes to zero first: a server building a reply copies each byte
+    /// once. On an error `out` is as it was.
+    pub fn read_append(&self, first: u64, end: u64, out: &mut Vec<u8>) -> Result<(), ReadError> {
+        let needed = end.saturating_sub(first) as usize * self.info().sample_bytes;
+        out.reserve(needed);
+        let at = out.len();
+        copy_out(
+            &*self.map,
+            first,
+            end,
+            &mut out.spare_capacity_mut()[..needed],
+            None,
+        )?;
+        // SAFETY: `reserve` made room for `needed` more bytes, and `copy_out` returned Ok,
+        // so it set every one of the `needed` bytes after `at`.
+        unsafe { out.set_len(at + needed) };
+        Ok(())
     }
 
     /// Events `[first, end)` by index, validated.

@@ -215,7 +215,7 @@ impl Backing for SharedMemory {
         Some(self.file_id)
     }
     #[inline]
-    fn load_samples(&self, first: u64, out: &mut [u8]) {
+    fn load_samples_uninit(&self, first: u64, out: &mut [std::mem::MaybeUninit<u8>]) {
         // a real check, not a debug one: the copy below is only in bounds because of it
         assert!(
             out.len() as u64 <= self.capacity * self.sample_bytes as u64,
@@ -226,13 +226,18 @@ impl Backing for SharedMemory {
         );
         // SAFETY: the window starts inside the first data view and is at most `capacity`
         // samples long (asserted above), so it ends inside the second view: readable for
-        // out.len() bytes.
+        // out.len() bytes. `out` is this call's own writable slice of out.len() bytes (set
+        // or not: the copy sets every one), not inside the mapping.
         // The bytes may be concurrently overwritten by the writer process; we treat the
         // shared mapping as external memory (like a device buffer), never form a reference
         // to it, and the caller discards the copy unless `validate_after_copy` proves no
         // overwrite overlapped it.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.sample_ptr(first), out.as_mut_ptr(), out.len())
+            std::ptr::copy_nonoverlapping(
+                self.sample_ptr(first),
+                out.as_mut_ptr().cast::<u8>(),
+                out.len(),
+            )
         }
     }
     #[inline]

@@ -221,6 +221,25 @@ proptest! {
             let beyond = viewer.read_into(a, written + 1, &mut vec![0u8; (written + 1 - a) as usize * ch], None);
             prop_assert_eq!(beyond, Err(ReadError::NotYetWritten { first: a, end: written + 1, written }));
 
+            // appended after what a reply already holds, into memory never zeroed; on an
+            // error what was there stays as it was
+            let mut reply = b"head".to_vec();
+            stream.read_append(a, b, &mut reply).unwrap();
+            prop_assert_eq!(&reply[..4], b"head");
+            prop_assert_eq!(&reply[4..], &want[..]);
+            let held = reply.clone();
+            if oldest > 0 {
+                prop_assert_eq!(
+                    stream.read_append(oldest - 1, b, &mut reply),
+                    Err(ReadError::TooOld { first: oldest - 1, end: b, oldest, capacity: cap })
+                );
+            }
+            prop_assert_eq!(
+                stream.read_append(a, written + 1, &mut reply),
+                Err(ReadError::NotYetWritten { first: a, end: written + 1, written })
+            );
+            prop_assert_eq!(&reply, &held);
+
             // the pulling reader: every sample, or an exact overrun
             let mut out = vec![0u8; pull_max * ch];
             loop {
