@@ -346,6 +346,59 @@ def test_control_socket_starts_splits_and_stops(make_name: Callable[[], str], tm
     w.close()
 
 
+def test_python_recorder_serves_the_same_control_socket(make_name: Callable[[], str], tmp_path: Path) -> None:
+    """`rtloop.record(..., control=PATH)` answers the commands `rtloop record --control` does
+    (one implementation, in the recorder's library): status, pause, start, split and stop
+    over the socket; `stop()` removes the socket file; a socket that cannot be made raises
+    OSError naming the path and leaves nothing recording."""
+    import socket as so
+
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=1, dtype="int32", sfreq=1000.0, capacity=1 << 16)
+    w = s.writer()
+    ctl = tmp_path / "py-ctl.sock"
+    rec = rtloop.record(name, tmp_path / "rec", control=ctl)
+    assert ctl.exists()
+    c = so.socket(so.AF_UNIX)
+    c.connect(str(ctl))
+    f = c.makefile("rw")
+
+    def cmd(x: str) -> str:
+        f.write(x + "\n")
+        f.flush()
+        return f.readline().strip()
+
+    w.push_chunk(np.arange(50, dtype=np.int32).reshape(50, 1))
+    wait_until(lambda: json.loads(cmd("status"))["samples"] == [50], "50 samples recorded")
+    st = json.loads(cmd("status"))
+    assert st == {"streams": [name], "samples": [50], "lost": [0], "lost_events": [0], "paused": False}
+    assert cmd("pause") == "ok" and json.loads(cmd("status"))["paused"] is True
+    w.push_chunk(np.full((30, 1), -1, np.int32))  # paused: not recorded
+    wait_until(lambda: consumed(name, 80), "the paused recorder to pass 30 more")
+    assert cmd("start") == "ok"
+    assert cmd("split") == "ok"
+    wait_until(lambda: (tmp_path / "rec" / f"{name}.0002" / "header.json").exists(), "the split")
+    w.push_chunk(np.arange(50, 100, dtype=np.int32).reshape(50, 1))
+    wait_until(lambda: json.loads(cmd("status"))["samples"] == [100], "100 samples recorded")
+    assert cmd("rewind") == 'error: unknown command "rewind"; allowed: status, start, pause, split, stop'
+    assert cmd("stop") == "ok"
+    wait_until(lambda: not rec.running, "the recorder to stop on `stop`")
+    f.close()
+    c.close()
+    reports = rec.stop()
+    assert not ctl.exists(), "stop() removes the control socket"
+    a = rtloop.load(tmp_path / "rec" / name)
+    b = rtloop.load(tmp_path / "rec" / f"{name}.0002")
+    np.testing.assert_array_equal(np.vstack([a.data, b.data])[:, 0], np.arange(100))
+    assert [r.samples for r in reports] == [100] and reports[0].lost_samples == 0
+    # a socket in a directory that does not exist: OSError with the path, nothing recording
+    bad = tmp_path / "no-such-dir" / "ctl.sock"
+    with pytest.raises(OSError, match="cannot listen on control socket .*no-such-dir"):
+        rtloop.record(name, tmp_path / "rec2", control=bad)
+    wait_until(lambda: len(rtloop.Stream.open(name).stats()["readers"]) == 0, "the refused recorder's reader to go")
+    w.close()
+
+
 def test_replay_of_an_xdf_file(make_name: Callable[[], str], tmp_path: Path) -> None:
     from rtloop.export import to_xdf
 

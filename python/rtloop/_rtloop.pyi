@@ -98,7 +98,11 @@ def runtime_module(args: List[str]) -> int: ...
 @final
 class RecordSession:
     def __new__(
-        cls, streams: List[str], out: Union[str, "os.PathLike[str]"], seconds: Optional[float] = None
+        cls,
+        streams: List[str],
+        out: Union[str, "os.PathLike[str]"],
+        seconds: Optional[float] = None,
+        control: Optional[Union[str, "os.PathLike[str]"]] = None,
     ) -> "RecordSession": ...
     @property
     def running(self) -> bool: ...

@@ -175,9 +175,18 @@ def load(path: Union[str, os.PathLike[str]]) -> Recording:
 class Recorder:
     """Streams being recorded, as `rtloop record` does (the same library: one thread per
     stream in this process, none of which needs the GIL, so Python code beside never slows
-    them down). ``stop()`` ends it cleanly and returns its report, one dict per stream."""
+    them down). ``stop()`` ends it cleanly and returns its report, one dict per stream.
+    With ``control=PATH`` it also listens on the UNIX socket PATH for ``rtloop record
+    --control``'s commands (``status``, ``start``, ``pause``, ``split``, ``stop``; one line
+    back each), removed again by ``stop()``."""
 
-    def __init__(self, streams: List[str], out: Union[str, "os.PathLike[str]"], seconds: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        streams: List[str],
+        out: Union[str, "os.PathLike[str]"],
+        seconds: Optional[float] = None,
+        control: Optional[Union[str, "os.PathLike[str]"]] = None,
+    ) -> None:
         import time
 
         from ._rtloop import RecordSession
@@ -185,7 +194,9 @@ class Recorder:
         if isinstance(streams, str):
             streams = [streams]
         self.out = Path(out)
-        self._session = RecordSession(list(streams), os.fspath(out), seconds)
+        self._session = RecordSession(
+            list(streams), os.fspath(out), seconds, None if control is None else os.fspath(control)
+        )
         # started once every stream's header exists (its reader is registered)
         t = time.monotonic()
         while not all((self.out / s / "header.json").exists() for s in streams):
@@ -215,7 +226,13 @@ class Recorder:
             self.stop()
 
 
-def record(streams: Union[str, List[str]], out: Union[str, "os.PathLike[str]"], seconds: Optional[float] = None) -> Recorder:
+def record(
+    streams: Union[str, List[str]],
+    out: Union[str, "os.PathLike[str]"],
+    seconds: Optional[float] = None,
+    control: Optional[Union[str, "os.PathLike[str]"]] = None,
+) -> Recorder:
     """Start recording ``streams`` into ``out`` (``out/<stream>/``); returns a `Recorder`
-    whose ``stop()`` ends it. Use it as a context manager to stop on exit."""
-    return Recorder([streams] if isinstance(streams, str) else list(streams), out, seconds)
+    whose ``stop()`` ends it. Use it as a context manager to stop on exit. ``control=PATH``
+    serves the control socket of ``rtloop record --control`` at PATH while it records."""
+    return Recorder([streams] if isinstance(streams, str) else list(streams), out, seconds, control)

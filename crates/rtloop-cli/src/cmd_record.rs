@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use rtloop_metrics::Table;
 use rtloop_record::{Control, RecordConfig, Session};
 
@@ -74,16 +74,11 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
             }
         });
     }
-    let all_done = Arc::new(AtomicBool::new(false));
-    let control_thread = match &a.control {
-        Some(path) => Some(control_socket(
-            path,
-            a.streams.clone(),
-            controls.clone(),
-            all_done.clone(),
-        )?),
-        None => None,
-    };
+    let control = a
+        .control
+        .as_deref()
+        .map(|path| session.serve_control(path))
+        .transpose()?;
     // live progress on stderr while the recorders run (a plain line every few seconds when
     // piped): what a long unattended recording has written and lost so far
     {
@@ -110,12 +105,8 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         }
     }
     let (reports, errors) = session.join();
-    all_done.store(true, Ordering::Relaxed);
-    if let Some((t, path)) = control_thread {
-        // wake the accept loop, then remove the socket file
-        let _ = std::os::unix::net::UnixStream::connect(&path);
-        let _ = t.join();
-        let _ = std::fs::remove_file(&path);
+    if let Some(c) = control {
+        c.close();
     }
     if g.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -147,69 +138,6 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         bail!("{}", errors.join("; "));
     }
     Ok(())
-}
-
-/// The control socket: one command per line, one line back.
-fn control_socket(
-    path: &std::path::Path,
-    streams: Vec<String>,
-    controls: Vec<Arc<Control>>,
-    done: Arc<AtomicBool>,
-) -> Result<(std::thread::JoinHandle<()>, PathBuf)> {
-    use std::io::{BufRead, BufReader, Write as _};
-    let _ = std::fs::remove_file(path);
-    // owner-only whatever the umask, and connections from other users refused
-    let l = rtloop_sys::bind_private_unix(path)
-        .with_context(|| format!("cannot listen on control socket {}", path.display()))?;
-    let t = std::thread::spawn(move || {
-        for conn in l.incoming() {
-            if done.load(Ordering::Relaxed) {
-                return;
-            }
-            let Ok(conn) = conn else { continue };
-            if let Err(peer) = rtloop_sys::peer_is_me(&conn) {
-                tracing::warn!(?peer, "refused a control connection from another user");
-                continue;
-            }
-            let Ok(w) = conn.try_clone() else { continue };
-            let mut w = w;
-            for line in BufReader::new(conn).lines() {
-                let Ok(line) = line else { break };
-                let set = |f: &dyn Fn(&Control)| controls.iter().for_each(|c| f(c));
-                let reply = match line.trim() {
-                    "status" => serde_json::json!({
-                        "streams": streams,
-                        "samples": controls.iter().map(|c| c.samples.load(Ordering::Relaxed)).collect::<Vec<_>>(),
-                        "lost": controls.iter().map(|c| c.lost.load(Ordering::Relaxed)).collect::<Vec<_>>(),
-                        "lost_events": controls.iter().map(|c| c.lost_events.load(Ordering::Relaxed)).collect::<Vec<_>>(),
-                        "paused": controls.iter().any(|c| c.paused.load(Ordering::Relaxed)),
-                    })
-                    .to_string(),
-                    "start" => {
-                        set(&|c| c.paused.store(false, Ordering::Relaxed));
-                        "ok".into()
-                    }
-                    "pause" => {
-                        set(&|c| c.paused.store(true, Ordering::Relaxed));
-                        "ok".into()
-                    }
-                    "split" => {
-                        set(&|c| c.split.store(true, Ordering::Relaxed));
-                        "ok".into()
-                    }
-                    "stop" => {
-                        set(&|c| c.stop.store(true, Ordering::Relaxed));
-                        "ok".into()
-                    }
-                    other => format!("error: unknown command {other:?}; allowed: status, start, pause, split, stop"),
-                };
-                if writeln!(w, "{reply}").is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    Ok((t, path.to_owned()))
 }
 
 /// Options of `rtloop replay`.

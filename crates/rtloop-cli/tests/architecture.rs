@@ -203,3 +203,37 @@ fn the_runtime_without_features_links_no_heavy_driver_or_plotting() {
     assert!(heavy.is_empty(), "the bare runtime links {heavy:?}");
     assert!(tree.contains("rtloop-stream"), "{tree}");
 }
+
+/// The recorder's control socket is the recorder's (`rtloop_record::control`): the command
+/// line and the Python binding serve it through the library, and neither listens on a
+/// socket of its own for it nor parses its commands.
+#[test]
+fn the_recorders_control_socket_belongs_to_the_recorder() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).unwrap();
+    let lib = read("rtloop-record/src/control.rs");
+    assert!(lib.contains("bind_private_unix") && lib.contains("\"split\" =>"));
+    let cli = read("rtloop-cli/src/cmd_record.rs");
+    assert!(
+        cli.contains("serve_control"),
+        "rtloop record serves the library's socket"
+    );
+    let py = read("rtloop-py/src/runtime.rs");
+    assert!(
+        py.contains("serve_control"),
+        "rtloop.record serves the library's socket"
+    );
+    for (what, src) in [("cmd_record.rs", &cli), ("the binding", &py)] {
+        for own in [
+            "bind_private_unix",
+            "UnixListener",
+            "\"split\" =>",
+            "\"pause\" =>",
+        ] {
+            assert!(
+                !src.contains(own),
+                "{what} has its own control socket ({own})"
+            );
+        }
+    }
+}

@@ -431,16 +431,24 @@ pub(crate) fn runtime_run(
 #[pyclass(module = "rtloop._rtloop")]
 pub(crate) struct RecordSession {
     inner: Option<rtloop_record::Session>,
+    control: Option<rtloop_record::control::ControlSocket>,
 }
 
 #[pymethods]
 impl RecordSession {
     /// Start recording `streams` into `out/<stream>/`, for `seconds` if given (else until
-    /// `stop()` or every writer is gone). A missing stream or an unwritable `out` raises
-    /// RuntimeError and starts nothing.
+    /// `stop()` or every writer is gone), with the control socket (`rtloop record
+    /// --control`) at `control` if given. A missing stream or an unwritable `out` raises
+    /// RuntimeError and starts nothing; a control socket that cannot be made raises OSError
+    /// and stops the recorders.
     #[new]
-    #[pyo3(signature = (streams, out, seconds=None))]
-    fn new(streams: Vec<String>, out: std::path::PathBuf, seconds: Option<f64>) -> PyResult<Self> {
+    #[pyo3(signature = (streams, out, seconds=None, control=None))]
+    fn new(
+        streams: Vec<String>,
+        out: std::path::PathBuf,
+        seconds: Option<f64>,
+        control: Option<std::path::PathBuf>,
+    ) -> PyResult<Self> {
         let cfg = rtloop_record::RecordConfig {
             duration: seconds
                 .map(|s| crate::blocking::seconds_from_py("seconds", s))
@@ -449,8 +457,17 @@ impl RecordSession {
         };
         let session = rtloop_record::Session::start(&streams, &out, &cfg, false)
             .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+        let control = match control.map(|p| session.serve_control(&p)).transpose() {
+            Ok(c) => c,
+            Err(e) => {
+                session.stop();
+                let _ = session.join();
+                return Err(pyo3::exceptions::PyOSError::new_err(e.to_string()));
+            }
+        };
         Ok(RecordSession {
             inner: Some(session),
+            control,
         })
     }
 
@@ -467,6 +484,9 @@ impl RecordSession {
         let Some(session) = self.inner.take() else {
             return Ok("[]".into());
         };
+        if let Some(c) = self.control.take() {
+            c.close();
+        }
         session.stop();
         let (reports, errors) = crate::exit::detach(py, move || session.join());
         if !errors.is_empty() {

@@ -28,6 +28,7 @@ use rtloop_stream::{EventValue, Liveness, Pulled, ReadError, ReaderMode, Stream}
 use rtloop_sys as sys;
 use serde::{Deserialize, Serialize};
 
+pub mod control;
 pub mod formats;
 pub mod replay;
 pub mod xdf;
@@ -256,6 +257,15 @@ impl Session {
     #[must_use]
     pub fn controls(&self) -> &[std::sync::Arc<Control>] {
         &self.controls
+    }
+
+    /// Serve the control socket ([`control`]) for this session's recorders at `path`,
+    /// until the returned socket is closed or dropped.
+    ///
+    /// # Errors
+    /// The socket cannot be made at `path`.
+    pub fn serve_control(&self, path: &Path) -> io::Result<control::ControlSocket> {
+        control::ControlSocket::serve(path, self.streams.clone(), self.controls.clone())
     }
 
     /// Ask every recorder to stop (they finish their files and end).
