@@ -555,6 +555,36 @@ fn log_ticks(l: &mut dyn Sink, ticks: std::ops::Range<u64>, small: &Signal, pk: 
     }
 }
 
+/// A logger's directory is made when it is missing (as the recorder's `out` is), with a new
+/// file per run or `overwrite`; a directory that cannot be made says which.
+#[test]
+fn logger_makes_its_directory() {
+    let d = tmp("mkdir");
+    let small = sig("power", &[4], DType::F32, false);
+    for (path, overwrite) in [("logs/a/run.db", false), ("logs/b/run.db", true)] {
+        let opts = json!({"path": path, "overwrite": overwrite});
+        let mut l = logger::open(&opts, std::slice::from_ref(&small), &ctx(&d)).unwrap();
+        let v = power_bytes(0);
+        l.tick(&tick_info(0), &[view(&small, &v, 1)]).unwrap();
+        l.finish().unwrap();
+        let n: i64 = Connection::open(d.join(path))
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM ticks", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1, "{path}");
+    }
+    std::fs::write(d.join("file"), b"").unwrap();
+    let opts = json!({"path": "file/run.db"});
+    let e = logger::open(&opts, &[small], &ctx(&d))
+        .err()
+        .expect("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("cannot create") && msg.contains("file"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn logger_stores_every_tick_and_value() {
     let d = tmp("all");

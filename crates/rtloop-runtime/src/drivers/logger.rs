@@ -177,6 +177,12 @@ pub fn open(
 ) -> Result<Box<dyn Sink>, DriverError> {
     let o: Options = parse_options(options).map_err(DriverError::Config)?;
     let named = ctx.out_dir.join(&o.path);
+    // its directory is made as the recorder makes its `out`: a model that logs to
+    // `logs/run.db` runs in a fresh output directory without a step by hand
+    if let Some(dir) = named.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| DriverError::io(format!("cannot create {}", dir.display()), e))?;
+    }
     let path = if o.overwrite {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", named.display()));
