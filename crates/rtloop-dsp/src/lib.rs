@@ -1,0 +1,12 @@
+//! rtloop's signal-processing blocks, for closed loops that should not need hand-written DSP.
+//!
+//! Blocks work on chunks laid out as a stream holds them, `[samples, channels]`, row by row,
+//! and keep their state between chunks, so a chunk of any length (one sample included) gives
+//! what the whole signal would. Each states its delay in samples and refuses bad parameters
+//! with what is allowed; nothing allocates while a chunk is processed.
+//!
+//! So far: IIR filters ([`iir`]).
+
+pub mod iir;
+
+pub use iir::{design, group_delay, Band, ChunkError, DesignError, Section, SosFilter};
