@@ -5,8 +5,10 @@
 //! what the whole signal would. Each states its delay in samples and refuses bad parameters
 //! with what is allowed; nothing allocates while a chunk is processed.
 //!
-//! So far: IIR filters ([`iir`]).
+//! So far: IIR filters ([`iir`]) and re-referencing ([`reref`]).
 
 pub mod iir;
+pub mod reref;
 
 pub use iir::{design, group_delay, Band, ChunkError, DesignError, Section, SosFilter};
+pub use reref::{Reference, Reref, RerefError};

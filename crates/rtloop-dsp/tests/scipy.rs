@@ -4,11 +4,13 @@
 //! (chunks of one sample included): float64 within 1e-9 and float32 within 1e-5 of the
 //! output's largest magnitude.
 //!
+//! Re-referencing is held against numpy's mean and median over the same channels.
+//!
 //! scipy runs in the Python that runs rtloop (`$RTLOOP_PYTHON`, else `python3`).
 
 use std::process::Command;
 
-use rtloop_dsp::{design, Band, Section, SosFilter};
+use rtloop_dsp::{design, Band, Reference, Reref, Section, SosFilter};
 
 const SCIPY: &str = r#"
 import json, sys
@@ -271,4 +273,57 @@ fn sections_are_plain_coefficients() {
     let s: Vec<Section> = design(Band::Lowpass { cutoff: 100.0 }, 4, 1000.0).unwrap();
     assert_eq!(s.len(), 2);
     assert!(s.iter().all(|s| s.a[0] == 1.0));
+}
+
+const NUMPY_REREF: &str = r#"
+import sys, numpy as np
+ch, ref, kind, inp, out = int(sys.argv[1]), [int(c) for c in sys.argv[2].split(",")], sys.argv[3], sys.argv[4], sys.argv[5]
+x = np.fromfile(inp, dtype=np.float64).reshape(-1, ch)
+r = np.mean(x[:, ref], axis=1) if kind == "average" else np.median(x[:, ref], axis=1)
+(x - r[:, None]).tofile(out)
+"#;
+
+/// Common average and median references over chosen channels (an odd and an even count)
+/// equal numpy's, value for value.
+#[test]
+fn rereferencing_equals_numpy() {
+    const CH: usize = 7;
+    let dir = rtloop_testkit::TempDir::new("dsp-reref");
+    let x = input(500, CH, 1000.0);
+    let (inp, outp) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
+    std::fs::write(&inp, f64::to_bytes(&x)).unwrap();
+    for (kind, name) in [
+        (Reference::Average, "average"),
+        (Reference::Median, "median"),
+    ] {
+        for refs in [&[0usize, 2, 3, 6][..], &[1, 4, 5][..]] {
+            let mut r = Reref::<f64>::new(CH, Some(refs), kind).unwrap();
+            let mut y = x.clone();
+            for chunk in y.chunks_mut(13 * CH) {
+                r.process(chunk).unwrap();
+            }
+            let list: Vec<String> = refs.iter().map(ToString::to_string).collect();
+            let run = Command::new(python())
+                .args(["-c", NUMPY_REREF, &CH.to_string(), &list.join(","), name])
+                .arg(&inp)
+                .arg(&outp)
+                .output()
+                .expect("run Python");
+            assert!(
+                run.status.success(),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            let want = f64::from_bytes(&std::fs::read(&outp).unwrap());
+            let worst = y
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                worst <= 1e-12,
+                "{name} over {refs:?}: largest difference {worst:e}"
+            );
+        }
+    }
 }
