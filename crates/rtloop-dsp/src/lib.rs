@@ -5,10 +5,13 @@
 //! what the whole signal would. Each states its delay in samples and refuses bad parameters
 //! with what is allowed; nothing allocates while a chunk is processed.
 //!
-//! So far: IIR filters ([`iir`]) and re-referencing ([`reref`]).
+//! So far: IIR filters ([`iir`]), re-referencing ([`reref`]) and threshold-crossing spike
+//! detection ([`spikes`]).
 
 pub mod iir;
 pub mod reref;
+pub mod spikes;
 
 pub use iir::{design, group_delay, Band, ChunkError, DesignError, Section, SosFilter};
 pub use reref::{Reference, Reref, RerefError};
+pub use spikes::{Sign, Spike, SpikeConfig, SpikeDetector, SpikeError};

@@ -1,0 +1,357 @@
+//! Threshold-crossing spike detection, causal and per channel.
+//!
+//! Each channel's noise is a robust running estimate, sigma = median(|x|) / 0.6745 (the
+//! median absolute deviation of a band-passed signal, whose median is 0), taken over the
+//! last `noise_window` samples (every one of them up to [`NOISE_VALUES`], evenly spaced ones
+//! beyond: the median of a few thousand values is as good an estimate, and costs a fraction)
+//! and renewed every `noise_window` samples; a spike is a
+//! crossing of `k * sigma` (below `-k sigma`, above `+k sigma`, or either), at least
+//! `refractory` samples after the channel's last spike. Its event is sent when the peak is
+//! known: when the signal comes back within the threshold or `peak_window` samples after
+//! the crossing, whichever is first; the event's sample is the peak's.
+//!
+//! Delay: an event is sent at most `peak_window` samples after the crossing (its peak is at
+//! most that far back). Nothing is detected during the first `noise_window` samples, while
+//! the first noise estimate is taken.
+
+use num_traits::Float;
+
+/// Which crossings count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sign {
+    /// Below `-k sigma` (extracellular spikes are mostly negative).
+    Negative,
+    /// Above `+k sigma`.
+    Positive,
+    /// Either.
+    Both,
+}
+
+/// The most values per channel a noise estimate takes.
+pub const NOISE_VALUES: usize = 2048;
+
+/// Detection settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpikeConfig {
+    /// Channels per sample.
+    pub channels: usize,
+    /// The threshold in noise sigmas (typically 4–6).
+    pub k: f64,
+    /// Which crossings count.
+    pub sign: Sign,
+    /// Samples after a spike in which its channel detects none.
+    pub refractory: usize,
+    /// Samples after a crossing within which its peak is looked for.
+    pub peak_window: usize,
+    /// Samples the noise estimate is taken over (and renewed after).
+    pub noise_window: usize,
+}
+
+/// A detected spike.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spike<T> {
+    /// Its channel.
+    pub channel: usize,
+    /// The sample of its peak (counted from the detector's first sample).
+    pub sample: u64,
+    /// The value at the peak.
+    pub peak: T,
+}
+
+/// Bad detection settings or chunks, saying what is allowed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpikeError {
+    /// No channel.
+    #[error("spike detection needs at least one channel")]
+    NoChannels,
+    /// A threshold that is not positive.
+    #[error("threshold k = {0}: give a finite number of noise sigmas > 0 (typically 4 to 6)")]
+    Threshold(f64),
+    /// A window of no samples.
+    #[error("{0} must be at least 1 sample")]
+    Window(&'static str),
+    /// A chunk that is not whole samples.
+    #[error("a chunk of {values} values is not whole samples of {channels} channels: give samples x channels values")]
+    Chunk {
+        /// Values given.
+        values: usize,
+        /// Channels per sample.
+        channels: usize,
+    },
+}
+
+/// One channel's crossing in progress.
+#[derive(Debug, Clone, Copy)]
+struct Open<T> {
+    peak: T,
+    at: u64,
+    until: u64,
+}
+
+/// A causal threshold-crossing spike detector over `[samples, channels]` chunks.
+#[derive(Debug, Clone)]
+pub struct SpikeDetector<T> {
+    cfg: SpikeConfig,
+    /// Samples seen.
+    n: u64,
+    /// Every `every`-th sample of the noise window goes into `recent`.
+    every: u64,
+    /// Rows of `recent`.
+    rows: usize,
+    /// The noise window's kept |x|, sample-major (`rows` rows of `channels`), so that a
+    /// sample's values are stored side by side.
+    recent: Vec<T>,
+    /// The selection's working copy of one channel's window (made once, here).
+    scratch: Vec<T>,
+    /// Each channel's threshold (infinite until the first estimate).
+    threshold: Vec<T>,
+    /// Each channel's crossing in progress.
+    open: Vec<Option<Open<T>>>,
+    /// Each channel's last spike's sample plus the refractory period.
+    quiet_until: Vec<u64>,
+    /// Channels with a crossing in progress.
+    opened: usize,
+}
+
+impl<T: Float> SpikeDetector<T> {
+    /// A detector for `cfg`, before its first sample.
+    ///
+    /// # Errors
+    /// No channel, a threshold that is not positive, or a window of no samples.
+    pub fn new(cfg: SpikeConfig) -> Result<Self, SpikeError> {
+        if cfg.channels == 0 {
+            return Err(SpikeError::NoChannels);
+        }
+        if !(cfg.k.is_finite() && cfg.k > 0.0) {
+            return Err(SpikeError::Threshold(cfg.k));
+        }
+        if cfg.noise_window == 0 {
+            return Err(SpikeError::Window("the noise window"));
+        }
+        if cfg.peak_window == 0 {
+            return Err(SpikeError::Window("the peak window"));
+        }
+        let ch = cfg.channels;
+        let every = cfg.noise_window.div_ceil(NOISE_VALUES);
+        let rows = cfg.noise_window.div_ceil(every);
+        Ok(SpikeDetector {
+            n: 0,
+            every: every as u64,
+            rows,
+            recent: vec![T::zero(); ch * rows],
+            scratch: vec![T::zero(); rows],
+            threshold: vec![T::infinity(); ch],
+            open: vec![None; ch],
+            quiet_until: vec![0; ch],
+            opened: 0,
+            cfg,
+        })
+    }
+
+    /// Each channel's threshold now (infinite before the first noise estimate).
+    #[must_use]
+    pub fn thresholds(&self) -> &[T] {
+        &self.threshold
+    }
+
+    /// The most samples between a spike's peak and its event.
+    #[must_use]
+    pub fn delay_samples(&self) -> usize {
+        self.cfg.peak_window
+    }
+
+    /// Look at `data`, whole samples, and call `emit` for each spike whose peak is known.
+    ///
+    /// # Errors
+    /// `data` is not whole samples; nothing is looked at then.
+    pub fn process(
+        &mut self,
+        data: &[T],
+        mut emit: impl FnMut(Spike<T>),
+    ) -> Result<(), SpikeError> {
+        let ch = self.cfg.channels;
+        if data.len() % ch != 0 {
+            return Err(SpikeError::Chunk {
+                values: data.len(),
+                channels: ch,
+            });
+        }
+        let w = self.cfg.noise_window as u64;
+        for row in data.chunks_exact(ch) {
+            let i = self.n;
+            let in_window = i % w;
+            if in_window % self.every == 0 {
+                let r = (in_window / self.every) as usize;
+                for (d, &x) in self.recent[r * ch..(r + 1) * ch].iter_mut().zip(row) {
+                    *d = x.abs();
+                }
+            }
+            // most samples cross nowhere: one pass over the row (vectorised) says so
+            if self.opened > 0 || self.any_beyond(row) {
+                for (c, &x) in row.iter().enumerate() {
+                    self.look(c, i, x, &mut emit);
+                }
+            }
+            self.n += 1;
+            if self.n % w == 0 {
+                self.renew_thresholds();
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any value of `row` is beyond its channel's threshold.
+    fn any_beyond(&self, row: &[T]) -> bool {
+        let t = &self.threshold;
+        let count = |f: fn(T) -> T| row.iter().zip(t).filter(|(&x, &t)| f(x) > t).count();
+        let n = match self.cfg.sign {
+            Sign::Negative => count(|x| -x),
+            Sign::Positive => count(|x| x),
+            Sign::Both => count(T::abs),
+        };
+        n > 0
+    }
+
+    /// One value of channel `c` at sample `i`.
+    fn look(&mut self, c: usize, i: u64, x: T, emit: &mut impl FnMut(Spike<T>)) {
+        let thr = self.threshold[c];
+        let over = |v: T| match self.cfg.sign {
+            Sign::Negative => -v,
+            Sign::Positive => v,
+            Sign::Both => v.abs(),
+        };
+        if let Some(mut o) = self.open[c] {
+            let beyond = over(x) > thr;
+            if beyond && over(x) > over(o.peak) {
+                o.peak = x;
+                o.at = i;
+            }
+            if !beyond || i >= o.until {
+                self.open[c] = None;
+                self.opened -= 1;
+                self.quiet_until[c] = o.at + self.cfg.refractory as u64;
+                emit(Spike {
+                    channel: c,
+                    sample: o.at,
+                    peak: o.peak,
+                });
+            } else {
+                self.open[c] = Some(o);
+            }
+            return;
+        }
+        if over(x) > thr && i >= self.quiet_until[c] {
+            self.opened += 1;
+            self.open[c] = Some(Open {
+                peak: x,
+                at: i,
+                until: i + self.cfg.peak_window as u64,
+            });
+        }
+    }
+
+    /// sigma = median(|x|) / 0.6745 over each channel's window; the threshold k sigma.
+    fn renew_thresholds(&mut self) {
+        let ch = self.cfg.channels;
+        let k = T::from(self.cfg.k / 0.6745).unwrap_or_else(T::infinity);
+        let cmp = |a: &T, b: &T| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal);
+        for c in 0..ch {
+            for (d, row) in self.scratch.iter_mut().zip(self.recent.chunks_exact(ch)) {
+                *d = row[c];
+            }
+            let (_, &mut m, _) = self.scratch.select_nth_unstable_by(self.rows / 2, cmp);
+            self.threshold[c] = k * m;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> SpikeConfig {
+        SpikeConfig {
+            channels: 2,
+            k: 5.0,
+            sign: Sign::Negative,
+            refractory: 30,
+            peak_window: 20,
+            noise_window: 1000,
+        }
+    }
+
+    /// Spikes of known place on noise of known size: each is found once, at its peak, on
+    /// its channel; one inside another's refractory period is not; nothing before the
+    /// first noise estimate.
+    #[test]
+    fn finds_each_spike_once_at_its_peak() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut noise = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5 // uniform, |x| median 0.25
+        };
+        let n = 6000usize;
+        let mut data: Vec<f64> = (0..2 * n).map(|_| noise()).collect();
+        // spikes: (channel, peak sample); 500 is before the first estimate; 3010 is 10
+        // after 3000 on the same channel, inside the refractory period
+        let spikes = [
+            (0, 500),
+            (0, 1500),
+            (1, 2200),
+            (0, 3000),
+            (0, 3010),
+            (1, 4500),
+        ];
+        for &(c, at) in &spikes {
+            for (k, v) in [-2.0, -6.0, -9.0, -6.0, -2.0].iter().enumerate() {
+                data[(at - 2 + k) * 2 + c] += v;
+            }
+        }
+        let mut d = SpikeDetector::<f64>::new(cfg()).unwrap();
+        let mut found = Vec::new();
+        for chunk in data.chunks(2 * 7) {
+            d.process(chunk, |s| found.push((s.channel, s.sample)))
+                .unwrap();
+        }
+        assert_eq!(found, [(0, 1500), (1, 2200), (0, 3000), (1, 4500)]);
+        // sigma of uniform noise in [-0.5, 0.5): median |x| = 0.25
+        let want = 5.0 * 0.25 / 0.6745;
+        assert!(
+            d.thresholds().iter().all(|t| (t - want).abs() < 0.1 * want),
+            "{:?}",
+            d.thresholds()
+        );
+    }
+
+    #[test]
+    fn bad_settings_say_what_is_allowed() {
+        let e = |f: fn(&mut SpikeConfig)| {
+            let mut c = cfg();
+            f(&mut c);
+            SpikeDetector::<f32>::new(c).unwrap_err().to_string()
+        };
+        assert_eq!(
+            e(|c| c.channels = 0),
+            "spike detection needs at least one channel"
+        );
+        assert_eq!(
+            e(|c| c.k = -1.0),
+            "threshold k = -1: give a finite number of noise sigmas > 0 (typically 4 to 6)"
+        );
+        assert_eq!(
+            e(|c| c.noise_window = 0),
+            "the noise window must be at least 1 sample"
+        );
+        assert_eq!(
+            e(|c| c.peak_window = 0),
+            "the peak window must be at least 1 sample"
+        );
+        let mut d = SpikeDetector::<f32>::new(cfg()).unwrap();
+        assert_eq!(
+            d.process(&[0.0; 3], |_| {}).unwrap_err().to_string(),
+            "a chunk of 3 values is not whole samples of 2 channels: give samples x channels values"
+        );
+    }
+}
