@@ -5,13 +5,15 @@
 //! what the whole signal would. Each states its delay in samples and refuses bad parameters
 //! with what is allowed; nothing allocates while a chunk is processed.
 //!
-//! So far: IIR filters ([`iir`]), re-referencing ([`reref`]) and threshold-crossing spike
-//! detection ([`spikes`]).
+//! So far: IIR filters ([`iir`]), re-referencing ([`reref`]), threshold-crossing spike
+//! detection ([`spikes`]) and the envelope ([`envelope`]).
 
+pub mod envelope;
 pub mod iir;
 pub mod reref;
 pub mod spikes;
 
+pub use envelope::{EnvelopeError, MovingRms};
 pub use iir::{design, group_delay, Band, ChunkError, DesignError, Section, SosFilter};
 pub use reref::{Reference, Reref, RerefError};
 pub use spikes::{Sign, Spike, SpikeConfig, SpikeDetector, SpikeError};

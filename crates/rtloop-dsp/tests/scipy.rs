@@ -4,13 +4,14 @@
 //! (chunks of one sample included): float64 within 1e-9 and float32 within 1e-5 of the
 //! output's largest magnitude.
 //!
-//! Re-referencing is held against numpy's mean and median over the same channels.
+//! Re-referencing is held against numpy's mean and median over the same channels, the
+//! envelope against numpy's moving average of the squares.
 //!
 //! scipy runs in the Python that runs rtloop (`$RTLOOP_PYTHON`, else `python3`).
 
 use std::process::Command;
 
-use rtloop_dsp::{design, Band, Reference, Reref, Section, SosFilter};
+use rtloop_dsp::{design, Band, MovingRms, Reference, Reref, Section, SosFilter};
 
 const SCIPY: &str = r#"
 import json, sys
@@ -325,5 +326,55 @@ fn rereferencing_equals_numpy() {
                 "{name} over {refs:?}: largest difference {worst:e}"
             );
         }
+    }
+}
+
+const NUMPY_RMS: &str = r#"
+import sys, numpy as np
+ch, w, inp, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+x = np.fromfile(inp, dtype=np.float64).reshape(-1, ch)
+y = np.stack([np.sqrt(np.convolve(x[:, c] ** 2, np.ones(w) / w)[: len(x)]) for c in range(ch)], axis=1)
+y.tofile(out)
+"#;
+
+/// The moving RMS equals numpy's (samples before the first as zeros), over chunks of any
+/// length and past many windows (where a running sum would drift).
+#[test]
+fn the_envelope_equals_numpy() {
+    const CH: usize = 3;
+    let dir = rtloop_testkit::TempDir::new("dsp-rms");
+    let x = input(5000, CH, 1000.0);
+    let (inp, outp) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
+    std::fs::write(&inp, f64::to_bytes(&x)).unwrap();
+    for w in [1usize, 37, 400] {
+        let mut e = MovingRms::<f64>::new(CH, w).unwrap();
+        let mut y = x.clone();
+        let mut at = 0;
+        for c in chunking(5000, w as u64) {
+            e.process(&mut y[at * CH..(at + c) * CH]).unwrap();
+            at += c;
+        }
+        let run = Command::new(python())
+            .args(["-c", NUMPY_RMS, &CH.to_string(), &w.to_string()])
+            .arg(&inp)
+            .arg(&outp)
+            .output()
+            .expect("run Python");
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let want = f64::from_bytes(&std::fs::read(&outp).unwrap());
+        let scale = want.iter().copied().fold(0.0, f64::max);
+        let worst = y
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= 1e-9 * scale,
+            "window {w}: largest difference {worst:e}"
+        );
     }
 }
