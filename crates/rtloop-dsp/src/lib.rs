@@ -6,13 +6,15 @@
 //! with what is allowed; nothing allocates while a chunk is processed.
 //!
 //! So far: IIR filters ([`iir`]), re-referencing ([`reref`]), threshold-crossing spike
-//! detection ([`spikes`]) and the envelope ([`envelope`]).
+//! detection ([`spikes`]), the envelope ([`envelope`]) and decimation ([`decimate`]).
 
+pub mod decimate;
 pub mod envelope;
 pub mod iir;
 pub mod reref;
 pub mod spikes;
 
+pub use decimate::{DecimateError, Decimator};
 pub use envelope::{EnvelopeError, MovingRms};
 pub use iir::{design, group_delay, Band, ChunkError, DesignError, Section, SosFilter};
 pub use reref::{Reference, Reref, RerefError};

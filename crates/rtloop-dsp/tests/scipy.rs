@@ -5,13 +5,14 @@
 //! output's largest magnitude.
 //!
 //! Re-referencing is held against numpy's mean and median over the same channels, the
-//! envelope against numpy's moving average of the squares.
+//! envelope against numpy's moving average of the squares, decimation against scipy's
+//! `sosfilt(butter(8, 0.8 / factor, output="sos"), x)[::factor]`.
 //!
 //! scipy runs in the Python that runs rtloop (`$RTLOOP_PYTHON`, else `python3`).
 
 use std::process::Command;
 
-use rtloop_dsp::{design, Band, MovingRms, Reference, Reref, Section, SosFilter};
+use rtloop_dsp::{design, Band, Decimator, MovingRms, Reference, Reref, Section, SosFilter};
 
 const SCIPY: &str = r#"
 import json, sys
@@ -375,6 +376,60 @@ fn the_envelope_equals_numpy() {
         assert!(
             worst <= 1e-9 * scale,
             "window {w}: largest difference {worst:e}"
+        );
+    }
+}
+
+const SCIPY_DECIMATE: &str = r#"
+import sys, numpy as np
+from scipy import signal
+ch, q, inp, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+x = np.fromfile(inp, dtype=np.float64).reshape(-1, ch)
+sos = signal.butter(8, 0.8 / q, output="sos")
+signal.sosfilt(sos, x, axis=0)[::q].tofile(out)
+"#;
+
+/// Decimation over chunks of any length keeps the samples scipy keeps, filtered alike.
+#[test]
+fn decimation_equals_scipy() {
+    const CH: usize = 2;
+    let dir = rtloop_testkit::TempDir::new("dsp-decimate");
+    let x = input(3000, CH, 1000.0);
+    let (inp, outp) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
+    std::fs::write(&inp, f64::to_bytes(&x)).unwrap();
+    for q in [2usize, 3, 10] {
+        let mut d = Decimator::<f64>::new(CH, q).unwrap();
+        let mut y = x.clone();
+        let mut kept = Vec::new();
+        let mut at = 0;
+        for c in chunking(3000, 7 * q as u64) {
+            let mut out = vec![0.0; d.kept(c) * CH];
+            d.process(&mut y[at * CH..(at + c) * CH], &mut out).unwrap();
+            kept.extend(out);
+            at += c;
+        }
+        let run = Command::new(python())
+            .args(["-c", SCIPY_DECIMATE, &CH.to_string(), &q.to_string()])
+            .arg(&inp)
+            .arg(&outp)
+            .output()
+            .expect("run Python");
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let want = f64::from_bytes(&std::fs::read(&outp).unwrap());
+        assert_eq!(kept.len(), want.len(), "factor {q}");
+        let scale = want.iter().map(|v| v.abs()).fold(0.0, f64::max);
+        let worst = kept
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= 1e-9 * scale,
+            "factor {q}: largest difference {worst:e}"
         );
     }
 }
