@@ -6,12 +6,13 @@
 //! with what is allowed; nothing allocates while a chunk is processed.
 //!
 //! So far: IIR filters ([`iir`]), re-referencing ([`reref`]), threshold-crossing spike
-//! detection ([`spikes`]), the envelope ([`envelope`]), decimation ([`decimate`]) and ripple
-//! detection ([`ripples`]).
+//! detection ([`spikes`]), the envelope ([`envelope`]), decimation ([`decimate`]), ripple
+//! detection ([`ripples`]) and phase estimation with a trigger at a target phase ([`phase`]).
 
 pub mod decimate;
 pub mod envelope;
 pub mod iir;
+pub mod phase;
 pub mod reref;
 pub mod ripples;
 pub mod spikes;
@@ -19,6 +20,7 @@ pub mod spikes;
 pub use decimate::{DecimateError, Decimator};
 pub use envelope::{EnvelopeError, MovingRms};
 pub use iir::{design, group_delay, Band, ChunkError, DesignError, Section, SosFilter};
+pub use phase::{PhaseConfig, PhaseError, PhaseTracker, PhaseTrigger};
 pub use reref::{Reference, Reref, RerefError};
 pub use ripples::{Ripple, RippleConfig, RippleDetector, RippleError};
 pub use spikes::{Sign, Spike, SpikeConfig, SpikeDetector, SpikeError};

@@ -6,13 +6,17 @@
 //!
 //! Re-referencing is held against numpy's mean and median over the same channels, the
 //! envelope against numpy's moving average of the squares, decimation against scipy's
-//! `sosfilt(butter(8, 0.8 / factor, output="sos"), x)[::factor]`.
+//! `sosfilt(butter(8, 0.8 / factor, output="sos"), x)[::factor]`, and the phase of the
+//! phase tracker's triggers against the offline (non-causal) Hilbert phase.
 //!
 //! scipy runs in the Python that runs rtloop (`$RTLOOP_PYTHON`, else `python3`).
 
 use std::process::Command;
 
-use rtloop_dsp::{design, Band, Decimator, MovingRms, Reference, Reref, Section, SosFilter};
+use rtloop_dsp::{
+    design, Band, Decimator, MovingRms, PhaseConfig, PhaseTracker, Reference, Reref, Section,
+    SosFilter,
+};
 
 const SCIPY: &str = r#"
 import json, sys
@@ -430,6 +434,117 @@ fn decimation_equals_scipy() {
         assert!(
             worst <= 1e-9 * scale,
             "factor {q}: largest difference {worst:e}"
+        );
+    }
+}
+
+const SCIPY_PHASE: &str = r#"
+import sys, numpy as np
+from scipy import signal
+rate, lo, hi, inp, out = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+x = np.fromfile(inp, dtype=np.float64)
+b, a = signal.butter(2, [lo, hi], btype="bandpass", fs=rate)
+np.angle(signal.hilbert(signal.filtfilt(b, a, x))).tofile(out)
+"#;
+
+/// Signals of known phase plus noise, and EEG-like ones (1/f noise and alpha bursts):
+/// the phase, offline, at each trigger the tracker fired at phase 0 (the alpha peak): its
+/// circular mean and spread (circular standard deviation), in degrees.
+#[test]
+fn phase_triggers_against_the_offline_hilbert_phase() {
+    const RATE: f64 = 500.0;
+    let n = (RATE * 60.0) as usize;
+    let mut x = 0xD1B5_4A32_D192_ED03u64;
+    let mut gauss = move || {
+        (0..12)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 11) as f64 / (1u64 << 53) as f64
+            })
+            .sum::<f64>()
+            - 6.0
+    };
+    // a 9-11 Hz rhythm whose frequency and amplitude drift, in white noise (SNR about 3)
+    let mut phase = 0.0;
+    let known: Vec<f64> = (0..n)
+        .map(|i| {
+            let t = i as f64 / RATE;
+            let f = 10.0 + (std::f64::consts::TAU * 0.05 * t).sin();
+            phase += std::f64::consts::TAU * f / RATE;
+            let amp = 1.0 + 0.3 * (std::f64::consts::TAU * 0.11 * t).sin();
+            2.0 * amp * phase.cos() + gauss()
+        })
+        .collect();
+    // EEG-like: 1/f noise (Kellet's pink filter on white noise) and alpha in bursts
+    let mut b = [0.0f64; 7];
+    let eeg: Vec<f64> = (0..n)
+        .map(|i| {
+            let w = gauss();
+            b[0] = 0.99886 * b[0] + w * 0.0555179;
+            b[1] = 0.99332 * b[1] + w * 0.0750759;
+            b[2] = 0.96900 * b[2] + w * 0.153_852;
+            b[3] = 0.86650 * b[3] + w * 0.3104856;
+            b[4] = 0.55000 * b[4] + w * 0.5329522;
+            b[5] = -0.7616 * b[5] - w * 0.0168980;
+            let pink = b[..6].iter().sum::<f64>() + b[6] + w * 0.5362;
+            b[6] = w * 0.115926;
+            let t = i as f64 / RATE;
+            let burst = (0.5 + 0.5 * (std::f64::consts::TAU * 0.2 * t).sin()).powi(2);
+            pink * 0.5 + 3.0 * burst * (std::f64::consts::TAU * 10.0 * t).cos()
+        })
+        .collect();
+    let dir = rtloop_testkit::TempDir::new("dsp-phase");
+    for (what, sig, max_mean, max_spread) in [
+        ("drifting 10 Hz in noise", &known, 15.0, 35.0),
+        ("EEG-like alpha bursts", &eeg, 25.0, 60.0),
+    ] {
+        let (inp, outp) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
+        std::fs::write(&inp, f64::to_bytes(sig)).unwrap();
+        let run = Command::new(python())
+            .args(["-c", SCIPY_PHASE, &RATE.to_string(), "8", "12"])
+            .arg(&inp)
+            .arg(&outp)
+            .output()
+            .expect("run Python");
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let offline = f64::from_bytes(&std::fs::read(&outp).unwrap());
+        let mut p = PhaseTracker::new(PhaseConfig {
+            channels: 1,
+            rate: RATE,
+            band: (8.0, 12.0),
+            window: 250,
+            target: 0.0,
+            min_amplitude: 0.5,
+            refractory: 25,
+        })
+        .unwrap();
+        let mut fired = Vec::new();
+        for chunk in sig.chunks(5) {
+            p.process(chunk, |t| fired.push(t.sample)).unwrap();
+        }
+        // leave out the filtfilt edges
+        let errs: Vec<f64> = fired
+            .iter()
+            .filter(|&&s| s > 1000 && (s as usize) < n - 1000)
+            .map(|&s| offline[s as usize])
+            .collect();
+        let (c, sn) = errs
+            .iter()
+            .fold((0.0, 0.0), |(c, s), e| (c + e.cos(), s + e.sin()));
+        let r = (c * c + sn * sn).sqrt() / errs.len() as f64;
+        let mean = sn.atan2(c).to_degrees();
+        let spread = (-2.0 * r.ln()).sqrt().to_degrees();
+        println!("{what}: {} triggers at phase 0; offline phase there: circular mean {mean:.1} deg, spread {spread:.1} deg", errs.len());
+        assert!(errs.len() > 100, "{what}: {} triggers", errs.len());
+        assert!(
+            mean.abs() < max_mean && spread < max_spread,
+            "{what}: mean {mean:.1}, spread {spread:.1} deg"
         );
     }
 }
