@@ -27,11 +27,25 @@ use crate::replay::{invalid, map_file, pick_series, FlatSource, Pacing, SourceEr
 /// A `.meta` file's keys (without the leading `~`) and values.
 pub type Meta = BTreeMap<String, String>;
 
+/// What is wrong with a `.meta` file's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MetaError {
+    /// A line that is not `key=value`.
+    #[error("line {line:?} is not key=value (a SpikeGLX .meta has one key=value per line)")]
+    NotKeyValue {
+        /// The line.
+        line: String,
+    },
+    /// No `nSavedChans` key.
+    #[error("no nSavedChans: not a SpikeGLX .meta")]
+    NoChannelCount,
+}
+
 /// Parse a `.meta` file's text.
 ///
 /// # Errors
-/// What is wrong, as text: not `key=value` lines, or no `nSavedChans`.
-pub fn parse_meta(text: &str) -> Result<Meta, String> {
+/// What is wrong ([`MetaError`]): not `key=value` lines, or no `nSavedChans`.
+pub fn parse_meta(text: &str) -> Result<Meta, MetaError> {
     let mut m = Meta::new();
     for line in text.lines() {
         let line = line.trim_end_matches('\r');
@@ -39,14 +53,14 @@ pub fn parse_meta(text: &str) -> Result<Meta, String> {
             continue;
         }
         let Some((k, v)) = line.split_once('=') else {
-            return Err(format!(
-                "line {line:?} is not key=value (a SpikeGLX .meta has one key=value per line)"
-            ));
+            return Err(MetaError::NotKeyValue {
+                line: line.to_owned(),
+            });
         };
         m.insert(k.trim_start_matches('~').to_owned(), v.to_owned());
     }
     if !m.contains_key("nSavedChans") {
-        return Err("no nSavedChans: not a SpikeGLX .meta".into());
+        return Err(MetaError::NoChannelCount);
     }
     Ok(m)
 }
@@ -319,7 +333,7 @@ pub fn open(path: &Path, series: Option<&str>) -> Result<FlatSource, SourceError
     let (bin, stem) = (&bins[i], &names[i]);
     let meta_path = bin.with_extension("meta");
     let text = std::fs::read_to_string(&meta_path).map_err(crate::replay::io_error(&meta_path))?;
-    let meta = parse_meta(&text).map_err(|d| invalid(&meta_path, d))?;
+    let meta = parse_meta(&text).map_err(|d| invalid(&meta_path, d.to_string()))?;
     let l = layout(&meta, stem).map_err(|d| invalid(&meta_path, d))?;
     let map = map_file(bin)?;
     let len = map.len() as u64;
@@ -419,8 +433,17 @@ mod tests {
 
     #[test]
     fn bad_meta_says_what_is_wrong() {
-        assert!(parse_meta("hello").unwrap_err().contains("key=value"));
-        assert!(parse_meta("a=b\n").unwrap_err().contains("nSavedChans"));
+        let e = parse_meta("hello").unwrap_err();
+        assert_eq!(
+            e,
+            MetaError::NotKeyValue {
+                line: "hello".into()
+            }
+        );
+        assert!(e.to_string().contains("key=value"), "{e}");
+        let e = parse_meta("a=b\n").unwrap_err();
+        assert_eq!(e, MetaError::NoChannelCount);
+        assert!(e.to_string().contains("nSavedChans"), "{e}");
         let m = parse_meta(
             "nSavedChans=2\nimSampRate=30000\nimAiRangeMax=0.6\n~snsChanMap=(1)(AP0;0:0)\n",
         )
