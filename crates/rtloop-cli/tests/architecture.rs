@@ -451,6 +451,10 @@ fn the_named_errors_are_typed_not_strings() {
             "pub fn parse_meta(",
         ),
         (
+            "crates/rtloop-record/src/formats/spikeglx.rs",
+            "pub fn layout(",
+        ),
+        (
             "crates/rtloop-record/src/formats/openephys.rs",
             "pub fn parse_oebin(",
         ),
