@@ -576,6 +576,13 @@ def test_server_options_are_refused_saying_what_is_allowed(make_name: Callable[[
         Server(make_name(), bind="127.0.0.1:0", max_clients=0)
     with pytest.raises(ValueError, match="message_timeout=0: a number of seconds > 0"):
         Server(make_name(), bind="127.0.0.1:0", message_timeout=0)
+    # the library's limits, with this class's keyword names
+    with pytest.raises(ValueError, match="max_message=10: allowed 64 to 4294967295"):
+        Server(make_name(), bind="127.0.0.1:0", max_message=10)
+    with pytest.raises(ValueError, match="events=0: allowed 1 to 1000000"):
+        Server(make_name(), bind="127.0.0.1:0", events=0)
+    with pytest.raises(ValueError, match=r"memory_mb: memory_budget=0 bytes \(0 MiB\): allowed 1 to 1048576 MiB"):
+        Server(make_name(), bind="127.0.0.1:0", memory_mb=0)
     with pytest.raises(ValueError, match='poll="often"'):
         Server(make_name(), bind="127.0.0.1:0", poll="often")
     with pytest.raises(ValueError, match='stream="bad/name"'):

@@ -166,7 +166,7 @@ fn run_model(path: &Path, seconds: f64, stop: &Arc<AtomicBool>) -> Result<RunRep
 }
 
 fn python_ok() -> Option<String> {
-    let py = std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into());
+    let py = rtloop_sys::python().to_string_lossy().into_owned();
     let ok = std::process::Command::new(&py)
         .args(["-c", "import rtloop._rtloop, numpy"])
         .output()

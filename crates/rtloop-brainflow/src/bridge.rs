@@ -363,12 +363,7 @@ pub fn brainflow_in(
     let playback_rows = playback.as_ref().map(|p| p.samples);
     let file_markers: &[f64] = playback.as_ref().map_or(&[], |p| &p.markers);
     let loops = o.configs.iter().any(|c| c == "loopback_true");
-    let buffer = layouts
-        .iter()
-        .map(|l| (l.rate * 600.0) as usize)
-        .max()
-        .unwrap_or(0)
-        .max(45_000);
+    let buffer = crate::buffer_samples(&layouts);
     let prefix = o.prefix.clone().unwrap_or_else(|| board.short());
     // names are checked before the board is opened: a bad prefix touches no device
     for k in layouts.iter().flat_map(|l| &l.streams) {

@@ -317,6 +317,20 @@ mod tests {
     const AUX: &str = r#"{"accel_channels": [2, 3, 4], "battery_channel": 1, "eda_channels": [8], "gyro_channels": [5, 6, 7], "marker_channel": 19, "name": "SyntheticAux", "num_rows": 20, "other_channels": [14, 15, 16, 17], "package_num_channel": 0, "ppg_channels": [9, 10], "resistance_channels": [12, 13], "sampling_rate": 250, "temperature_channels": [11], "timestamp_channel": 18}"#;
 
     #[test]
+    fn brainflow_keeps_ten_minutes_of_the_fastest_preset_and_at_least_45000_samples() {
+        let mut taken = Vec::new();
+        let main = preset_layout(0, &serde_json::from_str(DEFAULT).unwrap(), &mut taken).unwrap();
+        let mut slow = main.clone();
+        slow.rate = 50.0;
+        assert_eq!(
+            crate::buffer_samples(&[slow.clone(), main.clone()]),
+            150_000
+        );
+        assert_eq!(crate::buffer_samples(&[slow]), 45_000);
+        assert_eq!(crate::buffer_samples(&[]), 45_000);
+    }
+
+    #[test]
     fn every_row_of_the_synthetic_board_lands_in_one_stream() {
         let mut taken = Vec::new();
         let d = preset_layout(0, &serde_json::from_str(DEFAULT).unwrap(), &mut taken).unwrap();

@@ -359,6 +359,19 @@ unsafe impl Send for Session {}
 // SAFETY: as above: every call goes through BrainFlow's lock.
 unsafe impl Sync for Session {}
 
+/// Samples BrainFlow's own buffer holds for a board with these presets: 10 minutes of the
+/// fastest preset and at least 45000, so data the bridge or a model has not fetched yet
+/// survives a long pause (the bridge and the runtime's driver size it the same way).
+#[must_use]
+pub fn buffer_samples(layouts: &[PresetLayout]) -> usize {
+    layouts
+        .iter()
+        .map(|l| (l.rate * 600.0) as usize)
+        .max()
+        .unwrap_or(0)
+        .max(45_000)
+}
+
 impl Session {
     /// Prepare a session, send each of `configs` (`config_board`), start streaming into
     /// BrainFlow's buffer of `buffer` samples.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rtloop_fieldtrip::polling::Polling;
-use rtloop_fieldtrip::{Buffer, BufferConfig, Server, ServerConfig};
+use rtloop_fieldtrip::{Buffer, BufferConfig, ConfigError, Server, ServerConfig};
 
 use crate::Global;
 
@@ -34,21 +34,21 @@ pub struct ServeArgs {
     pub stream: String,
     /// Samples kept (the reference keeps 600000); rounded up so the data is a whole number
     /// of memory pages (for example 100 keeps 1024 samples of 4 bytes).
-    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 600_000)]
     pub capacity: u64,
     /// Most bytes of samples kept; the capacity shrinks to fit (the reference: 512 MiB).
-    #[arg(long, default_value_t = 512 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 512 << 20)]
     pub max_bytes: u64,
     /// Events kept (the reference keeps 100).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 1024)]
     pub events: u64,
     /// Largest request accepted, in bytes; a larger one gets the error reply of its kind
     /// and the connection is closed, before anything is allocated for it.
-    #[arg(long, default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(64..=(u32::MAX as u64)))]
+    #[arg(long, default_value_t = 1 << 30)]
     pub max_message: u64,
     /// Most clients connected at once. When all places are taken, a new client gets the
     /// place of the connection stalled longest mid-message, or else idle longest.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    #[arg(long, default_value_t = 256)]
     pub max_clients: u64,
     /// Seconds a whole message may take to arrive, from its first byte; a slower client
     /// (stalled, or sending a byte at a time) is disconnected. Between messages a client may
@@ -58,7 +58,7 @@ pub struct ServeArgs {
     /// MiB that messages being received may hold, over all clients together; a message that
     /// would go beyond gets the error reply of its kind and its connection is closed, before
     /// anything is allocated for it.
-    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    #[arg(long, default_value_t = 2048)]
     pub memory_mb: u64,
     /// How each connection waits for its next request. `adaptive` (default): a client that
     /// sends its next request soon after each reply (a request/response loop) is polled for
@@ -82,22 +82,20 @@ pub struct ServeArgs {
 /// Run the server.
 pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
     rtloop_stream::validate_name(&a.stream).with_context(|| format!("--stream {:?}", a.stream))?;
-    if a.no_tcp && a.unix.is_none() {
-        anyhow::bail!("--no-tcp needs --unix PATH: the server must listen somewhere");
-    }
     let mut bcfg = BufferConfig::new(&a.stream);
     bcfg.capacity = a.capacity;
     bcfg.max_bytes = a.max_bytes;
     bcfg.events = a.events;
     bcfg.remove_on_drop = !a.keep;
-    let buffer = Arc::new(Buffer::new(bcfg));
     let scfg = ServerConfig {
         tcp: (!a.no_tcp).then(|| a.bind.clone()),
         unix: a.unix.clone(),
-        max_message: a.max_message as usize,
-        max_clients: a.max_clients as usize,
+        max_message: usize::try_from(a.max_message).unwrap_or(usize::MAX),
+        max_clients: usize::try_from(a.max_clients).unwrap_or(usize::MAX),
         message_timeout: Duration::from_secs_f64(a.message_timeout),
-        memory_budget: (a.memory_mb as usize).saturating_mul(1 << 20),
+        memory_budget: usize::try_from(a.memory_mb)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(1 << 20),
         polling: match a.poll {
             Polling::Adaptive { .. } => Polling::Adaptive {
                 pm_qos: !a.no_pm_qos,
@@ -105,6 +103,11 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
             p => p,
         },
     };
+    // the library's limits, said with this command's option names
+    bcfg.validate()
+        .and_then(|()| scfg.validate())
+        .map_err(|e| anyhow::Error::new(e.clone()).context(option_of(&e)))?;
+    let buffer = Arc::new(Buffer::new(bcfg));
     let server = Server::start(buffer.clone(), scfg)?;
     let tcp = server
         .tcp_addr()
@@ -127,6 +130,15 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
     server.shutdown();
     buffer.close();
     Ok(())
+}
+
+/// The option of `rtloop serve` that sets what `e` says is wrong.
+fn option_of(e: &ConfigError) -> String {
+    match e.setting() {
+        "tcp" => "--no-tcp needs --unix PATH".into(),
+        "memory_budget" => "--memory-mb".into(),
+        s => format!("--{}", s.replace('_', "-")),
+    }
 }
 
 pub(crate) fn parse_polling(s: &str) -> Result<Polling, String> {

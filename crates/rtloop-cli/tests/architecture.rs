@@ -142,7 +142,7 @@ fn one_transport_abstraction_serves_the_lab_and_the_peers_benchmark() {
     assert!(
         transport
             .iter()
-            .all(|d| d == "rtloop-stream" || d == "rtloop-fieldtrip"),
+            .all(|d| d == "rtloop-stream" || d == "rtloop-sys" || d == "rtloop-fieldtrip"),
         "rtloop-transport depends on {transport:?}"
     );
     for user in ["rtloop-lab", "rtloop-peers"] {
@@ -235,5 +235,233 @@ fn the_recorders_control_socket_belongs_to_the_recorder() {
                 "{what} has its own control socket ({own})"
             );
         }
+    }
+}
+
+/// Every `.rs` file under `crates/*/src`, as (path from the workspace root, text).
+fn sources() -> Vec<(String, String)> {
+    fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, root, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = root.canonicalize().unwrap();
+    let mut out = Vec::new();
+    for c in std::fs::read_dir(root.join("crates")).unwrap() {
+        let src = c.unwrap().path().join("src");
+        if src.is_dir() {
+            walk(&src, &root, &mut out);
+        }
+    }
+    assert!(out.len() > 100, "{} source files", out.len());
+    out
+}
+
+/// The files among `sources()` whose text contains any of `needles`.
+fn files_with(needles: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = sources()
+        .into_iter()
+        .filter(|(_, text)| needles.iter().any(|n| text.contains(n)))
+        .map(|(p, _)| p)
+        .collect();
+    v.sort();
+    v
+}
+
+fn source(rel: &str) -> String {
+    std::fs::read_to_string(format!("{}/../../{rel}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[test]
+fn the_fieldtrip_servers_limits_are_checked_in_the_library_only() {
+    // ServerConfig and BufferConfig validate themselves; the command line and the binding
+    // only parse numbers and call that check
+    let lib = source("crates/rtloop-fieldtrip/src/config.rs");
+    for f in [
+        "impl ServerConfig",
+        "impl BufferConfig",
+        "pub fn validate(&self) -> Result<(), ConfigError>",
+    ] {
+        assert!(lib.contains(f), "rtloop-fieldtrip's config.rs lacks {f:?}");
+    }
+    for front in [
+        "crates/rtloop-cli/src/cmd_serve.rs",
+        "crates/rtloop-py/src/fieldtrip.rs",
+    ] {
+        let text = source(front);
+        assert!(
+            text.contains(".validate()"),
+            "{front} does not call validate()"
+        );
+        // the limits themselves: clap ranges, or the numbers written out again
+        for limit in [".range(", "65536", "65_536", "1_048_576", "1_000_000"] {
+            assert!(
+                !text.contains(limit),
+                "{front} writes a limit again: {limit:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn only_the_writer_checks_that_data_is_whole_samples() {
+    // `WriteError::ChannelMismatch` is built by rtloop-stream's writer alone; others ask it
+    // (`Writer::whole_samples`) and may only match on the error
+    let builders: Vec<String> = sources()
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with("crates/rtloop-stream/"))
+        .filter(|(_, t)| {
+            t.match_indices("ChannelMismatch {")
+                .any(|(i, _)| !t[i..].starts_with("ChannelMismatch { .. }"))
+        })
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        builders.is_empty(),
+        "the writer's channel check written again in {builders:?}"
+    );
+}
+
+#[test]
+fn which_python_to_run_is_decided_in_one_place() {
+    // rtloop_sys::python / python_named read $RTLOOP_PYTHON; everything else calls them
+    assert_eq!(
+        files_with(&["var(\"RTLOOP_PYTHON\")", "var_os(\"RTLOOP_PYTHON\")"]),
+        ["crates/rtloop-sys/src/lib.rs"],
+        "files that read RTLOOP_PYTHON themselves"
+    );
+    let sys = source("crates/rtloop-sys/src/lib.rs");
+    assert_eq!(sys.matches("\"RTLOOP_PYTHON\"").count(), 1, "read once");
+}
+
+#[test]
+fn a_sockets_receive_buffer_is_set_in_one_place() {
+    // rtloop_sys::set_recv_buffer (which never truncates the size) is the one copy
+    assert_eq!(
+        files_with(&[
+            "SO_RCVBUFFORCE",
+            "set_socket_recv_buffer_size_force",
+            "fn set_rcvbuf"
+        ]),
+        ["crates/rtloop-sys/src/lib.rs"],
+        "files that force a receive buffer themselves"
+    );
+}
+
+#[test]
+fn brainflows_buffer_is_sized_in_one_place() {
+    // rtloop_brainflow::buffer_samples: the bridge and the runtime's driver both call it
+    assert_eq!(
+        files_with(&["rate * 600.0", ".max(45_000)"]),
+        ["crates/rtloop-brainflow/src/lib.rs"],
+        "files that size BrainFlow's buffer themselves"
+    );
+}
+
+#[test]
+fn the_transport_takes_only_the_fieldtrip_client_from_the_fieldtrip_crate() {
+    // the socket read that polls before it sleeps belongs to the OS layer (rtloop_sys::
+    // SpinRead), which the FieldTrip client and the socket channels both use
+    let mut taken: Vec<String> = sources()
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("crates/rtloop-transport/"))
+        .flat_map(|(_, t)| {
+            t.match_indices("rtloop_fieldtrip::")
+                .map(|(i, _)| {
+                    let rest = &t[i + "rtloop_fieldtrip::".len()..];
+                    let end = rest
+                        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                        .unwrap_or(rest.len());
+                    rest[..end].to_owned()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    taken.sort();
+    taken.dedup();
+    assert_eq!(
+        taken,
+        ["Client", "ClientError"],
+        "rtloop-transport's uses of rtloop_fieldtrip"
+    );
+    assert_eq!(
+        files_with(&["pub struct SpinRead"]),
+        ["crates/rtloop-sys/src/spin_read.rs"]
+    );
+}
+
+#[test]
+fn the_cores_sync_facade_depends_on_no_module_above_it() {
+    // sync.rs is what ring, reader and writer build on: it may use the OS layer (sys) only
+    let sync = source("crates/rtloop-stream/src/sync.rs");
+    let above: Vec<&str> = sync
+        .match_indices("crate::")
+        .map(|(i, _)| {
+            let rest = &sync[i + "crate::".len()..];
+            &rest[..rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len())]
+        })
+        .filter(|m| *m != "sys")
+        .collect();
+    assert!(above.is_empty(), "sync.rs uses crate::{above:?}");
+}
+
+#[test]
+fn the_named_errors_are_typed_not_strings() {
+    // each error says what failed by its variant, not by a string to parse
+    let typed = [
+        ("crates/rtloop-record/src/xdf.rs", "XdfError"),
+        ("crates/rtloop-runtime/src/process.rs", "StepError"),
+        ("crates/rtloop-metrics/src/charts.rs", "ChartError"),
+        ("crates/rtloop-record/src/formats/spikeglx.rs", "MetaError"),
+        (
+            "crates/rtloop-record/src/formats/openephys.rs",
+            "OebinError",
+        ),
+        ("crates/rtloop-fieldtrip/src/config.rs", "ConfigError"),
+    ];
+    for (file, ty) in typed {
+        let text = source(file);
+        assert!(
+            !text.contains(&format!("pub struct {ty}(")),
+            "{file}: {ty} is a tuple struct"
+        );
+        let start = text
+            .find(&format!("pub enum {ty} {{"))
+            .unwrap_or_else(|| panic!("{file}: no enum {ty}"));
+        let body = &text[start..start + text[start..].find("\n}").unwrap()];
+        let stringly: Vec<&str> = body
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.ends_with("(String),") || l.ends_with("(String)"))
+            .collect();
+        assert!(stringly.is_empty(), "{file}: {ty} has {stringly:?}");
+    }
+    for (file, f) in [
+        (
+            "crates/rtloop-record/src/formats/spikeglx.rs",
+            "pub fn parse_meta(",
+        ),
+        (
+            "crates/rtloop-record/src/formats/spikeglx.rs",
+            "pub fn layout(",
+        ),
+        (
+            "crates/rtloop-record/src/formats/openephys.rs",
+            "pub fn parse_oebin(",
+        ),
+    ] {
+        let text = source(file);
+        let i = text.find(f).unwrap_or_else(|| panic!("{file}: no {f}"));
+        let sig = &text[i..i + text[i..].find('{').unwrap()];
+        assert!(!sig.contains(", String>"), "{file}: {sig}");
     }
 }

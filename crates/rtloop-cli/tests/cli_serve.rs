@@ -114,7 +114,22 @@ fn serve_json_line_and_bad_options() {
         (vec!["--no-tcp"], "--no-tcp needs --unix"),
         (vec!["--bind", "not-an-address"], "not-an-address"),
         (vec!["--capacity", "0"], "capacity"),
-        (vec!["--max-message", "10"], "max-message"),
+        (
+            vec!["--max-message", "10"],
+            "--max-message: max_message=10: allowed 64 to 4294967295",
+        ),
+        (
+            vec!["--max-clients", "0"],
+            "--max-clients: max_clients=0: allowed 1 to 65536",
+        ),
+        (
+            vec!["--memory-mb", "0"],
+            "--memory-mb: memory_budget=0 bytes (0 MiB): allowed 1 to 1048576 MiB",
+        ),
+        (
+            vec!["--events", "0"],
+            "--events: events=0: allowed 1 to 1000000",
+        ),
         (
             vec!["--poll", "fast"],
             "want adaptive, off, or microseconds",

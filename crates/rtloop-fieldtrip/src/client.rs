@@ -25,7 +25,8 @@ use crate::codec::{
     put_datadef, put_prefix, ByteOrder, DataDef, HeaderDef, Parsed, Request, Selection, WaitDef,
     WireEvent, DATADEF_BYTES, PREFIX_BYTES,
 };
-use crate::framing::{FrameError, MessageReader, SpinRead};
+use crate::framing::{FrameError, MessageReader};
+use rtloop_sys::SpinRead;
 
 /// The port of a FieldTrip buffer when an address names none.
 pub const DEFAULT_PORT: u16 = 1972;
@@ -550,7 +551,7 @@ impl Client {
     }
 
     /// Poll for each reply this long before sleeping (lower latency on a VM, at the cost of
-    /// a busy CPU while waiting; see [`crate::framing::SpinRead`]).
+    /// a busy CPU while waiting; see [`rtloop_sys::SpinRead`]).
     pub fn set_spin(&mut self, spin: Duration) {
         self.spin = spin;
     }

@@ -14,6 +14,7 @@
 pub mod buffer;
 pub mod client;
 pub mod codec;
+pub mod config;
 pub mod framing;
 pub mod polling;
 pub mod server;
@@ -21,4 +22,5 @@ pub mod server;
 pub use buffer::{Buffer, BufferConfig};
 pub use client::{Address, ArgumentError, Client, ClientError, Header, Reason};
 pub use codec::{ByteOrder, DataDef, HeaderDef, Selection, WaitDef, WireEvent};
+pub use config::ConfigError;
 pub use server::{Server, ServerConfig};

@@ -114,8 +114,11 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Bind the listeners and start accepting.
+    /// Bind the listeners and start accepting. A config that fails [`ServerConfig::validate`] is refused (`InvalidInput`, its
+    /// [`crate::ConfigError`] inside).
     pub fn start(buffer: Arc<Buffer>, cfg: ServerConfig) -> io::Result<Server> {
+        cfg.validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let tcp = match &cfg.tcp {
             Some(addr) => {
                 let addrs: Vec<SocketAddr> = addr

@@ -11,7 +11,6 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 use serde::de::DeserializeOwned;
@@ -88,7 +87,7 @@ fn rtloop_command_for_this() -> Command {
         .and_then(|n| n.to_str())
         .is_some_and(|n| n.starts_with("python"));
     if is_python {
-        let python = std::env::var_os("RTLOOP_PYTHON").map_or(exe, PathBuf::from);
+        let python = rtloop_sys::python_named().unwrap_or(exe);
         let mut cmd = Command::new(python);
         cmd.args(["-m", "rtloop"]);
         return cmd;

@@ -32,20 +32,28 @@ pub fn fonts_available() -> bool {
     })
 }
 
-/// Any drawing failure, as text.
-#[derive(Debug)]
-pub struct ChartError(pub String);
+/// What plotters' bitmap backend reports: drawing failed, or writing the PNG did.
+pub type DrawError = DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>;
 
-impl std::error::Error for ChartError {}
-
-impl std::fmt::Display for ChartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot draw chart: {}", self.0)
-    }
+/// A chart that could not be drawn or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    /// Drawing it or writing its file failed.
+    #[error("cannot draw chart {}: {source}", path.display())]
+    Draw {
+        /// The PNG file.
+        path: std::path::PathBuf,
+        /// plotters' error.
+        source: DrawError,
+    },
 }
 
-fn err<E: std::fmt::Display>(e: E) -> ChartError {
-    ChartError(e.to_string())
+/// The error of drawing the chart at `path`.
+fn err(path: &Path) -> impl Fn(DrawError) -> ChartError + '_ {
+    move |source| ChartError::Draw {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 // ten distinct colours (matplotlib's tab10), so charts of up to ten series never repeat one
@@ -108,7 +116,7 @@ pub fn latency_histogram_png(
     let top = bins.iter().copied().max().unwrap_or(1).max(1) as f64;
     let edge_us = |i: usize| lo_ns * 10f64.powf(i as f64 / BINS_PER_DECADE) / 1e3;
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
+    root.fill(&WHITE).map_err(err(path))?;
     let caption = format!(
         "{title}  (n={}, p50 {}, p99 {}, p99.9 {}, max {})",
         s.count,
@@ -126,7 +134,7 @@ pub fn latency_histogram_png(
             (lo_ns / 1e3..hi_ns / 1e3).log_scale(),
             (0.8f64..top * 2.0).log_scale(),
         )
-        .map_err(err)?;
+        .map_err(err(path))?;
     chart
         .configure_mesh()
         .x_desc("latency (log scale, 20 bins per decade)")
@@ -135,7 +143,7 @@ pub fn latency_histogram_png(
         .x_label_formatter(&|v| axis_time(*v))
         .y_label_formatter(&|v| format!("{v:.0}"))
         .draw()
-        .map_err(err)?;
+        .map_err(err(path))?;
     chart
         .draw_series(
             bins.iter()
@@ -148,7 +156,7 @@ pub fn latency_histogram_png(
                     )
                 }),
         )
-        .map_err(err)?;
+        .map_err(err(path))?;
     for (q, name, color) in [
         (s.p50_ns, "p50", PALETTE[2]),
         (s.p99_ns, "p99", PALETTE[1]),
@@ -160,7 +168,7 @@ pub fn latency_histogram_png(
                 vec![(x, 0.8), (x, top * 2.0)],
                 color.stroke_width(2),
             )))
-            .map_err(err)?
+            .map_err(err(path))?
             .label(format!("{name} {}", fmt_ns(q)))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
@@ -171,8 +179,8 @@ pub fn latency_histogram_png(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+        .map_err(err(path))?;
+    root.present().map_err(err(path))
 }
 
 /// Lines over time (or any x): each series is a name and its `(x, y)` points.
@@ -199,20 +207,20 @@ pub fn time_series_png(
     }
     let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
+    root.fill(&WHITE).map_err(err(path))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
         .build_cartesian_2d(x0..x1, 0f64..y1)
-        .map_err(err)?;
+        .map_err(err(path))?;
     chart
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)
         .draw()
-        .map_err(err)?;
+        .map_err(err(path))?;
     for (i, (name, points)) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         chart
@@ -220,7 +228,7 @@ pub fn time_series_png(
                 points.iter().copied(),
                 color.stroke_width(2),
             ))
-            .map_err(err)?
+            .map_err(err(path))?
             .label(*name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
@@ -231,8 +239,8 @@ pub fn time_series_png(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+        .map_err(err(path))?;
+    root.present().map_err(err(path))
 }
 
 /// A number as an axis tick: "2", "250", "4k", "64k", "1M", "0.5".
@@ -284,14 +292,14 @@ pub fn loglog_png(
     let (x0, x1) = (x0 / 1.5, x1 * 1.5);
     let (y0, y1) = (y0 / 2.0, y1 * 2.0);
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
+    root.fill(&WHITE).map_err(err(path))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(80)
         .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-        .map_err(err)?;
+        .map_err(err(path))?;
     chart
         .configure_mesh()
         .x_desc(x_label)
@@ -299,7 +307,7 @@ pub fn loglog_png(
         .x_label_formatter(&|v| axis_number(*v))
         .y_label_formatter(&|v| axis_number(*v))
         .draw()
-        .map_err(err)?;
+        .map_err(err(path))?;
     for (k, (x, name)) in marks.iter().enumerate() {
         if *x <= 0.0 {
             continue;
@@ -310,7 +318,7 @@ pub fn loglog_png(
                 vec![(*x, y0), (*x, y1)],
                 color.stroke_width(3),
             )))
-            .map_err(err)?
+            .map_err(err(path))?
             .label(format!("{name}: {}", axis_number(*x)))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
@@ -325,14 +333,14 @@ pub fn loglog_png(
             .collect();
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(err)?
+            .map_err(err(path))?
             .label(*name)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
         chart
             .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
-            .map_err(err)?;
+            .map_err(err(path))?;
     }
     chart
         .configure_series_labels()
@@ -340,8 +348,8 @@ pub fn loglog_png(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(err)?;
-    root.present().map_err(err)
+        .map_err(err(path))?;
+    root.present().map_err(err(path))
 }
 
 /// How a bar chart's value axis runs.
@@ -374,7 +382,7 @@ pub fn bar_chart_png(
     let hi = if hi > 0.0 { hi } else { 1.0 };
     let n = bars.len().max(1);
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
+    root.fill(&WHITE).map_err(err(path))?;
     let mut builder = ChartBuilder::on(&root);
     builder
         .caption(title, ("sans-serif", 20))
@@ -398,7 +406,7 @@ pub fn bar_chart_png(
                 .x_label_formatter(&x_label)
                 .y_label_formatter(&|v| format!("{v}"))
                 .draw()
-                .map_err(err)?;
+                .map_err(err(path))?;
             chart
                 .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
                     let mut r = Rectangle::new(
@@ -411,7 +419,7 @@ pub fn bar_chart_png(
                     r.set_margin(0, 0, 12, 12);
                     r
                 }))
-                .map_err(err)?;
+                .map_err(err(path))?;
             chart
                 .draw_series(bars.iter().enumerate().map(|(i, (_, v))| {
                     Text::new(
@@ -420,7 +428,7 @@ pub fn bar_chart_png(
                         ("sans-serif", 16),
                     )
                 }))
-                .map_err(err)?;
+                .map_err(err(path))?;
             if let Some((t, name)) = target {
                 let red = PALETTE[3];
                 chart
@@ -428,7 +436,7 @@ pub fn bar_chart_png(
                         vec![(SegmentValue::Exact(0), t), (SegmentValue::Exact(n), t)],
                         red.stroke_width(3),
                     )))
-                    .map_err(err)?
+                    .map_err(err(path))?
                     .label(format!("{name}: {t:.1}"))
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 20, y)], red.stroke_width(3))
@@ -439,7 +447,7 @@ pub fn bar_chart_png(
                     .background_style(WHITE.mix(0.8))
                     .border_style(BLACK)
                     .draw()
-                    .map_err(err)?;
+                    .map_err(err(path))?;
             }
         }};
     }
@@ -447,7 +455,7 @@ pub fn bar_chart_png(
         Axis::Linear => draw!(
             builder
                 .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..hi * 1.15)
-                .map_err(err)?,
+                .map_err(err(path))?,
             0.0
         ),
         Axis::Log => {
@@ -455,12 +463,12 @@ pub fn bar_chart_png(
             draw!(
                 builder
                     .build_cartesian_2d((0..n - 1).into_segmented(), (floor..hi * 3.0).log_scale())
-                    .map_err(err)?,
+                    .map_err(err(path))?,
                 floor
             )
         }
     }
-    root.present().map_err(err)
+    root.present().map_err(err(path))
 }
 
 #[cfg(test)]

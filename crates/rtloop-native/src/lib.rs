@@ -62,8 +62,7 @@ impl Library {
     /// The bundled file of the Python that runs rtloop, if its wheel is importable.
     #[must_use]
     pub fn in_python_wheel(&self) -> Option<PathBuf> {
-        let py = std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into());
-        let out = std::process::Command::new(py)
+        let out = std::process::Command::new(rtloop_sys::python())
             .args(["-c", self.locate])
             .stderr(std::process::Stdio::null())
             .output()

@@ -350,13 +350,14 @@ pub(crate) struct PyFieldTripServer {
     stream: String,
 }
 
-fn range(name: &str, v: u64, lo: u64, hi: u64) -> PyResult<()> {
-    if v < lo || v > hi {
-        return Err(PyValueError::new_err(format!(
-            "{name}={v}: allowed {lo} to {hi}"
-        )));
+/// The library's limit `e`, said with this class's keyword names (`rtloop_fieldtrip`'s
+/// names are the same but for the budget, which Python gives in MiB).
+fn config_error(e: &rtloop_fieldtrip::ConfigError) -> PyErr {
+    match e.setting() {
+        "tcp" => PyValueError::new_err(format!("tcp=False needs unix=PATH: {e}")),
+        "memory_budget" => PyValueError::new_err(format!("memory_mb: {e}")),
+        _ => PyValueError::new_err(e.to_string()),
     }
-    Ok(())
 }
 
 #[pymethods]
@@ -386,22 +387,6 @@ impl PyFieldTripServer {
         use rtloop_fieldtrip::polling::Polling;
         rtloop_stream::validate_name(&stream)
             .map_err(|e| PyValueError::new_err(format!("stream={stream:?}: {e}")))?;
-        if !tcp && unix.is_none() {
-            return Err(PyValueError::new_err(
-                "tcp=False needs unix=PATH: the server must listen somewhere",
-            ));
-        }
-        range("capacity", capacity, 1, u64::MAX)?;
-        range("max_bytes", max_bytes, 1, u64::MAX)?;
-        range("events", events, 1, 1_000_000)?;
-        range("max_message", max_message, 64, u64::from(u32::MAX))?;
-        range("max_clients", max_clients, 1, 65_536)?;
-        range("memory_mb", memory_mb, 1, 1_048_576)?;
-        if !(message_timeout.is_finite() && message_timeout > 0.0) {
-            return Err(PyValueError::new_err(format!(
-                "message_timeout={message_timeout}: a number of seconds > 0"
-            )));
-        }
         let polling: Polling = poll
             .parse()
             .map_err(|e| PyValueError::new_err(format!("poll={poll:?}: {e}")))?;
@@ -410,19 +395,25 @@ impl PyFieldTripServer {
         bcfg.max_bytes = max_bytes;
         bcfg.events = events;
         bcfg.remove_on_drop = !keep;
-        let buffer = Arc::new(rtloop_fieldtrip::Buffer::new(bcfg));
         let scfg = rtloop_fieldtrip::ServerConfig {
             tcp: tcp.then_some(bind),
             unix,
-            max_message: max_message as usize,
-            max_clients: max_clients as usize,
+            max_message: usize::try_from(max_message).unwrap_or(usize::MAX),
+            max_clients: usize::try_from(max_clients).unwrap_or(usize::MAX),
             message_timeout: crate::blocking::seconds_from_py("message_timeout", message_timeout)?,
-            memory_budget: (memory_mb as usize).saturating_mul(1 << 20),
+            memory_budget: usize::try_from(memory_mb)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(1 << 20),
             polling: match polling {
                 Polling::Adaptive { .. } => Polling::Adaptive { pm_qos },
                 p => p,
             },
         };
+        // the library's limits: checked there, once for every front end
+        bcfg.validate()
+            .and_then(|()| scfg.validate())
+            .map_err(|e| config_error(&e))?;
+        let buffer = Arc::new(rtloop_fieldtrip::Buffer::new(bcfg));
         let b = buffer.clone();
         let server = crate::exit::detach(py, move || rtloop_fieldtrip::Server::start(b, scfg))
             .map_err(|e| PyOSError::new_err(format!("the FieldTrip server cannot listen: {e}")))?;

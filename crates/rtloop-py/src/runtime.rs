@@ -187,11 +187,13 @@ impl Step for PyStep<'_> {
         inputs: &[InView<'_>],
         outputs: &mut [OutBuf<'_>],
     ) -> Result<(), StepError> {
-        self.call_step(t, inputs, outputs).map_err(StepError)
+        self.call_step(t, inputs, outputs)
+            .map_err(|text| StepError::Python { text })
     }
 
     fn finish(&mut self) -> Result<String, StepError> {
-        self.call_finish().map_err(StepError)
+        self.call_finish()
+            .map_err(|text| StepError::Python { text })
     }
 }
 

@@ -107,19 +107,12 @@ impl PyWriter {
         bytes: &[u8],
         stamp_ns: Option<u64>,
     ) -> PyResult<u64> {
+        // the writer's own check: whole samples of the stream's channel count
+        let requested = self.writer()?.whole_samples(bytes.len()).map_err(py_err)? as u64;
         let info = self.writer()?.info().clone();
         let sb = info.sample_bytes;
-        if bytes.len() % sb != 0 {
-            return Err(WriteError::ChannelMismatch {
-                name: info.name.clone(),
-                n_channels: info.n_channels,
-                values: bytes.len() / info.dtype.itemsize(),
-            }
-            .to_py_err());
-        }
         let max_piece = usize::try_from(info.capacity).unwrap_or(usize::MAX) * sb;
         let start = self.writer()?.written();
-        let requested = (bytes.len() / sb) as u64;
         for piece in bytes.chunks(max_piece.max(sb)) {
             let n = piece.len() / sb;
             let committed = self.writer()?.written() - start;

@@ -9,13 +9,95 @@ use std::path::Path;
 
 use rtloop_stream::DType;
 
-/// A malformed or unsupported XDF file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("XDF: {0}")]
-pub struct XdfError(pub String);
-
-fn err<T>(s: impl Into<String>) -> Result<T, XdfError> {
-    Err(XdfError(s.into()))
+/// A malformed or unsupported XDF file, or one that cannot be read or converted: what is
+/// wrong and where.
+#[derive(Debug, thiserror::Error)]
+pub enum XdfError {
+    /// The file does not start with `XDF:`.
+    #[error("XDF: not an XDF file: it does not start with \"XDF:\"")]
+    NotXdf,
+    /// The file ends inside a field.
+    #[error("XDF: truncated at byte {at} (needed {need} more)")]
+    Truncated {
+        /// Where the field starts.
+        at: usize,
+        /// Bytes the field needs.
+        need: usize,
+    },
+    /// A length field's own size is not 1, 4 or 8 bytes.
+    #[error("XDF: a length field of {bytes} bytes (allowed 1, 4, 8) at byte {at}")]
+    LengthField {
+        /// The size the file gives.
+        bytes: u8,
+        /// Where.
+        at: usize,
+    },
+    /// A chunk too short to hold its tag.
+    #[error("XDF: a chunk of length {len} at byte {at} (at least 2: its tag)")]
+    ShortChunk {
+        /// Its length.
+        len: usize,
+        /// Where its body starts.
+        at: usize,
+    },
+    /// A stream header without `<channel_count>`.
+    #[error("XDF: stream {id}: no channel_count")]
+    NoChannelCount {
+        /// The stream id.
+        id: u32,
+    },
+    /// A `<channel_format>` rtloop does not read.
+    #[error("XDF: stream {id}: channel_format {format:?} is not supported (int8..int64, float32, double64, string)")]
+    Format {
+        /// The stream id.
+        id: u32,
+        /// The format given.
+        format: String,
+    },
+    /// A channel count out of range.
+    #[error("XDF: stream {id}: {channels} channels (allowed 1 to 1048576)")]
+    Channels {
+        /// The stream id.
+        id: u32,
+        /// The count given.
+        channels: usize,
+    },
+    /// Samples of a stream whose header has not come yet.
+    #[error("XDF: samples of stream {id} before its header")]
+    SamplesBeforeHeader {
+        /// The stream id.
+        id: u32,
+    },
+    /// A timestamp field that is neither absent (0) nor 8 bytes.
+    #[error("XDF: stream {id}: timestamp of {bytes} bytes (allowed 0 or 8)")]
+    Timestamp {
+        /// The stream id.
+        id: u32,
+        /// The size the file gives.
+        bytes: u8,
+    },
+    /// No stream header at all.
+    #[error("XDF: no stream header in the file")]
+    NoStream,
+    /// No numeric stream of the name asked for.
+    #[error("XDF: no numeric stream named {name:?}; the file has: {}", has.join(", "))]
+    NoSuchStream {
+        /// The name asked for.
+        name: String,
+        /// The numeric streams there are.
+        has: Vec<String>,
+    },
+    /// Only marker (string) streams.
+    #[error("XDF: the file has no numeric stream to replay")]
+    NoNumericStream,
+    /// Reading the file or writing the recording failed.
+    #[error("XDF: {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
 }
 
 /// One stream of an XDF file.
@@ -73,7 +155,10 @@ impl<'a> Rd<'a> {
                 self.at = e;
                 Ok(s)
             }
-            None => err(format!("truncated at byte {} (needed {n} more)", self.at)),
+            None => Err(XdfError::Truncated {
+                at: self.at,
+                need: n,
+            }),
         }
     }
     fn u8(&mut self) -> Result<u8, XdfError> {
@@ -88,10 +173,10 @@ impl<'a> Rd<'a> {
     fn varlen(&mut self) -> Result<u64, XdfError> {
         match self.u8()? {
             n @ (1 | 4 | 8) => self.uint(n as usize),
-            other => err(format!(
-                "a length field of {other} bytes (allowed 1, 4, 8) at byte {}",
-                self.at - 1
-            )),
+            other => Err(XdfError::LengthField {
+                bytes: other,
+                at: self.at - 1,
+            }),
         }
     }
 }
@@ -141,14 +226,14 @@ fn word(format: &str) -> Option<usize> {
 /// Parse a whole XDF file.
 pub fn parse(bytes: &[u8]) -> Result<Vec<XdfStream>, XdfError> {
     if !bytes.starts_with(b"XDF:") {
-        return err("not an XDF file: it does not start with \"XDF:\"");
+        return Err(XdfError::NotXdf);
     }
     let mut rd = Rd { b: bytes, at: 4 };
     let mut streams: BTreeMap<u32, XdfStream> = BTreeMap::new();
     while rd.at < bytes.len() {
         let len = rd.varlen()? as usize;
         if len < 2 {
-            return err(format!("a chunk of length {len} at byte {}", rd.at));
+            return Err(XdfError::ShortChunk { len, at: rd.at });
         }
         let chunk = rd.take(len)?;
         let tag_id = u16::from_le_bytes([chunk[0], chunk[1]]);
@@ -160,16 +245,16 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<XdfStream>, XdfError> {
                 let xml = String::from_utf8_lossy(&body[4..]);
                 let channels: usize = tag(&xml, "channel_count")
                     .and_then(|v| v.trim().parse().ok())
-                    .ok_or_else(|| XdfError(format!("stream {id}: no channel_count")))?;
+                    .ok_or(XdfError::NoChannelCount { id })?;
                 let format = tag(&xml, "channel_format")
                     .unwrap_or("float32")
                     .trim()
                     .to_owned();
                 if word(&format).is_none() {
-                    return err(format!("stream {id}: channel_format {format:?} is not supported (int8..int64, float32, double64, string)"));
+                    return Err(XdfError::Format { id, format });
                 }
                 if channels == 0 || channels > 1 << 20 {
-                    return err(format!("stream {id}: {channels} channels"));
+                    return Err(XdfError::Channels { id, channels });
                 }
                 streams.insert(
                     id,
@@ -193,7 +278,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<XdfStream>, XdfError> {
                 let mut c = Rd { b: body, at: 0 };
                 let id = c.uint(4)? as u32;
                 let Some(s) = streams.get_mut(&id) else {
-                    return err(format!("samples of stream {id} before its header"));
+                    return Err(XdfError::SamplesBeforeHeader { id });
                 };
                 let n = c.varlen()?;
                 let w = word(&s.format).expect("checked");
@@ -201,7 +286,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<XdfStream>, XdfError> {
                     let stamp = match c.u8()? {
                         0 => None,
                         8 => Some(f64::from_le_bytes(c.take(8)?.try_into().expect("8"))),
-                        other => return err(format!("stream {id}: timestamp of {other} bytes")),
+                        other => return Err(XdfError::Timestamp { id, bytes: other }),
                     };
                     let t = stamp.unwrap_or_else(|| match (s.stamps.last(), s.srate > 0.0) {
                         (Some(l), true) => l + 1.0 / s.srate,
@@ -226,7 +311,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<XdfStream>, XdfError> {
         }
     }
     if streams.is_empty() {
-        return err("no stream header in the file");
+        return Err(XdfError::NoStream);
     }
     Ok(streams.into_values().collect())
 }
@@ -235,7 +320,11 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<XdfStream>, XdfError> {
 /// rtloop recording directory `out` (marker streams become its events). Returns the stream's
 /// name.
 pub fn to_recording(file: &Path, pick: Option<&str>, out: &Path) -> Result<String, XdfError> {
-    let bytes = std::fs::read(file).map_err(|e| XdfError(format!("{}: {e}", file.display())))?;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| XdfError::Io { path, source }
+    };
+    let bytes = std::fs::read(file).map_err(io(file))?;
     let streams = parse(&bytes)?;
     let numeric: Vec<&XdfStream> = streams.iter().filter(|s| s.dtype().is_some()).collect();
     let s = match pick {
@@ -243,26 +332,18 @@ pub fn to_recording(file: &Path, pick: Option<&str>, out: &Path) -> Result<Strin
             .iter()
             .copied()
             .find(|s| s.name == p)
-            .ok_or_else(|| {
-                XdfError(format!(
-                    "no numeric stream named {p:?}; the file has: {}",
-                    numeric
-                        .iter()
-                        .map(|s| s.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
+            .ok_or_else(|| XdfError::NoSuchStream {
+                name: p.to_owned(),
+                has: numeric.iter().map(|s| s.name.clone()).collect(),
             })?,
-        None => *numeric
-            .first()
-            .ok_or_else(|| XdfError("the file has no numeric stream to replay".into()))?,
+        None => *numeric.first().ok_or(XdfError::NoNumericStream)?,
     };
     let dtype = s.dtype().expect("numeric");
-    std::fs::create_dir_all(out).map_err(|e| XdfError(e.to_string()))?;
+    std::fs::create_dir_all(out).map_err(io(out))?;
     let t0 = s.stamps.first().copied().unwrap_or(0.0);
     let ns = |t: f64| ((t - t0).max(0.0) * 1e9) as u64;
     let stamps: Vec<u8> = s.stamps.iter().flat_map(|t| ns(*t).to_le_bytes()).collect();
-    let w = |f: &str, b: &[u8]| std::fs::write(out.join(f), b).map_err(|e| XdfError(e.to_string()));
+    let w = |f: &str, b: &[u8]| std::fs::write(out.join(f), b).map_err(io(&out.join(f)));
     w("data.bin", &s.data)?;
     w("timestamps.bin", &stamps)?;
     let mut events = String::new();
@@ -760,19 +841,41 @@ mod tests {
 
     #[test]
     fn damaged_and_foreign_files_are_named() {
-        assert!(parse(b"GDF 2.0").unwrap_err().0.contains("not an XDF file"));
-        assert!(parse(b"XDF:\x04\xff\xff\x00\x00")
-            .unwrap_err()
-            .0
-            .contains("truncated"));
-        assert!(parse(b"XDF:\x03")
-            .unwrap_err()
-            .0
-            .contains("allowed 1, 4, 8"));
-        assert!(parse(b"XDF:").unwrap_err().0.contains("no stream header"));
+        let e = parse(b"GDF 2.0").unwrap_err();
+        assert!(matches!(e, XdfError::NotXdf), "{e:?}");
+        assert!(e.to_string().contains("not an XDF file"), "{e}");
+        let e = parse(b"XDF:\x04\xff\xff\x00\x00").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                XdfError::Truncated {
+                    at: 9,
+                    need: 0xffff
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "XDF: truncated at byte 9 (needed 65535 more)"
+        );
+        let e = parse(b"XDF:\x03").unwrap_err();
+        assert!(
+            matches!(e, XdfError::LengthField { bytes: 3, at: 4 }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("allowed 1, 4, 8"), "{e}");
+        let e = parse(b"XDF:").unwrap_err();
+        assert!(matches!(e, XdfError::NoStream), "{e:?}");
+        assert!(e.to_string().contains("no stream header"), "{e}");
         let mut f = b"XDF:".to_vec();
         f.extend(chunk(3, &[9, 0, 0, 0, 1, 0]));
-        assert!(parse(&f).unwrap_err().0.contains("before its header"));
+        let e = parse(&f).unwrap_err();
+        assert!(
+            matches!(e, XdfError::SamplesBeforeHeader { id: 9 }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("before its header"), "{e}");
     }
 
     #[test]

@@ -14,16 +14,36 @@ use crate::drivers::{InView, OutBuf, TickInfo};
 use crate::model::{Body, Kind, Model, Signal};
 use crate::timer;
 
-/// What a step (a driver, a Rust or a Python module) reports when it fails: its own
-/// message (a driver's error, a module's exception or panic).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct StepError(pub String);
-
-impl From<crate::drivers::DriverError> for StepError {
-    fn from(e: crate::drivers::DriverError) -> Self {
-        StepError(e.to_string())
-    }
+/// What a step (a driver, a Rust or a Python module) reports when it fails, each kind of
+/// step with its own error; the message is the step's own (a driver's error, a module's
+/// panic or exception).
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// A driver failed.
+    #[error(transparent)]
+    Driver(#[from] crate::drivers::DriverError),
+    /// A Rust module panicked or could not be called.
+    #[error(transparent)]
+    Module(#[from] crate::rust_module::ModuleError),
+    /// A Python module raised: the exception as Python renders it (its traceback is
+    /// printed under the module's name).
+    #[error("{text}")]
+    Python {
+        /// The exception's text.
+        text: String,
+    },
+    /// A sink's input holds more rows in one tick than the signal has per tick.
+    #[error("signal {signal:?} holds {rows} rows in tick {tick}, more than its {per_tick} rows per tick")]
+    TooManyRows {
+        /// The signal.
+        signal: String,
+        /// Rows it holds in the tick.
+        rows: usize,
+        /// The tick.
+        tick: u64,
+        /// Rows per tick the model gives it.
+        per_tick: usize,
+    },
 }
 
 /// Why a model's process could not start, or ended with an error.
@@ -556,12 +576,12 @@ impl Process {
                     let buf = copy.get_mut(rows * inp.signal.row_bytes()).ok_or_else(|| {
                         ProcessError::Step {
                             tick: k,
-                            source: StepError(format!(
-                                "signal {:?} holds {rows} rows in tick {k}, more than its {} \
-                                 rows per tick",
-                                inp.signal.name,
-                                inp.signal.rows_per_tick()
-                            )),
+                            source: StepError::TooManyRows {
+                                signal: inp.signal.name.clone(),
+                                rows,
+                                tick: k,
+                                per_tick: inp.signal.rows_per_tick(),
+                            },
                         }
                     })?;
                     match inp.reader.read_into(first, end, buf, None) {
@@ -742,13 +762,11 @@ impl crate::process::Step for RustStep {
         inputs: &[crate::drivers::InView<'_>],
         outputs: &mut [crate::drivers::OutBuf<'_>],
     ) -> Result<(), StepError> {
-        self.0
-            .step(t.tick, inputs, outputs)
-            .map_err(|e| StepError(e.to_string()))
+        Ok(self.0.step(t.tick, inputs, outputs)?)
     }
 
     fn finish(&mut self) -> Result<String, StepError> {
-        self.0.finish().map_err(|e| StepError(e.to_string()))
+        Ok(self.0.finish()?)
     }
 }
 

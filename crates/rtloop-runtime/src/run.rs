@@ -373,8 +373,7 @@ fn python_for(model: &Model) -> String {
         .config
         .python
         .clone()
-        .or_else(|| std::env::var("RTLOOP_PYTHON").ok())
-        .unwrap_or_else(|| "python3".into())
+        .unwrap_or_else(|| rtloop_sys::python().to_string_lossy().into_owned())
 }
 
 struct Running {

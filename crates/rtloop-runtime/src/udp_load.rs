@@ -57,7 +57,7 @@ pub fn udp_sweep(
 ) -> Result<Vec<EchoResult>, anyhow_free::Error> {
     let rx = UdpSocket::bind(("127.0.0.1", from_port))
         .map_err(|e| anyhow_free::Error(format!("bind 127.0.0.1:{from_port}: {e}")))?;
-    set_rcvbuf(&rx, 64 << 20);
+    rtloop_sys::set_recv_buffer(&rx, 64 << 20);
     // recvmmsg's own timeout is only checked after a datagram; SO_RCVTIMEO bounds the wait
     rx.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| anyhow_free::Error(e.to_string()))?;
@@ -217,25 +217,6 @@ fn receive(rx: &UdpSocket, received: &AtomicU64, corrupted: &AtomicU64, stop: &A
             }
             received.fetch_add(r as u64, Ordering::Relaxed);
         } else if stop.load(Ordering::Relaxed) {
-            return;
-        }
-    }
-}
-
-fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
-    let v = bytes as libc::c_int;
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt with a valid fd and a pointer to an int of the given size.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&raw const v).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
             return;
         }
     }

@@ -20,6 +20,7 @@
 
 use crate::sync::{
     fence, heavy_barrier, light_barrier, spin_hint, AtomicU32, AtomicU64, FutexWord, Ordering,
+    UNBARRIERED_SLEEP,
 };
 use std::time::Duration;
 
@@ -158,11 +159,6 @@ impl Announced {
         self.max_sleep.map_or(want, |m| want.min(m))
     }
 }
-
-/// How long a reader sleeps at most when the kernel refused its `membarrier` while the
-/// writer publishes with the light barrier: a wake-up may then be missed, and the reader
-/// finds the commit at its next look, this much later at worst.
-pub const UNBARRIERED_SLEEP: Duration = Duration::from_micros(200);
 
 /// A futex word and the count of sleepers announced on it.
 #[repr(C, align(128))]

@@ -151,6 +151,11 @@ pub(crate) mod ipi {
     }
 }
 
+/// How long a reader sleeps at most when the kernel refused its `membarrier` while the
+/// writer publishes with the light barrier: a wake-up may then be missed, and the reader
+/// finds the commit at its next look, this much later at worst.
+pub(crate) const UNBARRIERED_SLEEP: Duration = Duration::from_micros(200);
+
 /// The sleeper's half of the asymmetric barrier (see [`light_barrier`]): after it, every
 /// writer process registered with `register_membarrier_global` has executed a full barrier
 /// on each CPU it was running on. `false` when the kernel refused the call (then nothing
@@ -179,7 +184,7 @@ pub(crate) fn heavy_barrier() -> bool {
         WARNED.call_once(|| {
             tracing::warn!(
                 "the kernel refused membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED): readers waiting for a writer that publishes without a fence sleep at most {} µs at a time",
-                crate::ring::UNBARRIERED_SLEEP.as_micros()
+                UNBARRIERED_SLEEP.as_micros()
             );
         });
         false

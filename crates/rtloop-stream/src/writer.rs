@@ -209,15 +209,9 @@ impl<B: Backing> Writer<B> {
     /// Write raw sample bytes (native byte order, the stream's dtype), optionally with the
     /// CLOCK_MONOTONIC time (ns) to stamp them with. Returns the new `written`.
     pub fn write_bytes(&mut self, bytes: &[u8], stamp_ns: Option<u64>) -> Result<u64, WriteError> {
+        self.whole_samples(bytes.len())?;
         let info = self.stream.info();
         let sb = info.sample_bytes;
-        if bytes.len() % sb != 0 {
-            return Err(WriteError::ChannelMismatch {
-                name: info.name.clone(),
-                n_channels: info.n_channels,
-                values: bytes.len() / info.dtype.itemsize(),
-            });
-        }
         let max_piece = info.capacity as usize * sb;
         let (start, requested) = (self.written, (bytes.len() / sb) as u64);
         for piece in bytes.chunks(max_piece) {
@@ -238,6 +232,22 @@ impl<B: Backing> Writer<B> {
             g.commit_stamped(stamp_ns);
         }
         Ok(self.written)
+    }
+
+    /// The samples `bytes` bytes of this stream's dtype hold; data that is not whole
+    /// samples (a channel count that is not the stream's) is refused.
+    #[inline]
+    pub fn whole_samples(&self, bytes: usize) -> Result<usize, WriteError> {
+        let info = self.stream.info();
+        if bytes % info.sample_bytes == 0 {
+            Ok(bytes / info.sample_bytes)
+        } else {
+            Err(WriteError::ChannelMismatch {
+                name: info.name.clone(),
+                n_channels: info.n_channels,
+                values: bytes / info.dtype.itemsize(),
+            })
+        }
     }
 
     /// Refuse data of another dtype.

@@ -10,6 +10,8 @@ mod shared_file;
 pub use shared_file::SharedFile;
 mod stamp_clock;
 pub use stamp_clock::StampClock;
+mod spin_read;
+pub use spin_read::SpinRead;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -381,6 +383,36 @@ pub fn peer_is_me(conn: &std::os::unix::net::UnixStream) -> Result<(), Option<u3
     }
 }
 
+/// The Python interpreter that runs rtloop's Python parts (modules, wheels' bundled
+/// libraries, the NWB reader): `$RTLOOP_PYTHON` if set (the `rtloop` console script and the
+/// Python package set it to their own interpreter), else [`python_named`]'s fallback,
+/// `python3` from `PATH`. The one place that reads the variable.
+#[must_use]
+pub fn python() -> PathBuf {
+    python_named().unwrap_or_else(|| "python3".into())
+}
+
+/// `$RTLOOP_PYTHON` if it is set and not empty: for a caller whose fallback is not
+/// `python3` (a Python process re-running rtloop uses its own interpreter).
+#[must_use]
+pub fn python_named() -> Option<PathBuf> {
+    std::env::var_os("RTLOOP_PYTHON")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Ask for `bytes` of receive buffer on socket `s`: SO_RCVBUFFORCE passes
+/// `net.core.rmem_max` when this process may (root / CAP_NET_ADMIN), else SO_RCVBUF (which
+/// the kernel caps at `rmem_max`). A size beyond what the kernel takes (an `int`) asks for
+/// the most it takes, never for the size's low bits. Returns whether either was accepted;
+/// a refusal leaves the socket's buffer as it was.
+pub fn set_recv_buffer(s: impl std::os::fd::AsFd, bytes: usize) -> bool {
+    use rustix::net::sockopt;
+    let bytes = bytes.min(i32::MAX as usize);
+    sockopt::set_socket_recv_buffer_size_force(&s, bytes).is_ok()
+        || sockopt::set_socket_recv_buffer_size(&s, bytes).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +434,22 @@ mod tests {
         let a = monotonic_ns();
         let b = monotonic_ns();
         assert!(b >= a);
+    }
+
+    #[test]
+    fn a_receive_buffer_beyond_an_int_asks_for_the_most_not_the_low_bits() {
+        let small = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let huge = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(set_recv_buffer(&small, 256 << 10));
+        // 4 GiB + 4 KiB: its low 32 bits ask for 4 KiB
+        assert!(set_recv_buffer(&huge, (1usize << 32) + 4096));
+        let got =
+            |s: &std::net::UdpSocket| rustix::net::sockopt::socket_recv_buffer_size(s).unwrap();
+        assert!(
+            got(&huge) >= got(&small),
+            "asked for 4 GiB, got {} bytes; 256 KiB got {}",
+            got(&huge),
+            got(&small)
+        );
     }
 }

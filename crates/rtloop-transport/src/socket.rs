@@ -14,7 +14,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rtloop_fieldtrip::framing::SpinRead;
+use rtloop_sys::SpinRead;
 
 use crate::{BlockReceiver, Endpoint, Receiver, ReceiverOptions, Sender, TransportError};
 

@@ -64,7 +64,7 @@ struct Failure {
 
 /// The Python that reads NWB files.
 fn python() -> String {
-    std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into())
+    rtloop_sys::python().to_string_lossy().into_owned()
 }
 
 /// Open series `series` of NWB file `path` (by name, or the end of its path: `LFP` for

@@ -49,23 +49,76 @@ pub struct EventChannel {
     pub stream_name: String,
 }
 
+/// What is wrong with a `structure.oebin`.
+#[derive(Debug, thiserror::Error)]
+pub enum OebinError {
+    /// The text is not JSON.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// No `continuous` list.
+    #[error("no \"continuous\" list: not an Open Ephys structure.oebin")]
+    NoContinuous,
+    /// An entry without a usable `folder_name` (empty, or leading out with `..`).
+    #[error("a {list} entry without a folder_name")]
+    NoFolder {
+        /// `continuous` or `events`.
+        list: &'static str,
+    },
+    /// A stream without a positive `sample_rate`.
+    #[error("{folder}: no positive sample_rate")]
+    NoRate {
+        /// The stream's folder.
+        folder: String,
+    },
+    /// A stream without a `channels` list.
+    #[error("{folder}: no channels list")]
+    NoChannelList {
+        /// The stream's folder.
+        folder: String,
+    },
+    /// `num_channels` and the channels listed disagree.
+    #[error("{folder}: num_channels is {said} but {listed} channels are listed")]
+    ChannelCount {
+        /// The stream's folder.
+        folder: String,
+        /// `num_channels`.
+        said: u64,
+        /// Channels listed.
+        listed: usize,
+    },
+    /// An empty channels list.
+    #[error("{folder}: no channels")]
+    NoChannels {
+        /// The stream's folder.
+        folder: String,
+    },
+    /// A channel without `bit_volts`.
+    #[error("{folder}: channel {channel} has no bit_volts")]
+    NoGain {
+        /// The stream's folder.
+        folder: String,
+        /// The channel's name.
+        channel: String,
+    },
+}
+
 /// Parse a `structure.oebin`.
 ///
 /// # Errors
-/// What is wrong, as text: not JSON, no `continuous` list, a stream without a folder,
-/// rate or channels, channel counts that disagree.
-pub fn parse_oebin(text: &str) -> Result<(Vec<Continuous>, Vec<EventChannel>), String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+/// What is wrong ([`OebinError`]): not JSON, no `continuous` list, a stream without a
+/// folder, rate or channels, channel counts that disagree.
+pub fn parse_oebin(text: &str) -> Result<(Vec<Continuous>, Vec<EventChannel>), OebinError> {
+    let v: Value = serde_json::from_str(text).map_err(OebinError::NotJson)?;
     let cont = v
         .get("continuous")
         .and_then(Value::as_array)
-        .ok_or("no \"continuous\" list: not an Open Ephys structure.oebin")?;
-    let folder = |c: &Value, what: &str| -> Result<String, String> {
+        .ok_or(OebinError::NoContinuous)?;
+    let folder = |c: &Value, list: &'static str| -> Result<String, OebinError> {
         c.get("folder_name")
             .and_then(Value::as_str)
             .map(|s| s.trim_end_matches('/').to_owned())
             .filter(|s| !s.is_empty() && !s.split('/').any(|p| p == ".."))
-            .ok_or_else(|| format!("a {what} entry without a folder_name"))
+            .ok_or(OebinError::NoFolder { list })
     };
     let mut out = Vec::new();
     for c in cont {
@@ -74,21 +127,22 @@ pub fn parse_oebin(text: &str) -> Result<(Vec<Continuous>, Vec<EventChannel>), S
             .get("sample_rate")
             .and_then(Value::as_f64)
             .filter(|r| r.is_finite() && *r > 0.0)
-            .ok_or_else(|| format!("{f}: no positive sample_rate"))?;
+            .ok_or_else(|| OebinError::NoRate { folder: f.clone() })?;
         let chans = c
             .get("channels")
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("{f}: no channels list"))?;
+            .ok_or_else(|| OebinError::NoChannelList { folder: f.clone() })?;
         if let Some(n) = c.get("num_channels").and_then(Value::as_u64) {
             if n as usize != chans.len() {
-                return Err(format!(
-                    "{f}: num_channels is {n} but {} channels are listed",
-                    chans.len()
-                ));
+                return Err(OebinError::ChannelCount {
+                    folder: f,
+                    said: n,
+                    listed: chans.len(),
+                });
             }
         }
         if chans.is_empty() {
-            return Err(format!("{f}: no channels"));
+            return Err(OebinError::NoChannels { folder: f });
         }
         let mut names = Vec::new();
         let mut gains = Vec::new();
@@ -98,10 +152,13 @@ pub fn parse_oebin(text: &str) -> Result<(Vec<Continuous>, Vec<EventChannel>), S
                 .get("channel_name")
                 .and_then(Value::as_str)
                 .map_or_else(|| format!("CH{}", i + 1), str::to_owned);
-            let g = ch
-                .get("bit_volts")
-                .and_then(Value::as_f64)
-                .ok_or_else(|| format!("{f}: channel {name} has no bit_volts"))?;
+            let g =
+                ch.get("bit_volts")
+                    .and_then(Value::as_f64)
+                    .ok_or_else(|| OebinError::NoGain {
+                        folder: f.clone(),
+                        channel: name.clone(),
+                    })?;
             let u = ch.get("units").and_then(Value::as_str).unwrap_or("");
             units.push(if !u.is_empty() {
                 u.to_owned()
@@ -251,7 +308,7 @@ pub fn open(path: &Path, series: Option<&str>) -> Result<FlatSource, SourceError
     let mut all: Vec<(PathBuf, usize, Continuous, Vec<EventChannel>, String)> = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).map_err(io_error(f))?;
-        let (cont, evs) = parse_oebin(&text).map_err(|d| invalid(f, d))?;
+        let (cont, evs) = parse_oebin(&text).map_err(|d| invalid(f, d.to_string()))?;
         let dir = f.parent().unwrap_or(Path::new(".")).to_owned();
         let prefix = dir
             .strip_prefix(base)
@@ -410,20 +467,42 @@ mod tests {
 
     #[test]
     fn bad_oebin_says_what_is_wrong() {
-        assert!(parse_oebin("{").unwrap_err().contains("not JSON"));
-        assert!(parse_oebin("{}").unwrap_err().contains("no \"continuous\""));
+        let e = parse_oebin("{").unwrap_err();
+        assert!(matches!(e, OebinError::NotJson(_)), "{e:?}");
+        assert!(e.to_string().starts_with("not JSON: "), "{e}");
+        let e = parse_oebin("{}").unwrap_err();
+        assert!(matches!(e, OebinError::NoContinuous), "{e:?}");
+        assert!(e.to_string().contains("no \"continuous\""), "{e}");
         let e = parse_oebin(
             r#"{"continuous": [{"folder_name": "a/", "sample_rate": 1, "num_channels": 2, "channels": [{"channel_name": "x", "bit_volts": 1}]}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, OebinError::ChannelCount { folder, said: 2, listed: 1 } if folder == "a"),
+            "{e:?}"
         );
-        assert!(e.unwrap_err().contains("num_channels is 2 but 1"));
+        assert_eq!(
+            e.to_string(),
+            "a: num_channels is 2 but 1 channels are listed"
+        );
         let e = parse_oebin(
             r#"{"continuous": [{"folder_name": "../x", "sample_rate": 1, "channels": []}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, OebinError::NoFolder { list: "continuous" }),
+            "{e:?}"
         );
-        assert!(e.unwrap_err().contains("without a folder_name"));
+        assert_eq!(e.to_string(), "a continuous entry without a folder_name");
         let e = parse_oebin(
             r#"{"continuous": [{"folder_name": "a", "sample_rate": 1, "channels": [{"channel_name": "x"}]}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, OebinError::NoGain { channel, .. } if channel == "x"),
+            "{e:?}"
         );
-        assert!(e.unwrap_err().contains("no bit_volts"));
+        assert_eq!(e.to_string(), "a: channel x has no bit_volts");
     }
 
     #[test]

@@ -27,11 +27,101 @@ use crate::replay::{invalid, map_file, pick_series, FlatSource, Pacing, SourceEr
 /// A `.meta` file's keys (without the leading `~`) and values.
 pub type Meta = BTreeMap<String, String>;
 
+/// What is wrong with a `.meta` file: its text, or the layout it describes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MetaError {
+    /// A line that is not `key=value`.
+    #[error("line {line:?} is not key=value (a SpikeGLX .meta has one key=value per line)")]
+    NotKeyValue {
+        /// The line.
+        line: String,
+    },
+    /// No `nSavedChans` key.
+    #[error("no nSavedChans: not a SpikeGLX .meta")]
+    NoChannelCount,
+    /// A key the layout needs is missing.
+    #[error("no {key}")]
+    Missing {
+        /// The key.
+        key: &'static str,
+    },
+    /// A value that should be a number is not.
+    #[error("{key}={value} is not a number")]
+    NotANumber {
+        /// The key.
+        key: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// A channel count out of range.
+    #[error("nSavedChans={given} (allowed: 1 to {})", rtloop_stream::MAX_CHANNELS)]
+    Channels {
+        /// The count given.
+        given: usize,
+    },
+    /// None of the rate keys.
+    #[error("no imSampRate, niSampRate or obSampRate")]
+    NoRate,
+    /// A rate that is not a positive number.
+    #[error("sample rate {rate} (allowed: a positive number)")]
+    Rate {
+        /// The rate given.
+        rate: f64,
+    },
+    /// `snsChanMap` and `nSavedChans` disagree.
+    #[error("snsChanMap names {names} channels, nSavedChans says {channels}")]
+    NameCount {
+        /// Names in `snsChanMap`.
+        names: usize,
+        /// `nSavedChans`.
+        channels: usize,
+    },
+    /// No `imroTbl` entry for a channel (Neuropixels 1.0 style tables).
+    #[error("imroTbl has no entry for channel {channel} ({name})")]
+    NoImroEntry {
+        /// The acquisition channel.
+        channel: usize,
+        /// Its name.
+        name: String,
+    },
+    /// An `imroTbl` entry without gains.
+    #[error("imroTbl entry ({entry}) of channel {channel} has no gains (a Neuropixels 1.0 entry has 6 fields)")]
+    ImroEntry {
+        /// The acquisition channel.
+        channel: usize,
+        /// The entry.
+        entry: String,
+    },
+    /// An `imroTbl` gain that is not a number.
+    #[error("imroTbl gain {value:?} of channel {channel} is not a number")]
+    ImroGain {
+        /// The acquisition channel.
+        channel: usize,
+        /// The gain's text.
+        value: String,
+    },
+    /// A gain of 0 (the conversion would divide by it).
+    #[error("gain 0 for channel {name}")]
+    ZeroGain {
+        /// The channel.
+        name: String,
+    },
+    /// `snsMnMaXaDw` is not four counts.
+    #[error("snsMnMaXaDw is not four counts")]
+    Counts,
+    /// A device rtloop does not read.
+    #[error("typeThis={given} (allowed: imec, nidq, obx)")]
+    Device {
+        /// The `typeThis` given.
+        given: String,
+    },
+}
+
 /// Parse a `.meta` file's text.
 ///
 /// # Errors
-/// What is wrong, as text: not `key=value` lines, or no `nSavedChans`.
-pub fn parse_meta(text: &str) -> Result<Meta, String> {
+/// What is wrong ([`MetaError`]): not `key=value` lines, or no `nSavedChans`.
+pub fn parse_meta(text: &str) -> Result<Meta, MetaError> {
     let mut m = Meta::new();
     for line in text.lines() {
         let line = line.trim_end_matches('\r');
@@ -39,14 +129,14 @@ pub fn parse_meta(text: &str) -> Result<Meta, String> {
             continue;
         }
         let Some((k, v)) = line.split_once('=') else {
-            return Err(format!(
-                "line {line:?} is not key=value (a SpikeGLX .meta has one key=value per line)"
-            ));
+            return Err(MetaError::NotKeyValue {
+                line: line.to_owned(),
+            });
         };
         m.insert(k.trim_start_matches('~').to_owned(), v.to_owned());
     }
     if !m.contains_key("nSavedChans") {
-        return Err("no nSavedChans: not a SpikeGLX .meta".into());
+        return Err(MetaError::NoChannelCount);
     }
     Ok(m)
 }
@@ -79,34 +169,32 @@ pub struct Layout {
     pub file_bytes: Option<u64>,
 }
 
-fn num<T: std::str::FromStr>(m: &Meta, k: &str) -> Result<T, String> {
-    let v = m.get(k).ok_or_else(|| format!("no {k}"))?;
-    v.trim()
-        .parse()
-        .map_err(|_| format!("{k}={v} is not a number"))
+fn num<T: std::str::FromStr>(m: &Meta, key: &'static str) -> Result<T, MetaError> {
+    let v = m.get(key).ok_or(MetaError::Missing { key })?;
+    v.trim().parse().map_err(|_| MetaError::NotANumber {
+        key,
+        value: v.clone(),
+    })
 }
 
 /// Work out the layout from a `.meta`; `stem` is the `.bin`'s file name without `.bin`
 /// (`run_g0_t0.imec0.ap`), which says AP or LF.
 ///
 /// # Errors
-/// What is missing or malformed, as text.
-pub fn layout(m: &Meta, stem: &str) -> Result<Layout, String> {
+/// What is missing or malformed ([`MetaError`]).
+pub fn layout(m: &Meta, stem: &str) -> Result<Layout, MetaError> {
     let n: usize = num(m, "nSavedChans")?;
     if n == 0 || n as u64 > rtloop_stream::MAX_CHANNELS {
-        return Err(format!(
-            "nSavedChans={n} (allowed: 1 to {})",
-            rtloop_stream::MAX_CHANNELS
-        ));
+        return Err(MetaError::Channels { given: n });
     }
     let rate: f64 = ["imSampRate", "niSampRate", "obSampRate"]
         .iter()
         .find(|k| m.contains_key(**k))
         .map(|k| num(m, k))
         .transpose()?
-        .ok_or("no imSampRate, niSampRate or obSampRate")?;
+        .ok_or(MetaError::NoRate)?;
     if !(rate.is_finite() && rate > 0.0) {
-        return Err(format!("sample rate {rate} (allowed: a positive number)"));
+        return Err(MetaError::Rate { rate });
     }
     let device = match m.get("typeThis").map(String::as_str) {
         Some(t) => t.to_owned(),
@@ -122,10 +210,10 @@ pub fn layout(m: &Meta, stem: &str) -> Result<Layout, String> {
         None => (0..n).map(|i| format!("ch{i}")).collect(),
     };
     if ch_names.len() != n {
-        return Err(format!(
-            "snsChanMap names {} channels, nSavedChans says {n}",
-            ch_names.len()
-        ));
+        return Err(MetaError::NameCount {
+            names: ch_names.len(),
+            channels: n,
+        });
     }
     let mut gains = vec![1.0f64; n];
     let mut ch_units = vec![String::new(); n];
@@ -145,16 +233,9 @@ pub fn layout(m: &Meta, stem: &str) -> Result<Layout, String> {
                 None => 8192.0,
             };
             let factor = range / max_int;
-            let fixed = if lf {
-                m.get("imChan0lfGain")
-            } else {
-                m.get("imChan0apGain")
-            };
-            let fixed: f64 = match fixed {
-                Some(g) => g
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("channel 0 gain {g} is not a number"))?,
+            let key = if lf { "imChan0lfGain" } else { "imChan0apGain" };
+            let fixed: f64 = match m.get(key) {
+                Some(_) => num(m, key)?,
                 None => 80.0,
             };
             for (i, name) in ch_names.iter().enumerate() {
@@ -167,21 +248,28 @@ pub fn layout(m: &Meta, stem: &str) -> Result<Layout, String> {
                         .trim_start_matches(|c: char| c.is_ascii_alphabetic())
                         .parse()
                         .unwrap_or(i);
-                    let e = ch
-                        .checked_add(1)
-                        .and_then(|k| imro.get(k))
-                        .ok_or_else(|| format!("imroTbl has no entry for channel {ch} ({name})"))?;
-                    let v = e.split_whitespace().nth(if lf { 4 } else { 3 }).ok_or_else(|| {
-                        format!("imroTbl entry ({e}) of channel {ch} has no gains (a Neuropixels 1.0 entry has 6 fields)")
+                    let e = ch.checked_add(1).and_then(|k| imro.get(k)).ok_or_else(|| {
+                        MetaError::NoImroEntry {
+                            channel: ch,
+                            name: name.clone(),
+                        }
                     })?;
-                    v.parse::<f64>().map_err(|_| {
-                        format!("imroTbl gain {v:?} of channel {ch} is not a number")
+                    let v = e
+                        .split_whitespace()
+                        .nth(if lf { 4 } else { 3 })
+                        .ok_or_else(|| MetaError::ImroEntry {
+                            channel: ch,
+                            entry: (*e).to_owned(),
+                        })?;
+                    v.parse::<f64>().map_err(|_| MetaError::ImroGain {
+                        channel: ch,
+                        value: v.to_owned(),
                     })?
                 } else {
                     fixed
                 };
                 if g == 0.0 {
-                    return Err(format!("gain 0 for channel {name}"));
+                    return Err(MetaError::ZeroGain { name: name.clone() });
                 }
                 // the same operations in the same order as SpikeGLX's tools and neo
                 gains[i] = factor * (1.0 / g) * 1e6;
@@ -192,13 +280,13 @@ pub fn layout(m: &Meta, stem: &str) -> Result<Layout, String> {
             let range: f64 = num(m, "niAiRangeMax")?;
             let counts: Vec<usize> = m
                 .get("snsMnMaXaDw")
-                .ok_or("no snsMnMaXaDw")?
+                .ok_or(MetaError::Missing { key: "snsMnMaXaDw" })?
                 .split(',')
                 .map(|s| s.trim().parse::<usize>())
                 .collect::<Result<_, _>>()
-                .map_err(|_| "snsMnMaXaDw is not four counts".to_string())?;
+                .map_err(|_| MetaError::Counts)?;
             let [mn, ma, xa, _dw] = counts[..] else {
-                return Err("snsMnMaXaDw is not four counts".into());
+                return Err(MetaError::Counts);
             };
             let factor = range / 32768.0;
             let mn_gain: f64 = if mn > 0 { num(m, "niMNGain")? } else { 1.0 };
@@ -230,7 +318,11 @@ pub fn layout(m: &Meta, stem: &str) -> Result<Layout, String> {
                 }
             }
         }
-        other => return Err(format!("typeThis={other} (allowed: imec, nidq, obx)")),
+        other => {
+            return Err(MetaError::Device {
+                given: other.to_owned(),
+            })
+        }
     }
     Ok(Layout {
         device,
@@ -319,8 +411,8 @@ pub fn open(path: &Path, series: Option<&str>) -> Result<FlatSource, SourceError
     let (bin, stem) = (&bins[i], &names[i]);
     let meta_path = bin.with_extension("meta");
     let text = std::fs::read_to_string(&meta_path).map_err(crate::replay::io_error(&meta_path))?;
-    let meta = parse_meta(&text).map_err(|d| invalid(&meta_path, d))?;
-    let l = layout(&meta, stem).map_err(|d| invalid(&meta_path, d))?;
+    let meta = parse_meta(&text).map_err(|d| invalid(&meta_path, d.to_string()))?;
+    let l = layout(&meta, stem).map_err(|d| invalid(&meta_path, d.to_string()))?;
     let map = map_file(bin)?;
     let len = map.len() as u64;
     let sb = 2 * l.n_channels as u64;
@@ -419,27 +511,50 @@ mod tests {
 
     #[test]
     fn bad_meta_says_what_is_wrong() {
-        assert!(parse_meta("hello").unwrap_err().contains("key=value"));
-        assert!(parse_meta("a=b\n").unwrap_err().contains("nSavedChans"));
+        let e = parse_meta("hello").unwrap_err();
+        assert_eq!(
+            e,
+            MetaError::NotKeyValue {
+                line: "hello".into()
+            }
+        );
+        assert!(e.to_string().contains("key=value"), "{e}");
+        let e = parse_meta("a=b\n").unwrap_err();
+        assert_eq!(e, MetaError::NoChannelCount);
+        assert!(e.to_string().contains("nSavedChans"), "{e}");
         let m = parse_meta(
             "nSavedChans=2\nimSampRate=30000\nimAiRangeMax=0.6\n~snsChanMap=(1)(AP0;0:0)\n",
         )
         .unwrap();
-        assert!(layout(&m, "x.imec0.ap")
-            .unwrap_err()
-            .contains("snsChanMap names 1"));
+        let e = layout(&m, "x.imec0.ap").unwrap_err();
+        assert_eq!(
+            e,
+            MetaError::NameCount {
+                names: 1,
+                channels: 2
+            }
+        );
+        assert!(e.to_string().contains("snsChanMap names 1"), "{e}");
         let m = parse_meta("nSavedChans=99999999999\nimSampRate=30000\n").unwrap();
-        assert!(layout(&m, "x")
-            .unwrap_err()
-            .contains("allowed: 1 to 1048576"));
+        let e = layout(&m, "x").unwrap_err();
+        assert_eq!(e, MetaError::Channels { given: 99999999999 });
+        assert!(e.to_string().contains("allowed: 1 to 1048576"), "{e}");
         let m = parse_meta("nSavedChans=1\nimSampRate=-3\n").unwrap();
-        assert!(layout(&m, "x").unwrap_err().contains("positive"));
+        let e = layout(&m, "x").unwrap_err();
+        assert_eq!(e, MetaError::Rate { rate: -3.0 });
+        assert!(e.to_string().contains("positive"), "{e}");
+        let m = parse_meta("nSavedChans=1\nimSampRate=fast\n").unwrap();
+        let e = layout(&m, "x").unwrap_err();
+        assert_eq!(e.to_string(), "imSampRate=fast is not a number");
         let m = parse_meta("nSavedChans=1\nimSampRate=30000\ntypeThis=imec\nimAiRangeMax=0.6\n~imroTbl=(0,384)\n~snsChanMap=(1)(AP5;5:5)\n").unwrap();
         // NP2-style (no 6-field entries): one gain for all
         assert!(layout(&m, "x.imec0.ap").is_ok());
         let m = parse_meta("nSavedChans=1\nimSampRate=30000\ntypeThis=imec\nimAiRangeMax=0.6\n~imroTbl=(0,384)(0 0 0 500 250 1)\n~snsChanMap=(1)(AP5;5:5)\n").unwrap();
-        assert!(layout(&m, "x.imec0.ap")
-            .unwrap_err()
-            .contains("no entry for channel 5"));
+        let e = layout(&m, "x.imec0.ap").unwrap_err();
+        assert!(
+            matches!(&e, MetaError::NoImroEntry { channel: 5, name } if name == "AP5"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("no entry for channel 5"), "{e}");
     }
 }

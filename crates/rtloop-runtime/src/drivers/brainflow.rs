@@ -182,12 +182,7 @@ pub fn open(
         }
         targets.push(Target { preset_index, rows });
     }
-    let buffer = layouts
-        .iter()
-        .map(|l| (l.rate * 600.0) as usize)
-        .max()
-        .unwrap_or(0)
-        .max(45_000);
+    let buffer = rtloop_brainflow::buffer_samples(&layouts);
     let session = Session::open(bf, board, &params, &o.config, buffer).map_err(err)?;
     let n_presets = layouts.len();
     Ok(Box::new(BrainflowIn {

@@ -43,7 +43,8 @@ const WARN_EVERY: Duration = Duration::from_secs(1);
 struct InOptions {
     /// Address to receive on, `host:port`.
     bind: String,
-    /// Socket receive buffer in bytes (default 8 MiB; SO_RCVBUFFORCE when permitted).
+    /// Socket receive buffer in bytes (default 8 MiB; past `net.core.rmem_max` when
+    /// permitted: `rtloop_sys::set_recv_buffer`).
     #[serde(default = "default_rcvbuf")]
     recv_buffer: usize,
     /// `tick` (default): take what arrived when the tick starts. `arrival`: if nothing is
@@ -220,27 +221,6 @@ pub fn check_out(options: &serde_json::Value, signals: &[&Signal]) -> Result<(),
     Ok(())
 }
 
-/// Ask for `bytes` of receive buffer: SO_RCVBUFFORCE passes `net.core.rmem_max` when we
-/// may (root / CAP_NET_ADMIN), else SO_RCVBUF (capped by the kernel); failure is silent.
-fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
-    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: setsockopt on an open fd with a pointer to a live c_int and its size.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&raw const v).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            return;
-        }
-    }
-}
-
 fn store_len(dtype: DType, out: &mut [u8], row: usize, len: usize) {
     // a length is at most 65535 (a datagram), so every allowed dtype holds it
     match dtype {
@@ -287,7 +267,7 @@ pub fn open_in(
     let sock = UdpSocket::bind(a).map_err(|e| DriverError::io(format!("cannot bind {a}"), e))?;
     sock.set_nonblocking(true)
         .map_err(|e| DriverError::io("cannot make the UDP socket non-blocking", e))?;
-    set_rcvbuf(&sock, o.recv_buffer);
+    rtloop_sys::set_recv_buffer(&sock, o.recv_buffer);
     let max = p.rows_per_tick();
     let cutoff = Duration::from_micros(o.cutoff_us);
     if o.act == Act::Arrival && cutoff >= ctx.tick {
