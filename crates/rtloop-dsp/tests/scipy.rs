@@ -45,7 +45,7 @@ print(json.dumps(sos.tolist()))
 "#;
 
 fn python() -> String {
-    std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into())
+    rtloop_sys::python().display().to_string()
 }
 
 /// Deterministic test input: a sine per channel in the passband and out of it, plus noise.

@@ -34,7 +34,7 @@ const TOLERANCE: u64 = 12; // 0.4 ms
 const WARMUP: u64 = 30_000; // rtloop's first noise estimate: 1 s
 
 fn python() -> String {
-    std::env::var("RTLOOP_PYTHON").unwrap_or_else(|_| "python3".into())
+    rtloop_sys::python().display().to_string()
 }
 
 /// (recall, precision) of `found` (sorted) against `truth` (sorted), after the warm-up.
