@@ -41,6 +41,21 @@ pub enum BenchCommand {
     /// writer flat out. Throughput as a ratio to LSL's; the stream's p99 beside the lowest
     /// peer's. LSL and ZeroMQ are their C libraries as the pylsl and pyzmq wheels ship them.
     Peers(PeersArgs),
+    /// Internal: run benchmark NAME (stream, fieldtrip, pipeline, runtime, peers, verify)
+    /// with the library's config as JSON and print its report as JSON; progress goes to
+    /// stderr as `info: ...` and `warn: ...` lines. This is how `rtloop.bench` runs the
+    /// benchmarks from Python: the native module does not link them.
+    #[command(hide = true, name = "from-json")]
+    FromJson(FromJsonArgs),
+}
+
+/// Arguments of the hidden `rtloop bench from-json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FromJsonArgs {
+    /// The benchmark: stream, fieldtrip, pipeline, runtime, peers or verify.
+    pub name: String,
+    /// Its config as a JSON object (the library's `Config` fields; unknown ones are refused).
+    pub config: String,
 }
 
 /// Options of `rtloop bench stream`.
@@ -240,6 +255,52 @@ pub fn run(c: BenchCommand, g: &Global) -> anyhow::Result<()> {
         BenchCommand::Pipeline(a) => pipeline(&a, g),
         BenchCommand::Runtime(a) => runtime(&a, g),
         BenchCommand::Peers(a) => peers(&a, g),
+        BenchCommand::FromJson(a) => from_json(&a),
+    }
+}
+
+/// Progress as lines a program can read: `info: WHAT` and `warn: WHAT` on stderr.
+struct LineProgress;
+
+impl rtloop_bench::Progress for LineProgress {
+    fn note(&mut self, what: &str) {
+        eprintln!("info: {what}");
+    }
+    fn step(&mut self, what: &str, done: u64, total: u64) {
+        eprintln!("info: {what}: {done}/{total}");
+    }
+    fn warn(&mut self, what: &str) {
+        eprintln!("warn: {what}");
+    }
+}
+
+/// `rtloop bench from-json NAME CONFIG`: a config the benchmark refuses is a
+/// [`BenchError::Config`](rtloop_bench::BenchError::Config), which exits with 2.
+fn from_json(a: &FromJsonArgs) -> anyhow::Result<()> {
+    use rtloop_bench as b;
+    use rtloop_bench::BenchError;
+
+    fn config<C: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<C, BenchError> {
+        serde_json::from_str(json)
+            .map_err(|e| BenchError::Config(format!("rtloop.bench.{name}: {e}")))
+    }
+    fn report(r: Result<impl serde::Serialize, BenchError>) -> anyhow::Result<()> {
+        println!("{}", serde_json::to_string(&r?)?);
+        Ok(())
+    }
+    let p = &mut LineProgress;
+    let (name, json) = (a.name.as_str(), a.config.as_str());
+    match name {
+        "stream" => report(b::stream::run(&config(name, json)?, p)),
+        "fieldtrip" => report(b::fieldtrip::run(&config(name, json)?, p)),
+        "pipeline" => report(b::pipeline::run(&config(name, json)?, p)),
+        "runtime" => report(b::runtime::run(&config(name, json)?, p)),
+        "peers" => report(b::peers::run(&config(name, json)?, p)),
+        "verify" => report(b::verify::run(&config(name, json)?, p)),
+        other => Err(BenchError::Config(format!(
+            "no benchmark {other:?}; there are stream, fieldtrip, pipeline, runtime, peers, verify"
+        ))
+        .into()),
     }
 }
 

@@ -201,7 +201,16 @@ where
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rtloop: error: {}", error_text(&e));
-            ExitCode::FAILURE
+            // a config a benchmark refuses is a usage error, as clap's are
+            let refused = matches!(
+                e.downcast_ref::<rtloop_bench::BenchError>(),
+                Some(rtloop_bench::BenchError::Config(_))
+            );
+            if refused {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
