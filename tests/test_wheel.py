@@ -1,8 +1,8 @@
 """The wheel users install: built by the release command (scripts/wheel.sh; the set-up
 script installs the same wheel into the dev venv), installed with pip into a fresh virtual
 environment with no cargo on PATH, and used from a directory outside the source tree:
-``import rtloop``, ``rtloop --help``, ``rtloop demo``, ``rtloop run`` of an example model and
-``rtloop serve``. Its size is held to what a user expects."""
+``import rtloop``, ``rtloop --help``, ``rtloop demo``, ``rtloop run`` of an example model,
+``rtloop serve`` and ``rtloop view``. Its size is held to what a user expects."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Dict, List
@@ -30,7 +31,10 @@ pytestmark = [pytest.mark.timeout(900)]
 
 
 def _wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel scripts/python-dev.sh built (target/wheels), else one built now."""
+    """$RTLOOP_WHEEL (a release wheel to check), else the one scripts/python-dev.sh built
+    (target/wheels), else one built now."""
+    if os.environ.get("RTLOOP_WHEEL"):
+        return Path(os.environ["RTLOOP_WHEEL"])
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     found = sorted((target / "wheels").glob("rtloop-*.whl"))
     if found:
@@ -156,3 +160,29 @@ def test_rtloop_serve_from_the_installed_package(installed: Dict[str, str]) -> N
                 p.kill()
                 p.wait()
             Path(f"/dev/shm/rtloop-{stream}").unlink(missing_ok=True)
+
+
+def test_rtloop_view_from_the_installed_package(installed: Dict[str, str]) -> None:
+    # the viewer's web server is in the executable (not in the native module): its page loads
+    run_env = {k: v for k, v in installed.items() if k not in ("WORK", "VENV")}
+    p = subprocess.Popen(
+        ["rtloop", "view", "--port", "0"],
+        cwd=installed["WORK"], env=run_env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    with p:
+        try:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            assert line.startswith("rtloop view: open http://127.0.0.1:"), line
+            url = line.split("open ", 1)[1].strip()
+            # straight to the server, whatever proxy the environment names
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with opener.open(url, timeout=30) as page:
+                assert page.status == 200
+                assert b"<html" in page.read().lower()
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(timeout=30) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
