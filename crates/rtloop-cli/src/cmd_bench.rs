@@ -274,18 +274,36 @@ impl rtloop_bench::Progress for LineProgress {
     }
 }
 
-/// `rtloop bench from-json NAME CONFIG`: a config the benchmark refuses is a
-/// [`BenchError::Config`](rtloop_bench::BenchError::Config), which exits with 2.
+/// A config `rtloop bench from-json` was given that the benchmark refuses: the command exits
+/// with 2 (a usage error), so `rtloop.bench` raises ValueError rather than RuntimeError.
+#[derive(Debug)]
+pub struct Refused(pub rtloop_bench::BenchError);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// `rtloop bench from-json NAME CONFIG`.
 fn from_json(a: &FromJsonArgs) -> anyhow::Result<()> {
     use rtloop_bench as b;
     use rtloop_bench::BenchError;
 
-    fn config<C: serde::de::DeserializeOwned>(name: &str, json: &str) -> Result<C, BenchError> {
+    fn refused(e: BenchError) -> anyhow::Error {
+        match e {
+            BenchError::Config(_) => Refused(e).into(),
+            e => e.into(),
+        }
+    }
+    fn config<C: serde::de::DeserializeOwned>(name: &str, json: &str) -> anyhow::Result<C> {
         serde_json::from_str(json)
-            .map_err(|e| BenchError::Config(format!("rtloop.bench.{name}: {e}")))
+            .map_err(|e| refused(BenchError::Config(format!("rtloop.bench.{name}: {e}"))))
     }
     fn report(r: Result<impl serde::Serialize, BenchError>) -> anyhow::Result<()> {
-        println!("{}", serde_json::to_string(&r?)?);
+        println!("{}", serde_json::to_string(&r.map_err(refused)?)?);
         Ok(())
     }
     let p = &mut LineProgress;
@@ -297,10 +315,9 @@ fn from_json(a: &FromJsonArgs) -> anyhow::Result<()> {
         "runtime" => report(b::runtime::run(&config(name, json)?, p)),
         "peers" => report(b::peers::run(&config(name, json)?, p)),
         "verify" => report(b::verify::run(&config(name, json)?, p)),
-        other => Err(BenchError::Config(format!(
+        other => Err(refused(BenchError::Config(format!(
             "no benchmark {other:?}; there are stream, fieldtrip, pipeline, runtime, peers, verify"
-        ))
-        .into()),
+        )))),
     }
 }
 

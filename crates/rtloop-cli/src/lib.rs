@@ -201,12 +201,8 @@ where
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rtloop: error: {}", error_text(&e));
-            // a config a benchmark refuses is a usage error, as clap's are
-            let refused = matches!(
-                e.downcast_ref::<rtloop_bench::BenchError>(),
-                Some(rtloop_bench::BenchError::Config(_))
-            );
-            if refused {
+            // a config `rtloop bench from-json` refuses is a usage error, as clap's are
+            if e.downcast_ref::<cmd_bench::Refused>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE
