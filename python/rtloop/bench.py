@@ -8,8 +8,9 @@ with ``_`` for ``-``), and returns its report typed, the object ``--json`` print
     print(r.ok, r.errors, r.lost, r.packets_per_s)
 
 Every figure in a report sits next to a reference measured in the same run. Progress goes to
-the ``rtloop.bench`` logger. Python modules a benchmark runs run with this interpreter. A keyword the benchmark does not have, or a value out of its range,
-raises ``ValueError`` saying what is allowed; a run that fails raises ``RuntimeError``.
+the ``rtloop.bench`` logger. Python modules a benchmark runs run with this interpreter. A
+keyword the benchmark does not have, or a value out of its range, raises ``ValueError`` saying
+what is allowed; a run that fails raises ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _run(name: str, report: Type[R], config: Dict[str, Any]) -> R:
     for k, v in list(config.items()):
         if isinstance(v, os.PathLike):
             config[k] = os.fspath(v)
-    # the benchmark's child processes run `python -m rtloop` with this interpreter
+    # Python modules the benchmark runs (the runtime benchmark's) run with this interpreter
     env = dict(os.environ)
     env.setdefault("RTLOOP_PYTHON", sys.executable)
     proc = subprocess.Popen(
