@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Create or refresh the Python environment (.venv, or $RTLOOP_VENV) and build rtloop into it
-# (release, editable: python/rtloop/ is used in place, the native module is rebuilt here).
-# Idempotent and quiet: run it again after changing Rust or Python code.
+# Create or refresh the Python environment (.venv, or $RTLOOP_VENV) and install rtloop into it
+# from the wheel the release command builds (scripts/wheel.sh --host: release, stripped, the
+# `rtloop` executable inside). Idempotent and quiet: run it again after changing Rust or Python
+# code (the installed package is a copy, not python/rtloop/ in place).
 source "$(dirname "$0")/lib.sh"
 ensure_cargo
 ensure_libclang
@@ -50,16 +51,20 @@ pip_quiet "brainflow>=5.10"
 # `lib.FieldTrip`); only it is used, so none of eegsynth's own dependencies are installed
 pip_quiet --no-deps "eegsynth==0.8.1"
 
-# maturin develop installs into the active virtual environment; its output (and pip's) is
-# shown only when the build fails
-say "building rtloop into $VENV (maturin develop --release)"
+# the package goes in as users get it: the wheel of the release command (scripts/wheel.sh,
+# for this machine's glibc), with the `rtloop` executable in it. Its output (and pip's) is
+# shown only when the build fails.
+say "building the rtloop wheel (scripts/wheel.sh --host) and installing it into $VENV"
+# the wheel stays in target/wheels: tests/test_wheel.py installs it into a fresh venv
 log="$(mktemp)"
+wheel_dir="${CARGO_TARGET_DIR:-$ROOT/target}/wheels"
 trap 'rm -f "$log" "$pip_log"' EXIT
-if ! VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" \
-        "$VENV/bin/maturin" develop --release --locked >"$log" 2>&1; then
+if ! bash "$ROOT/scripts/wheel.sh" --host --out "$wheel_dir" >"$log" 2>&1; then
     cat "$log" >&2
-    echo "maturin develop failed" >&2
+    echo "scripts/wheel.sh --host failed" >&2
     exit 1
 fi
+# --force-reinstall: the version stays the same while the code changes
+pip_quiet --no-deps --force-reinstall "$wheel_dir"/rtloop-*.whl
 # fail loudly if the build did not produce an importable package
 "$PY" -c "import rtloop, rtloop._rtloop" || { echo "rtloop did not import after the build" >&2; exit 1; }

@@ -5,6 +5,7 @@ on real, short runs), and bad configs are refused saying what is allowed."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -65,10 +66,14 @@ def test_fieldtrip_benchmark_report() -> None:
     assert all({"transport", "requests"} <= set(p) for p in r.paced)
 
 
-def test_pipeline_benchmark_report(tmp_path: Path) -> None:
-    r = rtloop.bench.pipeline(profile="intan64", quick=True, seconds=0.2, dir=tmp_path)
+def test_pipeline_benchmark_report(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="rtloop.bench"):
+        r = rtloop.bench.pipeline(profile="intan64", quick=True, seconds=0.2, dir=tmp_path)
     PipelineBenchReport.check(r)
     assert r.profile == "intan64" and r.channels == 64 and r.stages
+    # the benchmark's progress notes reach the `rtloop.bench` logger
+    notes = [rec.getMessage() for rec in caplog.records if rec.name == "rtloop.bench"]
+    assert any(n.endswith(" ...") for n in notes), notes
 
 
 def test_runtime_benchmark_report() -> None:

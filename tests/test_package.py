@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -47,17 +48,26 @@ def test_python_m_rtloop_runs_the_command_line() -> None:
     assert "no-such-command" in bad.stderr
 
 
-def test_cli_main_returns_the_exit_code() -> None:
-    from rtloop import _rtloop
+def test_python_m_rtloop_is_the_rtloop_executable_in_the_same_process() -> None:
+    # `python -m rtloop` replaces itself with the package's executable: the same pid, so a
+    # parent that started `python -m rtloop child ...` signals and waits for the child itself
+    from rtloop._cli import executable
 
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        assert _rtloop.cli_main(["rtloop", "--version"]) == 0
-        assert _rtloop.cli_main(["rtloop", "--no-such-option"]) == 2
-        # Ctrl-C is left to the command (default action), as for the rtloop binary
-        assert signal.getsignal(signal.SIGINT) == signal.SIG_DFL
-    finally:
-        signal.signal(signal.SIGINT, handler)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rtloop", "serve", "--bind", "127.0.0.1:0", "--stream", f"pkg-exec-{os.getpid()}"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    with p:
+        try:
+            assert p.stdout is not None and p.stdout.readline().startswith("listening tcp=")
+            assert os.path.realpath(f"/proc/{p.pid}/exe") == str(executable())
+            # Ctrl-C is the command's: the server stops cleanly
+            p.send_signal(signal.SIGINT)
+            assert p.wait(timeout=30) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def test_local_clock_is_monotonic_seconds() -> None:

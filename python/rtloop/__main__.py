@@ -1,7 +1,7 @@
-"""``python -m rtloop ...``: the same command as ``rtloop ...``.
+"""``python -m rtloop ...``: the same command as ``rtloop ...`` (the package's ``rtloop``
+executable, run in this process's place).
 
-The command line starts its child processes this way when the current executable is the
-Python interpreter (the console script).
+Child processes started from Python (the runtime, the recorder, the benchmarks) run this way.
 """
 
 from ._cli import main

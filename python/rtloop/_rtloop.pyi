@@ -21,7 +21,6 @@ __all__ = [
     "local_clock",
     "monotonic_ns",
     "stream_path",
-    "cli_main",
     "lab_loadtest",
     "lab_tune",
     "runtime_module",
@@ -29,7 +28,6 @@ __all__ = [
     "RecordSession",
     "BridgeSession",
     "brainflow_boards",
-    "bench_run",
     "ReplaySession",
     "xdf_from_recording",
     "TickMemory",
@@ -66,7 +64,6 @@ def _prepare_numpy() -> None: ...
 def local_clock() -> float: ...
 def monotonic_ns() -> int: ...
 def stream_path(name: str) -> pathlib.Path: ...
-def cli_main(argv: List[str]) -> int: ...
 def lab_loadtest(
     profile: str,
     read_size: int,
@@ -150,7 +147,6 @@ class BridgeSession:
     def stop(self) -> str: ...
 
 def brainflow_boards() -> List[Tuple[str, int, List[str]]]: ...
-def bench_run(name: str, config_json: str) -> str: ...
 @final
 class ReplaySession:
     def __new__(

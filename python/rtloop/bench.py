@@ -1,23 +1,27 @@
-"""The benchmarks, from Python: each function runs the library code ``rtloop bench ...`` (and
-``rtloop verify``) runs, with the same options as keyword arguments (the command's long
-options with ``_`` for ``-``), and returns its report typed, the object ``--json`` prints::
+"""The benchmarks, from Python: each function runs the benchmark ``rtloop bench ...`` (and
+``rtloop verify``) runs, in the package's ``rtloop`` executable (the native module does not
+link the benchmarks), with the same options as keyword arguments (the command's long options
+with ``_`` for ``-``), and returns its report typed, the object ``--json`` prints::
 
     import rtloop.bench
     r = rtloop.bench.verify(packets=100_000)
     print(r.ok, r.errors, r.lost, r.packets_per_s)
 
 Every figure in a report sits next to a reference measured in the same run. Progress goes to
-the ``rtloop.bench`` logger. The child processes a benchmark starts run ``python -m rtloop``
-with this interpreter. A keyword the benchmark does not have, or a value out of its range,
-raises ``ValueError`` saying what is allowed; a run that fails raises ``RuntimeError``.
+the ``rtloop.bench`` logger. Python modules a benchmark runs run with this interpreter. A
+keyword the benchmark does not have, or a value out of its range, raises ``ValueError`` saying
+what is allowed; a run that fails raises ``RuntimeError``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import subprocess
 import sys
-from typing import Any, Dict, Type, TypeVar
+import threading
+from typing import IO, Any, Dict, List, Type, TypeVar
 
 from .reports import (
     FieldTripBenchReport,
@@ -34,15 +38,60 @@ __all__ = ["stream", "fieldtrip", "pipeline", "runtime", "peers", "verify"]
 R = TypeVar("R", bound=Report)
 
 
-def _run(name: str, report: Type[R], config: Dict[str, Any]) -> R:
-    from ._rtloop import bench_run
+def _forward(lines: IO[str], errors: List[str]) -> None:
+    """The benchmark's progress lines to the ``rtloop.bench`` logger; its error lines kept."""
+    log = logging.getLogger("rtloop.bench")
+    for line in lines:
+        line = line.rstrip("\n")
+        if line.startswith("info: "):
+            log.info("%s", line[6:])
+        elif line.startswith("warn: "):
+            log.warning("%s", line[6:])
+        elif line.startswith("rtloop: error: "):
+            errors.append(line[len("rtloop: error: "):])
+        elif line:
+            errors.append(line)
 
-    # the benchmark's child processes run `python -m rtloop` with this interpreter
-    os.environ.setdefault("RTLOOP_PYTHON", sys.executable)
+
+def _run(name: str, report: Type[R], config: Dict[str, Any]) -> R:
+    from ._cli import executable, missing_executable
+
+    exe = executable()
+    if not os.access(exe, os.X_OK):
+        raise RuntimeError(missing_executable())
     for k, v in list(config.items()):
         if isinstance(v, os.PathLike):
             config[k] = os.fspath(v)
-    return report.of(json.loads(bench_run(name, json.dumps(config))))
+    # Python modules the benchmark runs (the runtime benchmark's) run with this interpreter
+    env = dict(os.environ)
+    env.setdefault("RTLOOP_PYTHON", sys.executable)
+    proc = subprocess.Popen(
+        [os.fspath(exe), "bench", "from-json", name, json.dumps(config)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    errors: List[str] = []
+    progress = threading.Thread(target=_forward, args=(proc.stderr, errors), daemon=True)
+    progress.start()
+    try:
+        out = proc.stdout.read()
+        code = proc.wait()
+    except BaseException:
+        # Ctrl-C or another exception here: the benchmark does not outlive the call
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        progress.join()
+        proc.stdout.close()
+        proc.stderr.close()
+    message = "; ".join(errors) or f"rtloop bench {name} exited with {code}"
+    if code == 2:
+        raise ValueError(message)
+    if code != 0:
+        raise RuntimeError(message)
+    return report.of(json.loads(out))
 
 
 def stream(**config: Any) -> StreamBenchReport:

@@ -41,6 +41,21 @@ pub enum BenchCommand {
     /// writer flat out. Throughput as a ratio to LSL's; the stream's p99 beside the lowest
     /// peer's. LSL and ZeroMQ are their C libraries as the pylsl and pyzmq wheels ship them.
     Peers(PeersArgs),
+    /// Internal: run benchmark NAME (stream, fieldtrip, pipeline, runtime, peers, verify)
+    /// with the library's config as JSON and print its report as JSON; progress goes to
+    /// stderr as `info: ...` and `warn: ...` lines. This is how `rtloop.bench` runs the
+    /// benchmarks from Python: the native module does not link them.
+    #[command(hide = true, name = "from-json")]
+    FromJson(FromJsonArgs),
+}
+
+/// Arguments of the hidden `rtloop bench from-json`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FromJsonArgs {
+    /// The benchmark: stream, fieldtrip, pipeline, runtime, peers or verify.
+    pub name: String,
+    /// Its config as a JSON object (the library's `Config` fields; unknown ones are refused).
+    pub config: String,
 }
 
 /// Options of `rtloop bench stream`.
@@ -240,6 +255,69 @@ pub fn run(c: BenchCommand, g: &Global) -> anyhow::Result<()> {
         BenchCommand::Pipeline(a) => pipeline(&a, g),
         BenchCommand::Runtime(a) => runtime(&a, g),
         BenchCommand::Peers(a) => peers(&a, g),
+        BenchCommand::FromJson(a) => from_json(&a),
+    }
+}
+
+/// Progress as lines a program can read: `info: WHAT` and `warn: WHAT` on stderr.
+struct LineProgress;
+
+impl rtloop_bench::Progress for LineProgress {
+    fn note(&mut self, what: &str) {
+        eprintln!("info: {what}");
+    }
+    fn step(&mut self, what: &str, done: u64, total: u64) {
+        eprintln!("info: {what}: {done}/{total}");
+    }
+    fn warn(&mut self, what: &str) {
+        eprintln!("warn: {what}");
+    }
+}
+
+/// A config `rtloop bench from-json` was given that the benchmark refuses: the command exits
+/// with 2 (a usage error), so `rtloop.bench` raises ValueError rather than RuntimeError.
+#[derive(Debug)]
+pub struct Refused(pub rtloop_bench::BenchError);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// `rtloop bench from-json NAME CONFIG`.
+fn from_json(a: &FromJsonArgs) -> anyhow::Result<()> {
+    use rtloop_bench as b;
+    use rtloop_bench::BenchError;
+
+    fn refused(e: BenchError) -> anyhow::Error {
+        match e {
+            BenchError::Config(_) => Refused(e).into(),
+            e => e.into(),
+        }
+    }
+    fn config<C: serde::de::DeserializeOwned>(name: &str, json: &str) -> anyhow::Result<C> {
+        serde_json::from_str(json)
+            .map_err(|e| refused(BenchError::Config(format!("rtloop.bench.{name}: {e}"))))
+    }
+    fn report(r: Result<impl serde::Serialize, BenchError>) -> anyhow::Result<()> {
+        println!("{}", serde_json::to_string(&r.map_err(refused)?)?);
+        Ok(())
+    }
+    let p = &mut LineProgress;
+    let (name, json) = (a.name.as_str(), a.config.as_str());
+    match name {
+        "stream" => report(b::stream::run(&config(name, json)?, p)),
+        "fieldtrip" => report(b::fieldtrip::run(&config(name, json)?, p)),
+        "pipeline" => report(b::pipeline::run(&config(name, json)?, p)),
+        "runtime" => report(b::runtime::run(&config(name, json)?, p)),
+        "peers" => report(b::peers::run(&config(name, json)?, p)),
+        "verify" => report(b::verify::run(&config(name, json)?, p)),
+        other => Err(refused(BenchError::Config(format!(
+            "no benchmark {other:?}; there are stream, fieldtrip, pipeline, runtime, peers, verify"
+        )))),
     }
 }
 

@@ -109,6 +109,8 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
         .map_err(|e| anyhow::Error::new(e.clone()).context(option_of(&e)))?;
     let buffer = Arc::new(Buffer::new(bcfg));
     let server = Server::start(buffer.clone(), scfg)?;
+    // Ctrl-C and SIGTERM stop the server cleanly from the moment it says it listens
+    let stop = stop_on_signal();
     let tcp = server
         .tcp_addr()
         .map_or_else(|| "-".to_owned(), |s| s.to_string());
@@ -125,7 +127,7 @@ pub fn run(a: &ServeArgs, g: &Global) -> Result<()> {
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    wait_for_stop(a.duration);
+    wait_until(&stop, a.duration);
     tracing::info!("stopping: {} clients connected", server.clients());
     server.shutdown();
     buffer.close();
@@ -145,14 +147,19 @@ pub(crate) fn parse_polling(s: &str) -> Result<Polling, String> {
     s.parse()
 }
 
-/// Block until Ctrl-C, SIGTERM or `seconds` (what a server command does once it listens).
-pub(crate) fn wait_for_stop(seconds: Option<f64>) {
+/// A flag Ctrl-C and SIGTERM set from now on (install it before saying "listening", so a
+/// signal sent on that line stops the command cleanly instead of killing it).
+pub(crate) fn stop_on_signal() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        // Ordering: a flag with nothing published through it: Relaxed.
-        let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
-    }
+    let flag = stop.clone();
+    // Ordering: a flag with nothing published through it: Relaxed.
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    stop
+}
+
+/// Block until `stop` is set (Ctrl-C, SIGTERM) or `seconds` have passed: what a server
+/// command does once it listens.
+pub(crate) fn wait_until(stop: &AtomicBool, seconds: Option<f64>) {
     let started = Instant::now();
     // the option parsers bound the seconds; a caller that did not is waited on for ever
     let limit = seconds.and_then(|s| Duration::try_from_secs_f64(s).ok());

@@ -86,6 +86,7 @@ pub fn run(a: &ViewArgs, g: &Global) -> Result<()> {
         header_timeout: Duration::from_secs_f64(a.header_timeout),
         max_connections: a.max_connections as usize,
     })?;
+    let stop = crate::cmd_serve::stop_on_signal();
     if g.json {
         println!(
             "{}",
@@ -96,7 +97,7 @@ pub fn run(a: &ViewArgs, g: &Global) -> Result<()> {
     }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
-    crate::cmd_serve::wait_for_stop(a.duration);
+    crate::cmd_serve::wait_until(&stop, a.duration);
     viewer.stop();
     Ok(())
 }

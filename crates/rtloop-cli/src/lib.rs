@@ -201,7 +201,12 @@ where
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rtloop: error: {}", error_text(&e));
-            ExitCode::FAILURE
+            // a config `rtloop bench from-json` refuses is a usage error, as clap's are
+            if e.downcast_ref::<cmd_bench::Refused>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -1,12 +1,11 @@
 //! `rtloop._rtloop`: the native module of rtloop's Python package. A thin layer over
-//! `rtloop-stream` and `rtloop-cli`: conversions, numpy views of the shared mapping, and the
+//! the rtloop libraries: conversions, numpy views of the shared mapping, and the
 //! mapping of Rust errors to Python exceptions (all in `errors.rs`). The public Python API
 //! is the pure-Python package `rtloop` that wraps this module.
 
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks, clippy::unnecessary_safety_comment)]
 
-mod bench;
 mod blocking;
 mod bridge;
 mod convert;
@@ -19,8 +18,6 @@ mod runtime;
 mod stream;
 mod task;
 mod writer;
-
-use std::process::ExitCode;
 
 use pyo3::prelude::*;
 
@@ -40,21 +37,6 @@ fn monotonic_ns() -> u64 {
 #[pyfunction]
 fn stream_path(name: &str) -> std::path::PathBuf {
     rtloop_stream::stream_path(name)
-}
-
-/// Run the `rtloop` command line with `argv` (program name first); returns the exit code.
-///
-/// Default SIGINT handling is restored first, so Ctrl-C stops the command as it stops the
-/// `rtloop` binary.
-#[pyfunction]
-fn cli_main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
-    let signal = py.import("signal")?;
-    signal.call_method1(
-        "signal",
-        (signal.getattr("SIGINT")?, signal.getattr("SIG_DFL")?),
-    )?;
-    let code = crate::exit::detach(py, || rtloop_cli::run(argv));
-    Ok(exit_code_number(code))
 }
 
 /// A Python function as the latency lab's work step: called with each block's samples as a
@@ -242,13 +224,6 @@ fn lab_tune(
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
 
-/// The number of an `ExitCode` (std has no getter; it has equality).
-fn exit_code_number(code: ExitCode) -> i32 {
-    (0..=u8::MAX)
-        .find(|&k| ExitCode::from(k) == code)
-        .map_or(1, i32::from)
-}
-
 /// Hand the Rust crates' log records to Python's `logging` (under the `rtloop` logger).
 /// Returns False if another logger was installed first. Called by `rtloop._logging`; the
 /// command line installs its own subscriber instead.
@@ -302,7 +277,6 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exit::_prepare_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(monotonic_ns, m)?)?;
     m.add_function(wrap_pyfunction!(stream_path, m)?)?;
-    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(lab_loadtest, m)?)?;
     m.add_function(wrap_pyfunction!(lab_tune, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::runtime_module, m)?)?;
@@ -313,7 +287,6 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fieldtrip::PyFieldTripClient>()?;
     m.add_class::<fieldtrip::PyFieldTripServer>()?;
     m.add_class::<bridge::BridgeSession>()?;
-    m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_class::<replay::ReplaySession>()?;
     m.add_function(wrap_pyfunction!(bridge::brainflow_boards, m)?)?;
     m.add_function(wrap_pyfunction!(fieldtrip::fieldtrip_address, m)?)?;
