@@ -186,3 +186,63 @@ def test_rtloop_view_from_the_installed_package(installed: Dict[str, str]) -> No
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_the_lsl_extra_brings_a_working_bridge(installed: Dict[str, str], wheel: Path) -> None:
+    # `pip install rtloop[lsl]` adds pylsl (which bundles liblsl); the executable then finds
+    # liblsl in the fresh venv's pylsl and publishes a stream as an LSL outlet there
+    venv = Path(installed["VENV"])
+    py = str(venv / "bin/python")
+    pip = _run(installed, [py, "-m", "pip", "install", "--disable-pip-version-check", "-q", f"{wheel}[lsl]"],
+               timeout=600)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    name = f"wheel-lsl-{os.getpid()}"
+    script = f"""
+import subprocess, sys, time
+import numpy as np, pylsl, rtloop
+s = rtloop.Stream.create({name!r}, n_channels=2, dtype="float32", sfreq=100.0, capacity=1000)
+w = s.writer()
+p = subprocess.Popen(["rtloop", "bridge", "lsl-out", {name!r}, "--seconds", "60"])
+try:
+    found = pylsl.resolve_byprop("name", {name!r}, timeout=30)
+    assert found, "no outlet"
+    inlet = pylsl.StreamInlet(found[0])
+    inlet.open_stream(timeout=10)
+    got = []
+    t = time.monotonic()
+    while len(got) < 20 and time.monotonic() - t < 30:
+        w.push_chunk(np.full((5, 2), 7.0, np.float32))
+        chunk, _ = inlet.pull_chunk(timeout=0.2)
+        got.extend(chunk)
+    assert len(got) >= 20 and all(v == [7.0, 7.0] for v in got[:20]), got[:3]
+    print("lsl ok", len(got))
+finally:
+    p.terminate()
+    p.wait(30)
+    w.close()  # an ended stream nobody reads goes with its writer
+"""
+    out = _run(installed, [py, "-c", script], timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "lsl ok" in out.stdout
+
+
+def test_the_brainflow_extra_brings_a_working_bridge(installed: Dict[str, str], wheel: Path) -> None:
+    # `pip install rtloop[brainflow]` adds brainflow (which bundles libBoardController); the
+    # executable loads it from the fresh venv and streams BrainFlow's synthetic board
+    venv = Path(installed["VENV"])
+    py = str(venv / "bin/python")
+    pip = _run(installed, [py, "-m", "pip", "install", "--disable-pip-version-check", "-q", f"{wheel}[brainflow]"],
+               timeout=900)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    prefix = f"wheel-bf-{os.getpid()}"
+    out = _run(installed, ["rtloop", "--json", "bridge", "brainflow-in", "--board", "synthetic", "--name", prefix,
+                           "--seconds", "2"], timeout=120)
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        import json
+
+        report = json.loads(out.stdout)
+        assert report["samples"] > 0, report
+    finally:
+        for p in Path("/dev/shm").glob(f"rtloop-{prefix}*"):
+            p.unlink(missing_ok=True)

@@ -831,11 +831,12 @@ fn overwrite_writes_the_path_itself_and_an_old_file_there_is_kept_otherwise() {
         .file_type()
         .is_symlink());
     assert_eq!(logged_value(&d.join("old.db")), 2.5);
-    // a directory that does not exist is named
-    let e = logger::open(&json!({"path": "no/such/dir.db"}), &[s], &ctx(&d))
+    // a directory that cannot be made (a file is in its place) is named
+    std::fs::write(d.join("blocker"), b"").unwrap();
+    let e = logger::open(&json!({"path": "blocker/dir.db"}), &[s], &ctx(&d))
         .err()
         .unwrap();
-    assert!(e.to_string().contains("dir"), "{e}");
+    assert!(e.to_string().contains("blocker"), "{e}");
 }
 
 #[test]
