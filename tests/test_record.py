@@ -383,9 +383,11 @@ def test_python_recorder_serves_the_same_control_socket(make_name: Callable[[], 
     assert cmd("rewind") == 'error: unknown command "rewind"; allowed: status, start, pause, split, stop'
     assert cmd("stop") == "ok"
     wait_until(lambda: not rec.running, "the recorder to stop on `stop`")
+    # stop() with the client still connected: it ends the connection instead of waiting
+    reports = rec.stop()
+    assert f.readline() == "", "the connected client reads the end"
     f.close()
     c.close()
-    reports = rec.stop()
     assert not ctl.exists(), "stop() removes the control socket"
     a = rtloop.load(tmp_path / "rec" / name)
     b = rtloop.load(tmp_path / "rec" / f"{name}.0002")

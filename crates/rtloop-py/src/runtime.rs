@@ -486,11 +486,15 @@ impl RecordSession {
         let Some(session) = self.inner.take() else {
             return Ok("[]".into());
         };
-        if let Some(c) = self.control.take() {
-            c.close();
-        }
+        let control = self.control.take();
         session.stop();
-        let (reports, errors) = crate::exit::detach(py, move || session.join());
+        // the GIL released: the socket's threads and the recorders end without Python
+        let (reports, errors) = crate::exit::detach(py, move || {
+            if let Some(c) = control {
+                c.close();
+            }
+            session.join()
+        });
         if !errors.is_empty() {
             return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
                 "rtloop record failed: {}",

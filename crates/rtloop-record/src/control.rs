@@ -11,14 +11,18 @@
 //! | `stop` | end the recording | `ok` |
 //!
 //! Anything else gets `error: unknown command "..."; allowed: ...` and the connection stays
-//! open. The socket is owner-only whatever the umask, and connections from another user are
-//! refused.
+//! open. Each connection is served on its own thread, and closing the socket ends every
+//! connection still open, so a client that stays connected (a status poller) never holds
+//! the recording's end up. The socket is owner-only whatever the umask, and connections from
+//! another user are refused.
 
 use std::io::{self, BufRead, BufReader, Write};
+use std::net::Shutdown;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
@@ -86,6 +90,9 @@ pub fn answer(line: &str, streams: &[String], controls: &[Arc<Control>]) -> Stri
     }
 }
 
+/// Each open connection (a handle to shut it down) and the thread answering it.
+type Connections = Arc<Mutex<Vec<(UnixStream, std::thread::JoinHandle<()>)>>>;
+
 /// A control socket being served on its own thread; closed (the thread joined, the socket
 /// file removed) by [`ControlSocket::close`] or on drop.
 #[derive(Debug)]
@@ -93,21 +100,37 @@ pub struct ControlSocket {
     path: PathBuf,
     done: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    conns: Connections,
 }
 
 impl ControlSocket {
-    /// Listen on `path` (a stale socket file there is replaced) for commands to the
-    /// recorders `controls` of `streams`.
+    /// Listen on `path` (a stale socket there is replaced) for commands to the recorders
+    /// `controls` of `streams`.
     ///
     /// # Errors
-    /// The socket cannot be made at `path` (its directory is missing or not writable, or
-    /// the path is too long for a UNIX socket).
+    /// Something other than a socket is at `path` (it is left as it is), or the socket
+    /// cannot be made there (its directory is missing or not writable, or the path is too
+    /// long for a UNIX socket).
     pub fn serve(
         path: &Path,
         streams: Vec<String>,
         controls: Vec<Arc<Control>>,
     ) -> io::Result<ControlSocket> {
-        let _ = std::fs::remove_file(path);
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_socket() => {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "cannot listen on control socket {}: a file that is not a socket is there; give a path that is free or holds an old socket",
+                        path.display()
+                    ),
+                ))
+            }
+            Err(_) => {}
+        }
         // owner-only whatever the umask, and connections from other users refused
         let listener = rtloop_sys::bind_private_unix(path).map_err(|e| {
             io::Error::new(
@@ -116,7 +139,9 @@ impl ControlSocket {
             )
         })?;
         let done = Arc::new(AtomicBool::new(false));
-        let stop = done.clone();
+        let conns: Connections = Arc::default();
+        let (stop, live) = (done.clone(), conns.clone());
+        let (streams, controls) = (Arc::new(streams), Arc::new(controls));
         let thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 // Ordering: a flag with nothing published through it: Relaxed.
@@ -128,13 +153,25 @@ impl ControlSocket {
                     tracing::warn!(?peer, "refused a control connection from another user");
                     continue;
                 }
-                converse(conn, &streams, &controls);
+                let Ok(handle) = conn.try_clone() else {
+                    continue;
+                };
+                let (streams, controls) = (streams.clone(), controls.clone());
+                let t = std::thread::spawn(move || converse(conn, &streams, &controls));
+                let mut live = live
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                // connections that ended are forgotten, so a long recording polled many
+                // times keeps no trace of them
+                live.retain(|(_, t)| !t.is_finished());
+                live.push((handle, t));
             }
         });
         Ok(ControlSocket {
             path: path.to_owned(),
             done,
             thread: Some(thread),
+            conns,
         })
     }
 
@@ -144,7 +181,8 @@ impl ControlSocket {
         &self.path
     }
 
-    /// Stop listening: wake the accept loop, wait for it, remove the socket file.
+    /// Stop listening and end every open connection (its client reads the end of the
+    /// stream), wait for their threads, remove the socket file.
     pub fn close(mut self) {
         self.shut();
     }
@@ -155,6 +193,17 @@ impl ControlSocket {
         // a connection wakes the accept loop, which then sees `done`
         let _ = UnixStream::connect(&self.path);
         let _ = t.join();
+        let conns = std::mem::take(
+            &mut *self
+                .conns
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for (c, t) in conns {
+            // the answering thread's read ends, and so does it
+            let _ = c.shutdown(Shutdown::Both);
+            let _ = t.join();
+        }
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -226,6 +275,52 @@ mod tests {
         assert!(path.exists());
         sock.close();
         assert!(!path.exists(), "the socket file goes with the socket");
+    }
+
+    /// Two clients at once are both answered, and closing while they stay connected ends
+    /// their connections instead of waiting for them.
+    #[test]
+    fn closing_ends_connections_that_stay_open() {
+        let dir = rtloop_testkit::TempDir::new("control-open");
+        let path = dir.path().join("ctl");
+        let controls = vec![Arc::new(Control::default())];
+        let sock = ControlSocket::serve(&path, vec!["a".into()], controls).unwrap();
+        // a client waiting for an answer that never comes fails instead of hanging
+        let client = || {
+            let c = UnixStream::connect(&path).unwrap();
+            c.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+                .unwrap();
+            BufReader::new(c)
+        };
+        let (mut first, mut second) = (client(), client());
+        assert!(ask(&mut second, "status").starts_with('{'));
+        assert!(ask(&mut first, "status").starts_with('{'));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            sock.close();
+            let _ = tx.send(());
+        });
+        // generous: closing takes microseconds, but a loaded machine may be slow to run it
+        rx.recv_timeout(std::time::Duration::from_secs(60))
+            .expect("close() returned while two clients stayed connected");
+        let mut rest = String::new();
+        assert_eq!(
+            first.read_line(&mut rest).unwrap(),
+            0,
+            "the client reads the end"
+        );
+        assert!(!path.exists());
+    }
+
+    /// A file that is not a socket at the path is refused and left as it is.
+    #[test]
+    fn a_file_in_the_way_is_refused_and_kept() {
+        let dir = rtloop_testkit::TempDir::new("control-file");
+        let path = dir.path().join("ctl");
+        std::fs::write(&path, b"precious").unwrap();
+        let e = ControlSocket::serve(&path, vec![], vec![]).unwrap_err();
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"precious");
     }
 
     /// A socket that cannot be made says where.
