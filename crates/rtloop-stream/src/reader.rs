@@ -1102,7 +1102,16 @@ impl<B: Backing> Stream<B> {
     /// setting the new bytes to zero first: a server building a reply copies each byte
     /// once. On an error `out` is as it was.
     pub fn read_append(&self, first: u64, end: u64, out: &mut Vec<u8>) -> Result<(), ReadError> {
-        let needed = end.saturating_sub(first) as usize * self.info().sample_bytes;
+        // the window first: a refused one (older than the ring, not yet written, longer
+        // than the capacity) must not size an allocation
+        let c = self.map.control();
+        let cap = self.map.capacity();
+        match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
+            WindowCheck::Ok => {}
+            other => return Err(window_error(other, first, end, cap)),
+        }
+        // at most `capacity` samples now, which the mapping holds: no overflow
+        let needed = (end - first) as usize * self.info().sample_bytes;
         out.reserve(needed);
         let at = out.len();
         copy_out(

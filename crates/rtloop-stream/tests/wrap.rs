@@ -238,6 +238,11 @@ proptest! {
                 stream.read_append(a, written + 1, &mut reply),
                 Err(ReadError::NotYetWritten { first: a, end: written + 1, written })
             );
+            // a window of any size is refused before it sizes an allocation
+            prop_assert_eq!(
+                stream.read_append(oldest, u64::MAX, &mut reply),
+                Err(ReadError::NotYetWritten { first: oldest, end: u64::MAX, written })
+            );
             prop_assert_eq!(&reply, &held);
 
             // the pulling reader: every sample, or an exact overrun
