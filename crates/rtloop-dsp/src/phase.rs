@@ -68,6 +68,15 @@ pub enum PhaseError {
         /// The least allowed.
         need: usize,
     },
+    /// A band too high for the rate: the phase must advance less than a quarter turn per
+    /// sample for a crossing of the target to be seen going forward.
+    #[error("band high edge {high} Hz: the phase tracker follows bands below a quarter of the rate ({quarter} Hz)")]
+    TooHigh {
+        /// The band's high edge.
+        high: f64,
+        /// A quarter of the rate.
+        quarter: f64,
+    },
     /// A target or amplitude that is not a finite number.
     #[error("{0} must be a finite number")]
     NotFinite(&'static str),
@@ -84,7 +93,7 @@ pub enum PhaseError {
     },
 }
 
-/// `a - b` wrapped into [-pi, pi).
+/// The angle `a` wrapped into [-pi, pi).
 #[must_use]
 pub fn wrap(a: f64) -> f64 {
     (a + PI).rem_euclid(TAU) - PI
@@ -132,6 +141,12 @@ impl PhaseTracker {
             1,
             cfg.rate,
         )?;
+        if cfg.band.1 >= cfg.rate / 4.0 {
+            return Err(PhaseError::TooHigh {
+                high: cfg.band.1,
+                quarter: cfg.rate / 4.0,
+            });
+        }
         let need = (cfg.rate / cfg.band.0).ceil() as usize;
         if cfg.window < need {
             return Err(PhaseError::Window {
@@ -363,6 +378,10 @@ mod tests {
         assert_eq!(
             e(|c| c.band = (12.0, 8.0)),
             "phase band: band 12..8 Hz: the low edge must be below the high edge"
+        );
+        assert_eq!(
+            e(|c| c.band = (100.0, 130.0)),
+            "band high edge 130 Hz: the phase tracker follows bands below a quarter of the rate (125 Hz)"
         );
     }
 }

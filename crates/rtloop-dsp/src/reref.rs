@@ -132,7 +132,11 @@ impl<T: Float> Reref<T> {
 
 /// The median of `v` (reordered), averaging the two middle values of an even count.
 fn median<T: Float>(v: &mut [T], two: T) -> T {
-    let cmp = |a: &T, b: &T| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal);
+    // a total order: NaN (a broken channel) after every number
+    let cmp = |a: &T, b: &T| {
+        a.partial_cmp(b)
+            .unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()))
+    };
     let (mid, odd) = (v.len() / 2, v.len() % 2 == 1);
     let (below, &mut m, _) = v.select_nth_unstable_by(mid, cmp);
     if odd {

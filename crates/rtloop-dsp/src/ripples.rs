@@ -1,12 +1,13 @@
 //! Sharp-wave ripple detection, causal and per channel: the signal band-passed (Butterworth,
 //! by default 150–250 Hz), its envelope (a moving RMS), and that envelope as a z-score
-//! against a running baseline (an exponential mean and variance, updated only outside
-//! ripples so that a ripple never raises its own bar). A ripple starts where the z-score
-//! rises above `z_start`; it is reported once it has stayed above `z_start` for
-//! `min_duration` samples, at that sample (so a stimulator can act during the ripple), and
-//! ends where the z-score falls below `z_end`.
+//! against a running baseline (an exponential mean and variance; inside a ripple it learns
+//! ten times slower, so that a ripple barely raises its own bar, yet a lasting change of
+//! level is learnt and cannot hold the detector in one endless ripple). A ripple starts
+//! where the z-score rises above `z_start`; it is reported at its `min_duration`-th sample
+//! above `z_start` (so a stimulator can act during the ripple), and ends where the z-score
+//! falls below `z_end`.
 //!
-//! Delay: an event comes `min_duration` samples after the envelope crosses `z_start`, and
+//! Delay: an event comes `min_duration - 1` samples after the envelope crosses `z_start`, and
 //! the envelope lags the ripple by the band-pass's group delay at the band's centre plus
 //! half the RMS window ([`RippleDetector::delay_samples`] sums those two).
 
@@ -110,7 +111,8 @@ pub struct RippleDetector {
     var: Vec<f64>,
     /// Each channel's ripple in progress: where it started, and whether it was reported.
     current: Vec<Option<(u64, bool)>>,
-    /// The chunk's working copy (grows to the largest chunk once).
+    /// The chunk's working copy: it grows to the largest chunk once (a runtime tick's chunk
+    /// is always the same size, so only the first tick allocates).
     work: Vec<f64>,
     n: u64,
 }
@@ -244,12 +246,15 @@ impl RippleDetector {
                         }
                     }
                 }
-                if self.current[c].is_none() {
-                    // the baseline learns only outside ripples
-                    let d = env - self.mean[c];
-                    self.mean[c] += alpha * d;
-                    self.var[c] = (1.0 - alpha) * (self.var[c] + alpha * d * d);
-                }
+                // the baseline learns, ten times slower inside a ripple
+                let a = if self.current[c].is_none() {
+                    alpha
+                } else {
+                    alpha / 10.0
+                };
+                let d = env - self.mean[c];
+                self.mean[c] += a * d;
+                self.var[c] = (1.0 - a) * (self.var[c] + a * d * d);
             }
             self.n += 1;
         }
@@ -333,13 +338,21 @@ mod synthetic {
         let onsets: Vec<f64> = centres.iter().map(|c| c - 2.0 * sd).collect();
         let mut delays = Vec::new();
         let mut false_positives = 0;
+        let mut hits = vec![0; onsets.len()];
         for e in &events {
             let t = e.detected as f64 / rate;
-            match onsets.iter().find(|&&o| t >= o - 0.01 && t <= o + 0.1) {
-                Some(o) => delays.push((t - o) * 1e3),
+            match onsets.iter().position(|&o| t >= o - 0.01 && t <= o + 0.1) {
+                Some(k) => {
+                    hits[k] += 1;
+                    delays.push((t - onsets[k]) * 1e3);
+                }
                 None => false_positives += 1,
             }
         }
+        assert!(
+            hits.iter().all(|&h| h == 1),
+            "each ripple exactly once: {hits:?}"
+        );
         delays.sort_by(f64::total_cmp);
         println!(
             "{} ripples, {} detected, {false_positives} false; delay from onset, ms: min {:.1}, median {:.1}, max {:.1} (envelope lag {:.1} ms + 15 ms minimum duration)",

@@ -254,13 +254,19 @@ impl<T: Float> SpikeDetector<T> {
     fn renew_thresholds(&mut self) {
         let ch = self.cfg.channels;
         let k = T::from(self.cfg.k / 0.6745).unwrap_or_else(T::infinity);
-        let cmp = |a: &T, b: &T| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal);
+        // a total order: NaN (a broken channel) after every number
+        let cmp = |a: &T, b: &T| {
+            a.partial_cmp(b)
+                .unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()))
+        };
         for c in 0..ch {
             for (d, row) in self.scratch.iter_mut().zip(self.recent.chunks_exact(ch)) {
                 *d = row[c];
             }
             let (_, &mut m, _) = self.scratch.select_nth_unstable_by(self.rows / 2, cmp);
-            self.threshold[c] = k * m;
+            // a channel without noise (flat, or coarsely quantised) would see every
+            // non-zero value as a spike: it detects nothing until it has some
+            self.threshold[c] = if m > T::zero() { k * m } else { T::infinity() };
         }
     }
 }
@@ -320,6 +326,31 @@ mod tests {
         let want = 5.0 * 0.25 / 0.6745;
         assert!(
             d.thresholds().iter().all(|t| (t - want).abs() < 0.1 * want),
+            "{:?}",
+            d.thresholds()
+        );
+    }
+
+    /// A flat channel (no noise: median |x| is 0) detects nothing, where a threshold of 0
+    /// would call every negative value a spike; a NaN in the window does not break the
+    /// estimate of the others.
+    #[test]
+    fn a_flat_channel_detects_nothing_and_nan_is_ordered() {
+        let mut d = SpikeDetector::<f64>::new(cfg()).unwrap();
+        let mut data = vec![0.0; 2 * 3000];
+        for i in 0..3000 {
+            data[2 * i + 1] = if i % 2 == 0 { 0.3 } else { -0.3 };
+        }
+        data[2 * 10 + 1] = f64::NAN;
+        for k in (1200..3000).step_by(400) {
+            data[2 * k] = -1.0; // small steps on the flat channel
+        }
+        let mut found = 0;
+        d.process(&data, |_| found += 1).unwrap();
+        assert_eq!(found, 0);
+        assert!(d.thresholds()[0].is_infinite());
+        assert!(
+            (d.thresholds()[1] - 5.0 * 0.3 / 0.6745).abs() < 1e-9,
             "{:?}",
             d.thresholds()
         );
