@@ -27,9 +27,19 @@ pub enum DecimateError {
     /// The low-pass could not be made.
     #[error(transparent)]
     Design(#[from] DesignError),
-    /// A chunk that is not whole samples, or an output of the wrong size.
-    #[error("{0}")]
-    Chunk(String),
+    /// A chunk that is not whole samples.
+    #[error(transparent)]
+    Chunk(#[from] crate::ChunkError),
+    /// An output that is not the size of what the chunk keeps.
+    #[error("the output holds {given} values; this chunk keeps {kept} samples of {channels} channels ({} values)", kept * channels)]
+    Output {
+        /// Values the output holds.
+        given: usize,
+        /// Samples the chunk keeps.
+        kept: usize,
+        /// Channels per sample.
+        channels: usize,
+    },
 }
 
 /// Decimates `[samples, channels]` chunks by a whole factor.
@@ -94,23 +104,16 @@ impl<T: Float> Decimator<T> {
     /// changed then.
     pub fn process(&mut self, data: &mut [T], out: &mut [T]) -> Result<(), DecimateError> {
         let ch = self.filter.channels();
-        if data.len() % ch != 0 {
-            return Err(DecimateError::Chunk(format!(
-                "a chunk of {} values is not whole samples of {ch} channels: give samples x channels values",
-                data.len()
-            )));
-        }
+        crate::ChunkError::check(data.len(), ch)?;
         let kept = self.kept(data.len() / ch);
         if out.len() != kept * ch {
-            return Err(DecimateError::Chunk(format!(
-                "the output holds {} values; this chunk keeps {kept} samples of {ch} channels ({} values)",
-                out.len(),
-                kept * ch
-            )));
+            return Err(DecimateError::Output {
+                given: out.len(),
+                kept,
+                channels: ch,
+            });
         }
-        self.filter
-            .process(data)
-            .map_err(|e| DecimateError::Chunk(e.to_string()))?;
+        self.filter.process(data)?;
         let f = self.factor as u64;
         let mut k = 0;
         for (i, row) in data.chunks_exact(ch).enumerate() {

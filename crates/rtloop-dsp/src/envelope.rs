@@ -11,13 +11,8 @@ pub enum EnvelopeError {
     #[error("{0} must be at least 1")]
     Size(&'static str),
     /// A chunk that is not whole samples.
-    #[error("a chunk of {values} values is not whole samples of {channels} channels: give samples x channels values")]
-    Chunk {
-        /// Values given.
-        values: usize,
-        /// Channels per sample.
-        channels: usize,
-    },
+    #[error(transparent)]
+    Chunk(#[from] crate::ChunkError),
 }
 
 /// The moving RMS of `[samples, channels]` chunks, in place.
@@ -66,12 +61,7 @@ impl<T: Float> MovingRms<T> {
     /// `data` is not whole samples; nothing is changed then.
     pub fn process(&mut self, data: &mut [T]) -> Result<(), EnvelopeError> {
         let ch = self.channels;
-        if data.len() % ch != 0 {
-            return Err(EnvelopeError::Chunk {
-                values: data.len(),
-                channels: ch,
-            });
-        }
+        crate::ChunkError::check(data.len(), ch)?;
         let w = self.window;
         let inv = T::one() / T::from(w).unwrap_or_else(T::one);
         for row in data.chunks_exact_mut(ch) {

@@ -7,6 +7,7 @@
 //! does, with the channels of a sample side by side in the innermost loop so that the
 //! compiler keeps several channels in each SIMD register.
 
+use crate::ChunkError;
 use num_traits::Float;
 use sci_rs::signal::filter::design::{butter_dyn, DigitalFilter, FilterBandType, FilterOutputType};
 
@@ -258,12 +259,7 @@ impl<T: Float> SosFilter<T> {
     /// `data` is not a whole number of samples; nothing is filtered then.
     pub fn process(&mut self, data: &mut [T]) -> Result<(), ChunkError> {
         let ch = self.channels;
-        if data.len() % ch != 0 {
-            return Err(ChunkError {
-                values: data.len(),
-                channels: ch,
-            });
-        }
+        ChunkError::check(data.len(), ch)?;
         for row in data.chunks_exact_mut(ch) {
             for (co, z) in self.coefs.iter().zip(self.state.chunks_exact_mut(2 * ch)) {
                 let [b0, b1, b2, a1, a2] = *co;
@@ -281,16 +277,6 @@ impl<T: Float> SosFilter<T> {
         }
         Ok(())
     }
-}
-
-/// A chunk that is not whole samples.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a chunk of {values} values is not whole samples of {channels} channels: give samples x channels values")]
-pub struct ChunkError {
-    /// Values given.
-    pub values: usize,
-    /// Channels per sample.
-    pub channels: usize,
 }
 
 #[cfg(test)]

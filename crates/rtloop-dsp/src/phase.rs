@@ -84,13 +84,8 @@ pub enum PhaseError {
     #[error("phase estimation needs at least one channel")]
     NoChannels,
     /// A chunk that is not whole samples.
-    #[error("a chunk of {values} values is not whole samples of {channels} channels: give samples x channels values")]
-    Chunk {
-        /// Values given.
-        values: usize,
-        /// Channels per sample.
-        channels: usize,
-    },
+    #[error(transparent)]
+    Chunk(#[from] crate::ChunkError),
 }
 
 /// The angle `a` wrapped into [-pi, pi).
@@ -185,12 +180,7 @@ impl PhaseTracker {
         mut emit: impl FnMut(PhaseTrigger),
     ) -> Result<(), PhaseError> {
         let ch = self.cfg.channels;
-        if data.len() % ch != 0 {
-            return Err(PhaseError::Chunk {
-                values: data.len(),
-                channels: ch,
-            });
-        }
+        crate::ChunkError::check(data.len(), ch)?;
         let w = self.cfg.window;
         for row in data.chunks_exact(ch) {
             let slot = (self.n % w as u64) as usize;

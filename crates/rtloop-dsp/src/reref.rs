@@ -39,13 +39,8 @@ pub enum RerefError {
     #[error("reference channel {0} is named twice: name each once")]
     Twice(usize),
     /// A chunk that is not whole samples.
-    #[error("a chunk of {values} values is not whole samples of {channels} channels: give samples x channels values")]
-    Chunk {
-        /// Values given.
-        values: usize,
-        /// Channels per sample.
-        channels: usize,
-    },
+    #[error(transparent)]
+    Chunk(#[from] crate::ChunkError),
 }
 
 /// Common average or median re-referencing of `[samples, channels]` chunks in place.
@@ -104,12 +99,7 @@ impl<T: Float> Reref<T> {
     /// `data` is not whole samples; nothing is changed then.
     pub fn process(&mut self, data: &mut [T]) -> Result<(), RerefError> {
         let ch = self.channels;
-        if data.len() % ch != 0 {
-            return Err(RerefError::Chunk {
-                values: data.len(),
-                channels: ch,
-            });
-        }
+        crate::ChunkError::check(data.len(), ch)?;
         let n = T::from(self.reference.len()).unwrap_or_else(T::one);
         let two = T::one() + T::one();
         for row in data.chunks_exact_mut(ch) {

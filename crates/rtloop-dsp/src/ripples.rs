@@ -13,7 +13,7 @@
 
 use num_traits::Float;
 
-use crate::envelope::MovingRms;
+use crate::envelope::{EnvelopeError, MovingRms};
 use crate::iir::{design, group_delay, Band, DesignError, SosFilter};
 
 /// Ripple detection settings.
@@ -90,13 +90,8 @@ pub enum RippleError {
     #[error("{0} must be at least 1")]
     Size(&'static str),
     /// A chunk that is not whole samples.
-    #[error("a chunk of {values} values is not whole samples of {channels} channels: give samples x channels values")]
-    Chunk {
-        /// Values given.
-        values: usize,
-        /// Channels per sample.
-        channels: usize,
-    },
+    #[error(transparent)]
+    Chunk(#[from] crate::ChunkError),
 }
 
 /// A causal ripple detector over `[samples, channels]` chunks.
@@ -182,29 +177,17 @@ impl RippleDetector {
         mut emit: impl FnMut(Ripple),
     ) -> Result<(), RippleError> {
         let ch = self.cfg.channels;
-        if data.len() % ch != 0 {
-            return Err(RippleError::Chunk {
-                values: data.len(),
-                channels: ch,
-            });
-        }
+        crate::ChunkError::check(data.len(), ch)?;
         self.work.clear();
         self.work
             .extend(data.iter().map(|v| v.to_f64().unwrap_or(f64::NAN)));
-        let mut work = std::mem::take(&mut self.work);
-        let bad = |_| RippleError::Chunk {
-            values: data.len(),
-            channels: ch,
-        };
-        self.filter.process(&mut work).map_err(bad)?;
-        self.rms
-            .process(&mut work)
-            .map_err(|_| RippleError::Chunk {
-                values: data.len(),
-                channels: ch,
-            })?;
+        // whole samples (checked above): neither can refuse the chunk
+        self.filter.process(&mut self.work)?;
+        if let Err(EnvelopeError::Chunk(e)) = self.rms.process(&mut self.work) {
+            return Err(e.into());
+        }
         let alpha = 1.0 / self.cfg.baseline;
-        for row in work.chunks_exact(ch) {
+        for row in self.work.chunks_exact(ch) {
             let i = self.n;
             for (c, &env) in row.iter().enumerate() {
                 let sd = self.var[c].sqrt();
@@ -258,7 +241,6 @@ impl RippleDetector {
             }
             self.n += 1;
         }
-        self.work = work;
         Ok(())
     }
 }

@@ -71,13 +71,8 @@ pub enum SpikeError {
     #[error("{0} must be at least 1 sample")]
     Window(&'static str),
     /// A chunk that is not whole samples.
-    #[error("a chunk of {values} values is not whole samples of {channels} channels: give samples x channels values")]
-    Chunk {
-        /// Values given.
-        values: usize,
-        /// Channels per sample.
-        channels: usize,
-    },
+    #[error(transparent)]
+    Chunk(#[from] crate::ChunkError),
 }
 
 /// One channel's crossing in progress.
@@ -170,12 +165,7 @@ impl<T: Float> SpikeDetector<T> {
         mut emit: impl FnMut(Spike<T>),
     ) -> Result<(), SpikeError> {
         let ch = self.cfg.channels;
-        if data.len() % ch != 0 {
-            return Err(SpikeError::Chunk {
-                values: data.len(),
-                channels: ch,
-            });
-        }
+        crate::ChunkError::check(data.len(), ch)?;
         let w = self.cfg.noise_window as u64;
         for row in data.chunks_exact(ch) {
             let i = self.n;
