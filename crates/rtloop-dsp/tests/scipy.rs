@@ -48,6 +48,31 @@ fn python() -> String {
     rtloop_sys::python().display().to_string()
 }
 
+/// Run Python with `args` (`-c SCRIPT ...`), `inp` and `outp` after them, and read the
+/// float64 values it wrote to `outp`.
+fn python_out(args: &[&str], inp: &std::path::Path, outp: &std::path::Path) -> Vec<f64> {
+    let run = Command::new(python())
+        .args(args)
+        .arg(inp)
+        .arg(outp)
+        .output()
+        .expect("run Python");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    f64::from_bytes(&std::fs::read(outp).unwrap())
+}
+
+/// The largest absolute difference between `a` and `b`, value by value.
+fn largest_difference(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max)
+}
+
 /// Deterministic test input: a sine per channel in the passband and out of it, plus noise.
 fn input(n: usize, ch: usize, rate: f64) -> Vec<f64> {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -309,23 +334,12 @@ fn rereferencing_equals_numpy() {
                 r.process(chunk).unwrap();
             }
             let list: Vec<String> = refs.iter().map(ToString::to_string).collect();
-            let run = Command::new(python())
-                .args(["-c", NUMPY_REREF, &CH.to_string(), &list.join(","), name])
-                .arg(&inp)
-                .arg(&outp)
-                .output()
-                .expect("run Python");
-            assert!(
-                run.status.success(),
-                "{}",
-                String::from_utf8_lossy(&run.stderr)
+            let want = python_out(
+                &["-c", NUMPY_REREF, &CH.to_string(), &list.join(","), name],
+                &inp,
+                &outp,
             );
-            let want = f64::from_bytes(&std::fs::read(&outp).unwrap());
-            let worst = y
-                .iter()
-                .zip(&want)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f64::max);
+            let worst = largest_difference(&y, &want);
             assert!(
                 worst <= 1e-12,
                 "{name} over {refs:?}: largest difference {worst:e}"
@@ -359,24 +373,13 @@ fn the_envelope_equals_numpy() {
             e.process(&mut y[at * CH..(at + c) * CH]).unwrap();
             at += c;
         }
-        let run = Command::new(python())
-            .args(["-c", NUMPY_RMS, &CH.to_string(), &w.to_string()])
-            .arg(&inp)
-            .arg(&outp)
-            .output()
-            .expect("run Python");
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
+        let want = python_out(
+            &["-c", NUMPY_RMS, &CH.to_string(), &w.to_string()],
+            &inp,
+            &outp,
         );
-        let want = f64::from_bytes(&std::fs::read(&outp).unwrap());
         let scale = want.iter().copied().fold(0.0, f64::max);
-        let worst = y
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
+        let worst = largest_difference(&y, &want);
         assert!(
             worst <= 1e-9 * scale,
             "window {w}: largest difference {worst:e}"
@@ -412,25 +415,14 @@ fn decimation_equals_scipy() {
             kept.extend(out);
             at += c;
         }
-        let run = Command::new(python())
-            .args(["-c", SCIPY_DECIMATE, &CH.to_string(), &q.to_string()])
-            .arg(&inp)
-            .arg(&outp)
-            .output()
-            .expect("run Python");
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
+        let want = python_out(
+            &["-c", SCIPY_DECIMATE, &CH.to_string(), &q.to_string()],
+            &inp,
+            &outp,
         );
-        let want = f64::from_bytes(&std::fs::read(&outp).unwrap());
         assert_eq!(kept.len(), want.len(), "factor {q}");
         let scale = want.iter().map(|v| v.abs()).fold(0.0, f64::max);
-        let worst = kept
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
+        let worst = largest_difference(&kept, &want);
         assert!(
             worst <= 1e-9 * scale,
             "factor {q}: largest difference {worst:e}"
@@ -502,18 +494,11 @@ fn phase_triggers_against_the_offline_hilbert_phase() {
     ] {
         let (inp, outp) = (dir.path().join("in.bin"), dir.path().join("out.bin"));
         std::fs::write(&inp, f64::to_bytes(sig)).unwrap();
-        let run = Command::new(python())
-            .args(["-c", SCIPY_PHASE, &RATE.to_string(), "8", "12"])
-            .arg(&inp)
-            .arg(&outp)
-            .output()
-            .expect("run Python");
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
+        let offline = python_out(
+            &["-c", SCIPY_PHASE, &RATE.to_string(), "8", "12"],
+            &inp,
+            &outp,
         );
-        let offline = f64::from_bytes(&std::fs::read(&outp).unwrap());
         let mut p = PhaseTracker::new(PhaseConfig {
             channels: 1,
             rate: RATE,
