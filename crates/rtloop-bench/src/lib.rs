@@ -8,7 +8,9 @@
 //! readers, iceoryx2 peers) are typed [`rtloop_launch::ChildRole`]s; [`child::run`] plays
 //! one in the child (the command line's `rtloop child NAME JSON`).
 
-#![forbid(unsafe_code)]
+// unsafe only in the UDP load generator (sendmmsg/recvmmsg), each block with its SAFETY
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::fmt::Display;
 
@@ -21,6 +23,8 @@ pub mod peers;
 pub mod pipeline;
 pub mod runtime;
 pub mod stream;
+#[allow(unsafe_code)]
+pub mod udp_load;
 pub mod verify;
 
 /// Why a benchmark could not run or finish, by what failed.
@@ -69,9 +73,9 @@ pub enum BenchError {
     /// A runtime model run.
     #[error(transparent)]
     Runtime(#[from] rtloop_runtime::run::RunError),
-    /// The runtime's UDP load generator.
+    /// The UDP load generator.
     #[error(transparent)]
-    UdpLoad(#[from] rtloop_runtime::udp_load::anyhow_free::Error),
+    UdpLoad(#[from] udp_load::UdpLoadError),
     /// A PNG chart.
     #[error(transparent)]
     Chart(#[from] rtloop_metrics::charts::ChartError),

@@ -11,10 +11,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::udp_load::{udp_sweep, EchoResult};
 use rtloop_metrics::{fmt_ns, Summary};
 use rtloop_runtime::run::{RunOptions, RunReport};
 use rtloop_runtime::timer;
-use rtloop_runtime::udp_load::{anyhow_free::Error, udp_sweep, EchoResult};
 
 use serde::{Deserialize, Serialize};
 
@@ -350,7 +350,7 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
         p.note(&format!(
             "UDP: plain loopback reference, {each} s at each of {rates:?} packets of 1472 B per ms"
         ));
-        let reference = udp_sweep(p_in, p_in, &rates, each, || Ok(()))?;
+        let reference = udp_sweep(p_in, p_in, &rates, each, || Ok::<_, BenchError>(()))?;
         let echo = copy_example(
             &ex.join("udp_echo"),
             &work.join("echo"),
@@ -368,14 +368,12 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
         let (s_in, s_out) = (free_port()?, free_port()?);
         let same_secs = rates.len() as f64 * (each + 0.4) + 2.5;
         let same_work = udp_sweep(s_in, s_out, &rates, each, || {
-            rtloop_runtime::udp_load::paced_driver_echo(s_in, s_out, same_secs)
+            crate::udp_load::paced_driver_echo(s_in, s_out, same_secs)
         })?;
         p.note("UDP echo model, the same sweep");
         let model_secs = rates.len() as f64 * (each + 0.4) + 3.0;
         let echo_res = udp_sweep(p_in, p_out, &rates, each, || {
-            run_model(&echo, model_secs, stop)
-                .map(|_| ())
-                .map_err(|e| Error(e.to_string()))
+            run_model(&echo, model_secs, stop).map(|_| ())
         })?;
         let best = |v: &[EchoResult]| {
             v.iter()
@@ -441,13 +439,13 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
             p.note(&format!(
                 "closed loop: stamped datagrams at random moments, 500 per s, {loop_secs} s through a bare UDP echo, then through the echo model"
             ));
-            let (bare, bare_sent) = rtloop_runtime::udp_load::loop_latency(
+            let (bare, bare_sent) = crate::udp_load::loop_latency(
                 l_in,
                 l_out,
                 500.0,
                 loop_secs,
                 Duration::from_millis(100),
-                || rtloop_runtime::udp_load::bare_echo(l_in, l_out, loop_secs + 0.8),
+                || crate::udp_load::bare_echo(l_in, l_out, loop_secs + 0.8),
             )?;
             // the echo model answering stamped datagrams, `act` being udp_in's option
             let through_model = |act: &str| -> Result<_, BenchError> {
@@ -467,17 +465,13 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
                         ),
                     ],
                 )?;
-                rtloop_runtime::udp_load::loop_latency(
+                crate::udp_load::loop_latency(
                     l_in,
                     l_out,
                     500.0,
                     loop_secs,
                     Duration::from_millis(1500),
-                    || {
-                        run_model(&looped, loop_secs + 2.5, stop)
-                            .map(|_| ())
-                            .map_err(|e| Error(e.to_string()))
-                    },
+                    || run_model(&looped, loop_secs + 2.5, stop).map(|_| ()),
                 )
                 .map_err(BenchError::from)
             };

@@ -497,6 +497,7 @@ fn the_named_errors_are_typed_not_strings() {
             "OebinError",
         ),
         ("crates/rtloop-fieldtrip/src/config.rs", "ConfigError"),
+        ("crates/rtloop-bench/src/udp_load.rs", "UdpLoadError"),
     ];
     for (file, ty) in typed {
         let text = source(file);
@@ -534,4 +535,22 @@ fn the_named_errors_are_typed_not_strings() {
         let sig = &text[i..i + text[i..].find('{').unwrap()];
         assert!(!sig.contains(", String>"), "{file}: {sig}");
     }
+}
+
+#[test]
+fn the_runtime_library_carries_no_measuring_code() {
+    // a program that runs models links the runtime; the load generators and their checkers
+    // are the benchmarks' (rtloop-bench), so it never links them
+    let in_runtime: Vec<String> = files_with(&["fn udp_sweep", "fn loop_latency", "fn bare_echo"])
+        .into_iter()
+        .filter(|p| p.starts_with("crates/rtloop-runtime/"))
+        .collect();
+    assert!(
+        in_runtime.is_empty(),
+        "measuring code in the runtime: {in_runtime:?}"
+    );
+    assert!(
+        !source("crates/rtloop-runtime/src/lib.rs").contains("mod udp_load"),
+        "the runtime declares the UDP load generator"
+    );
 }

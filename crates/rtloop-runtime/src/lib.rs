@@ -17,4 +17,3 @@ pub mod process;
 pub mod run;
 pub mod rust_module;
 pub mod timer;
-pub mod udp_load;

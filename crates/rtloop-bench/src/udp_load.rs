@@ -1,7 +1,8 @@
 //! A UDP load generator and checker for the echo benchmark: offers N datagrams of 1472
 //! bytes every millisecond (`sendmmsg`, one call per millisecond) and receives with
 //! `recvmmsg`, checking every datagram's sequence-number pattern. Used against plain
-//! loopback (the reference) and through the UDP echo model.
+//! loopback (the reference) and through the UDP echo model. It lives with the benchmarks, so
+//! a program that runs models never links it.
 
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -48,25 +49,25 @@ fn intact(pkt: &[u8]) -> bool {
 /// rate (300 ms after each rate for stragglers). The sender never builds a backlog: a
 /// millisecond it could not serve in time is skipped, so `offered_per_tick` is what it
 /// managed.
-pub fn udp_sweep(
+pub fn udp_sweep<E: Into<Box<dyn std::error::Error + Send + Sync>> + Send>(
     to_port: u16,
     from_port: u16,
     rates: &[u32],
     seconds_each: f64,
-    during: impl FnOnce() -> Result<(), anyhow_free::Error> + Send,
-) -> Result<Vec<EchoResult>, anyhow_free::Error> {
+    during: impl FnOnce() -> Result<(), E> + Send,
+) -> Result<Vec<EchoResult>, UdpLoadError> {
     let rx = UdpSocket::bind(("127.0.0.1", from_port))
-        .map_err(|e| anyhow_free::Error(format!("bind 127.0.0.1:{from_port}: {e}")))?;
+        .map_err(io(format!("bind 127.0.0.1:{from_port}")))?;
     rtloop_sys::set_recv_buffer(&rx, 64 << 20);
     // recvmmsg's own timeout is only checked after a datagram; SO_RCVTIMEO bounds the wait
     rx.set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(|e| anyhow_free::Error(e.to_string()))?;
+        .map_err(io("set the read timeout"))?;
     let received = AtomicU64::new(0);
     let corrupted = AtomicU64::new(0);
     let stop_rx = AtomicBool::new(false);
     let plain = to_port == from_port;
     let mut out = Vec::new();
-    let mut during_result = Ok(());
+    let mut during_result: Result<(), UdpLoadError> = Ok(());
     std::thread::scope(|s| {
         s.spawn(|| receive(&rx, &received, &corrupted, &stop_rx));
         let runner = s.spawn(during);
@@ -113,25 +114,40 @@ pub fn udp_sweep(
             });
         }
         stop_rx.store(true, Ordering::Relaxed);
-        during_result = runner
-            .join()
-            .unwrap_or_else(|_| Err(anyhow_free::Error("the model thread panicked".into())));
+        during_result = match runner.join() {
+            Ok(r) => r.map_err(|e| UdpLoadError::During(e.into())),
+            Err(_) => Err(UdpLoadError::Panicked("model thread")),
+        };
     });
     during_result?;
     Ok(out)
 }
 
-/// A plain error type (this crate does not depend on anyhow).
-pub mod anyhow_free {
-    /// An error message.
-    #[derive(Debug)]
-    pub struct Error(pub String);
-    impl std::fmt::Display for Error {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(&self.0)
-        }
-    }
-    impl std::error::Error for Error {}
+/// Why a load run could not be made or checked.
+#[derive(Debug, thiserror::Error)]
+pub enum UdpLoadError {
+    /// A socket call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// One of the run's threads panicked.
+    #[error("the {0} panicked")]
+    Panicked(&'static str),
+    /// The runtime's UDP drivers (the same-work reference).
+    #[error(transparent)]
+    Driver(#[from] rtloop_runtime::drivers::DriverError),
+    /// What ran beside the load (the model, or the bare echo) failed.
+    #[error("{0}")]
+    During(Box<dyn std::error::Error + Send + Sync>),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> UdpLoadError {
+    let what = what.into();
+    move |source| UdpLoadError::Io { what, source }
 }
 
 fn send_all(tx: &UdpSocket, bufs: &[u8], n: usize) -> u64 {
@@ -227,15 +243,15 @@ fn receive(rx: &UdpSocket, received: &AtomicU64, corrupted: &AtomicU64, stop: &A
 /// any tick is uniform), each answered on 127.0.0.1:`reply_port`; the send-to-reply time of
 /// every answered datagram. `during` runs the thing that answers (a model, or
 /// [`bare_echo`]); it starts first and gets `warmup` to come up.
-pub fn loop_latency(
+pub fn loop_latency<E: Into<Box<dyn std::error::Error + Send + Sync>> + Send>(
     to_port: u16,
     reply_port: u16,
     rate_hz: f64,
     seconds: f64,
     warmup: Duration,
-    during: impl FnOnce() -> Result<(), anyhow_free::Error> + Send,
-) -> Result<(rtloop_metrics::LatencyHistogram, u64), anyhow_free::Error> {
-    let err = |what: &str, e: std::io::Error| anyhow_free::Error(format!("{what}: {e}"));
+    during: impl FnOnce() -> Result<(), E> + Send,
+) -> Result<(rtloop_metrics::LatencyHistogram, u64), UdpLoadError> {
+    let err = |what: &str, e: std::io::Error| io(what)(e);
     let rx =
         UdpSocket::bind(("127.0.0.1", reply_port)).map_err(|e| err("bind the reply port", e))?;
     rx.set_read_timeout(Some(Duration::from_millis(100)))
@@ -281,18 +297,19 @@ pub fn loop_latency(
         stop.store(true, Ordering::Relaxed);
         let h = receiver
             .join()
-            .map_err(|_| anyhow_free::Error("the receiver panicked".into()))?;
+            .map_err(|_| UdpLoadError::Panicked("receiver"))?;
         server
             .join()
-            .map_err(|_| anyhow_free::Error("the answering side panicked".into()))??;
+            .map_err(|_| UdpLoadError::Panicked("answering side"))?
+            .map_err(|e| UdpLoadError::During(e.into()))?;
         Ok((h, sent))
     })
 }
 
 /// The bare reference of [`loop_latency`]: a thread that sends every datagram arriving on
 /// 127.0.0.1:`port_in` straight to 127.0.0.1:`port_out`, until `seconds` have passed.
-pub fn bare_echo(port_in: u16, port_out: u16, seconds: f64) -> Result<(), anyhow_free::Error> {
-    let err = |what: &str, e: std::io::Error| anyhow_free::Error(format!("{what}: {e}"));
+pub fn bare_echo(port_in: u16, port_out: u16, seconds: f64) -> Result<(), UdpLoadError> {
+    let err = |what: &str, e: std::io::Error| io(what)(e);
     let s = UdpSocket::bind(("127.0.0.1", port_in)).map_err(|e| err("bind the echo", e))?;
     s.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(|e| err("read timeout", e))?;
@@ -311,14 +328,10 @@ pub fn bare_echo(port_in: u16, port_out: u16, seconds: f64) -> Result<(), anyhow
 /// millisecond by one plain thread, on 127.0.0.1:`port_in` to 127.0.0.1:`port_out`, until
 /// `seconds` have passed. What the model adds on top (timer, processes, streams, board) is
 /// the difference between the two.
-pub fn paced_driver_echo(
-    port_in: u16,
-    port_out: u16,
-    seconds: f64,
-) -> Result<(), anyhow_free::Error> {
-    use crate::drivers::{DriverCtx, InView, OutBuf, TickInfo};
-    use crate::model::Signal;
-    let err = |e: crate::drivers::DriverError| anyhow_free::Error(e.to_string());
+pub fn paced_driver_echo(port_in: u16, port_out: u16, seconds: f64) -> Result<(), UdpLoadError> {
+    use rtloop_runtime::drivers::{DriverCtx, InView, OutBuf, TickInfo};
+    use rtloop_runtime::model::Signal;
+    let err = UdpLoadError::from;
     let sig = |name: &str, shape: [usize; 2], dtype| Signal {
         name: name.into(),
         shape: shape.to_vec(),
@@ -339,13 +352,13 @@ pub fn paced_driver_echo(
         process: "echo".into(),
     };
     let signals = [pk.clone(), ln.clone()];
-    let mut src = crate::drivers::udp::open_in(
+    let mut src = rtloop_runtime::drivers::udp::open_in(
         &serde_json::json!({"bind": format!("127.0.0.1:{port_in}")}),
         &signals,
         &ctx,
     )
     .map_err(err)?;
-    let mut sink = crate::drivers::udp::open_out(
+    let mut sink = rtloop_runtime::drivers::udp::open_out(
         &serde_json::json!({"to": format!("127.0.0.1:{port_out}")}),
         &signals,
         &ctx,
@@ -406,13 +419,31 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let r = udp_sweep(port, port, &[20, 5], 0.1, || Ok(())).unwrap();
+        let r = udp_sweep(port, port, &[20, 5], 0.1, || Ok::<_, UdpLoadError>(())).unwrap();
         assert_eq!(r.len(), 2);
         for x in &r {
             assert!(x.sent > 0 && x.sent % 5 == 0);
             assert_eq!(x.corrupted, 0);
             assert!(x.received <= x.sent);
         }
+    }
+
+    #[test]
+    fn what_fails_beside_the_load_is_said_by_its_variant() {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = udp_sweep(port, port, &[5], 0.05, || Err("the model did not start")).unwrap_err();
+        assert!(matches!(e, UdpLoadError::During(_)), "{e:?}");
+        assert_eq!(e.to_string(), "the model did not start");
+        // a port already taken is an Io error naming what was being done
+        let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let p = taken.local_addr().unwrap().port();
+        let e = bare_echo(p, p, 0.1).unwrap_err();
+        assert!(matches!(e, UdpLoadError::Io { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("bind the echo: "), "{e}");
     }
 
     #[test]
