@@ -108,8 +108,9 @@ def test_peers_benchmark_report() -> None:
         ("peers", {"channels": 8, "transports": ["stream"]}, "channels 8 out of range: allowed 12..=65536"),
         ("peers", {"transports": ["carrier-pigeon"]}, "unknown variant `carrier-pigeon`"),
         ("peers", {"wait": ["sleep"]}, "unknown variant `sleep`, expected one of `auto`, `block`, `spin`"),
-        ("verify", {"mode": "fast"}, 'mode "fast": expected lossless or latest'),
-        ("verify", {"packet_bytes": 12}, "packet bytes: expected a multiple of 8 from 8 to 16777216, got 12"),
+        ("verify", {"mode": "fast"}, 'mode = "fast": allowed lossless, latest'),
+        ("verify", {"packet_bytes": 12}, "packet_bytes = 12: a multiple of 8 from 8 to 16777216"),
+        ("verify", {"pairs": 0}, "pairs = 0: at least 1"),
     ],
 )
 def test_bad_configs_are_refused_saying_what_is_allowed(bench: str, config: Dict[str, Any], message: str) -> None:

@@ -144,7 +144,10 @@ pub fn server_role(role: &ServerRole) -> Result<()> {
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
         return Ok(());
     }
-    let polling: Polling = role.poll.parse().map_err(BenchError::Config)?;
+    let polling: Polling = role
+        .poll
+        .parse()
+        .map_err(|e| BenchError::config("poll", format!("{:?}", role.poll), e))?;
     let mut bcfg = BufferConfig::new(&role.stream);
     bcfg.remove_on_drop = true;
     let buffer = Arc::new(Buffer::new(bcfg));
@@ -240,11 +243,9 @@ impl ServerProcess {
             .split_whitespace()
             .find_map(|w| w.strip_prefix(k))
             .map(str::to_owned)
-            .ok_or_else(|| {
-                BenchError::Failed(format!(
-                    "the FieldTrip server did not start: {:?}",
-                    self.line
-                ))
+            .ok_or_else(|| BenchError::Child {
+                child: "the FieldTrip server".into(),
+                problem: format!("did not start: {:?}", self.line),
             })
     }
 }
@@ -548,11 +549,11 @@ fn faq_block(
             timed(SETTLE, &mut read)?;
             let (n, e) = with_cpu(pid_of(target), &mut c.read_cpu, || timed(slice, &mut read))?;
             if out.len() != (ch * s * 4) as usize {
-                return Err(BenchError::Failed(format!(
-                    "{name} {ch}x{s}: GET_DAT returned {} bytes, want {}",
+                return Err(BenchError::mismatch(
+                    format!("{name} {ch}x{s}: GET_DAT bytes"),
                     out.len(),
-                    ch * s * 4
-                )));
+                    ch * s * 4,
+                ));
             }
             c.reads = (c.reads.0 + n, c.reads.1 + e);
         }
@@ -636,8 +637,10 @@ impl Config {
         use crate::check;
         check::positive("seconds", self.seconds)?;
         if self.transports.is_empty() {
-            return Err(BenchError::Config(
-                "transports: one or more of tcp, unix, inproc".into(),
+            return Err(BenchError::config(
+                "transports",
+                "[]",
+                "one or more of tcp, unix, inproc",
             ));
         }
         for t in &self.transports {
@@ -647,12 +650,14 @@ impl Config {
         check::range("rounds", self.rounds, 10, 1_000_000)?;
         self.poll
             .parse::<Polling>()
-            .map_err(|e| BenchError::Config(format!("poll = {:?}: {e}", self.poll)))?;
+            .map_err(|e| BenchError::config("poll", format!("{:?}", self.poll), e.to_string()))?;
         if let Some(o) = &self.other {
             parse_other(o)?;
             if !self.transports.iter().any(|t| t == "tcp") {
-                return Err(BenchError::Config(
-                    "other: the other server is measured beside rtloop over TCP; add tcp to transports".into(),
+                return Err(BenchError::config(
+                    "other",
+                    format!("{o:?}"),
+                    "the other server is measured beside rtloop over TCP; add tcp to transports",
                 ));
             }
         }
@@ -663,9 +668,11 @@ impl Config {
 /// `HOST:PORT` or `HOST:PORT@PID` of `--other`.
 fn parse_other(o: &str) -> Result<(String, Option<u32>)> {
     let bad = || {
-        BenchError::Config(format!(
-            "other = {o:?}: want HOST:PORT of a FieldTrip server, or HOST:PORT@PID to count its process's CPU"
-        ))
+        BenchError::config(
+            "other",
+            format!("{o:?}"),
+            "HOST:PORT of a FieldTrip server, or HOST:PORT@PID to count its process's CPU",
+        )
     };
     let (addr, pid) = match o.split_once('@') {
         Some((a, p)) => (a, Some(p.parse::<u32>().map_err(|_| bad())?)),
@@ -685,7 +692,7 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     a.validate()?;
     let secs = if a.quick { 0.1 } else { a.seconds };
     let rounds = if a.quick { 100 } else { a.rounds };
-    a.poll.parse::<Polling>().map_err(BenchError::Config)?;
+    // (`validate` parsed `poll`)
     let stream = format!("ftbench-{}", std::process::id());
     let wants = |t: &str| a.transports.iter().any(|x| x == t);
     let server = if wants("tcp") || wants("unix") {

@@ -17,7 +17,10 @@ const BUFFER: usize = 128;
 
 /// An iceoryx2 error (they implement Debug only) with what failed.
 fn ix<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> BenchError + '_ {
-    move |e| BenchError::Iceoryx2(format!("{what}: {e:?}"))
+    move |e| BenchError::Iceoryx2 {
+        what: what.to_string(),
+        error: format!("{e:?}"),
+    }
 }
 
 fn node() -> Result<Node<ipc::Service>, BenchError> {
@@ -44,7 +47,10 @@ fn service(
         .subscriber_max_buffer_size(BUFFER)
         .enable_safe_overflow(false)
         .open_or_create()
-        .map_err(|e| BenchError::Iceoryx2(format!("iceoryx2 service {name}: {e:?}")))
+        .map_err(|e| BenchError::Iceoryx2 {
+            what: format!("service {name}"),
+            error: format!("{e:?}"),
+        })
 }
 
 /// Messages per second and GB/s of `n` messages of `bytes` from a publisher process to a
@@ -64,14 +70,14 @@ pub fn throughput(n: u64, bytes: usize) -> Result<(f64, f64), BenchError> {
     })?;
     let mut start = String::new();
     pub_out.read_line(&mut start)?;
-    ensure!(pubp.wait()?.success(), "iceoryx2 publisher failed");
+    ensure!(pubp.wait()?.success(), "the iceoryx2 publisher", "failed");
     let start: u64 = start
         .trim()
         .parse()
         .with_context(|| format!("publisher said {start:?}"))?;
     let mut line = String::new();
     sub_out.read_line(&mut line)?;
-    ensure!(sub.wait()?.success(), "iceoryx2 subscriber failed");
+    ensure!(sub.wait()?.success(), "the iceoryx2 subscriber", "failed");
     let end: u64 = line
         .trim()
         .parse()
@@ -170,7 +176,9 @@ pub fn sub_role(role: &SubRole) -> Result<(), BenchError> {
             Some(s) => {
                 let p = s.payload();
                 let seq = u64::from_ne_bytes(p[..8].try_into().expect("8 bytes"));
-                ensure!(seq == next, "iceoryx2 delivered {seq}, expected {next}");
+                if seq != next {
+                    return Err(BenchError::mismatch("iceoryx2's sequence", seq, next));
+                }
                 next += 1;
             }
             None => std::hint::spin_loop(),
@@ -225,7 +233,9 @@ pub fn pingpong(rounds: u64) -> Result<LatencyHistogram, BenchError> {
             std::hint::spin_loop();
         };
         let t1 = sys::monotonic_ns();
-        ensure!(got == i, "iceoryx2 echo returned {got} for {i}");
+        if got != i {
+            return Err(BenchError::mismatch("the iceoryx2 echo", got, i));
+        }
         if i > warm {
             h.record((t1 - t0) / 2);
         }

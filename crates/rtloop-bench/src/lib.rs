@@ -30,13 +30,71 @@ pub mod verify;
 /// Why a benchmark could not run or finish, by what failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    /// The configuration is not one the benchmark can run.
-    #[error("{0}")]
-    Config(String),
-    /// A measurement found something wrong (a corrupted packet, an echo out of order, a
-    /// child that failed).
-    #[error("{0}")]
-    Failed(String),
+    /// A setting the benchmark cannot run with: which, what was given, what is allowed.
+    #[error("{name} = {given}: {allowed}")]
+    Config {
+        /// The setting.
+        name: String,
+        /// What was given.
+        given: String,
+        /// What is allowed.
+        allowed: String,
+    },
+    /// A measured value is not what was sent (a corrupted packet, an echo out of order, a
+    /// reply of the wrong size).
+    #[error("{what}: got {got}, want {want}")]
+    Mismatch {
+        /// What was measured.
+        what: String,
+        /// What came back.
+        got: String,
+        /// What was sent or expected.
+        want: String,
+    },
+    /// Packets that a lossless run lost, or that neither arrived nor were reported lost.
+    #[error("{count} packets {how}")]
+    Lost {
+        /// How many.
+        count: u64,
+        /// How they went missing.
+        how: &'static str,
+    },
+    /// Packets that arrived but failed verification.
+    #[error("{count} packets failed verification; first: {first}")]
+    Corrupt {
+        /// How many.
+        count: u64,
+        /// The first failure, as the receiver described it.
+        first: String,
+    },
+    /// A child process (an echo, a generator, a reader, a server) did not do its part.
+    #[error("{child}: {problem}")]
+    Child {
+        /// Which child.
+        child: String,
+        /// What it did instead.
+        problem: String,
+    },
+    /// A model run stopped with a problem.
+    #[error("model {model} stopped: {problem}")]
+    ModelStopped {
+        /// The model.
+        model: String,
+        /// The run's problem.
+        problem: String,
+    },
+    /// A thread of the benchmark panicked.
+    #[error("the {0} panicked")]
+    Panicked(&'static str),
+    /// A trial ran past its deadline and was stopped.
+    #[error("the trial overran {0:?} and was stopped")]
+    Overran(std::time::Duration),
+    /// Something the benchmark needs was not there (a child's pipe, a report).
+    #[error("missing: {0}")]
+    Missing(std::borrow::Cow<'static, str>),
+    /// A dtype name.
+    #[error(transparent)]
+    DType(#[from] rtloop_stream::UnknownDType),
     /// A file, socket or process operation.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -80,8 +138,13 @@ pub enum BenchError {
     #[error(transparent)]
     Chart(#[from] rtloop_metrics::charts::ChartError),
     /// iceoryx2 (its errors are reported by their debug text).
-    #[error("{0}")]
-    Iceoryx2(String),
+    #[error("iceoryx2: {what}: {error}")]
+    Iceoryx2 {
+        /// What was being done.
+        what: String,
+        /// iceoryx2's error, by its debug text.
+        error: String,
+    },
     /// An error with what was being done when it happened (the message holds both, so
     /// the error is not also its source).
     #[error("{what}: {error}")]
@@ -133,20 +196,59 @@ impl<T, E: Into<BenchError>> Context<T> for Result<T, E> {
 
 impl<T> Context<T> for Option<T> {
     fn context(self, what: impl Display) -> Result<T, BenchError> {
-        self.ok_or_else(|| BenchError::Failed(what.to_string()))
+        self.ok_or_else(|| BenchError::Missing(what.to_string().into()))
     }
     fn with_context<D: Display>(self, f: impl FnOnce() -> D) -> Result<T, BenchError> {
-        self.ok_or_else(|| BenchError::Failed(f().to_string()))
+        self.ok_or_else(|| BenchError::Missing(f().to_string().into()))
     }
 }
 
-/// Return a [`BenchError::Failed`] unless `cond` holds.
+/// Return a [`BenchError::Child`] naming `child` unless `cond` holds.
 macro_rules! ensure {
-    ($cond:expr, $($fmt:tt)+) => {
+    ($cond:expr, $child:expr, $($fmt:tt)+) => {
         if !$cond {
-            return Err($crate::BenchError::Failed(format!($($fmt)+)));
+            return Err($crate::BenchError::Child {
+                child: $child.to_string(),
+                problem: format!($($fmt)+),
+            });
         }
     };
+}
+
+impl BenchError {
+    /// A setting that is not allowed.
+    pub fn config(
+        name: impl Into<String>,
+        given: impl Display,
+        allowed: impl Into<String>,
+    ) -> Self {
+        BenchError::Config {
+            name: name.into(),
+            given: given.to_string(),
+            allowed: allowed.into(),
+        }
+    }
+
+    /// Whether the benchmark refused its settings before running (rather than failing while
+    /// it ran).
+    #[must_use]
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            BenchError::Config { .. }
+                | BenchError::DType(_)
+                | BenchError::Peer(rtloop_peers::PeerError::Config(_))
+        )
+    }
+
+    /// A measured value that is not what was sent.
+    pub fn mismatch(what: impl Into<String>, got: impl Display, want: impl Display) -> Self {
+        BenchError::Mismatch {
+            what: what.into(),
+            got: got.to_string(),
+            want: want.to_string(),
+        }
+    }
 }
 pub(crate) use ensure;
 
@@ -214,9 +316,11 @@ pub(crate) mod check {
         hi: T,
     ) -> Result<(), BenchError> {
         if value < lo || value > hi {
-            return Err(BenchError::Config(format!(
-                "{name} = {value}: allowed {lo} to {hi}"
-            )));
+            return Err(BenchError::config(
+                name,
+                value,
+                format!("allowed {lo} to {hi}"),
+            ));
         }
         Ok(())
     }
@@ -224,9 +328,7 @@ pub(crate) mod check {
     /// A finite number > 0.
     pub fn positive(name: &str, value: f64) -> Result<(), BenchError> {
         if !(value.is_finite() && value > 0.0) {
-            return Err(BenchError::Config(format!(
-                "{name} = {value}: a number > 0"
-            )));
+            return Err(BenchError::config(name, value, "a number > 0"));
         }
         Ok(())
     }
@@ -234,10 +336,11 @@ pub(crate) mod check {
     /// One of `allowed`.
     pub fn one_of(name: &str, value: &str, allowed: &[&str]) -> Result<(), BenchError> {
         if !allowed.contains(&value) {
-            return Err(BenchError::Config(format!(
-                "{name} = {value:?}: allowed {}",
-                allowed.join(", ")
-            )));
+            return Err(BenchError::config(
+                name,
+                format!("{value:?}"),
+                format!("allowed {}", allowed.join(", ")),
+            ));
         }
         Ok(())
     }
@@ -245,8 +348,47 @@ pub(crate) mod check {
     /// A list with at least one entry.
     pub fn non_empty(name: &str, len: usize) -> Result<(), BenchError> {
         if len == 0 {
-            return Err(BenchError::Config(format!("{name} = []: give one or more")));
+            return Err(BenchError::config(name, "[]", "give one or more"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_setting_says_which_what_was_given_and_what_is_allowed() {
+        let e = check::range("rounds", 0, 1, 20).unwrap_err();
+        assert!(
+            matches!(&e, BenchError::Config { name, given, .. } if name == "rounds" && given == "0"),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "rounds = 0: allowed 1 to 20");
+        assert!(e.is_refusal());
+        // a peer's own setting check is a refusal too; a failure while running is not
+        let peer = BenchError::Peer(rtloop_peers::PeerError::Config("chunk 0".into()));
+        assert!(peer.is_refusal());
+        assert!(!BenchError::Panicked("consumer").is_refusal());
+        assert!(!BenchError::mismatch("the echo", 3, 4).is_refusal());
+        assert_eq!(
+            BenchError::mismatch("the echo", 3, 4).to_string(),
+            "the echo: got 3, want 4"
+        );
+    }
+
+    #[test]
+    fn a_missing_value_and_a_child_that_failed_are_their_own_variants() {
+        let e = None::<u8>.context("the writer's report").unwrap_err();
+        assert!(matches!(e, BenchError::Missing(_)), "{e:?}");
+        assert_eq!(e.to_string(), "missing: the writer's report");
+        let f = || -> Result<(), BenchError> {
+            ensure!(1 + 1 == 3, "a reader", "said {:?}, not ready", "hello");
+            Ok(())
+        };
+        let e = f().unwrap_err();
+        assert!(matches!(e, BenchError::Child { .. }), "{e:?}");
+        assert_eq!(e.to_string(), "a reader: said \"hello\", not ready");
     }
 }

@@ -276,10 +276,10 @@ impl Proc {
         let mut l = String::new();
         self.out.read_line(&mut l)?;
         if l.is_empty() {
-            return Err(BenchError::Failed(format!(
-                "{} ended without a word (see its error above)",
-                self.role
-            )));
+            return Err(BenchError::Child {
+                child: self.role.to_string(),
+                problem: "ended without a word (see its error above)".into(),
+            });
         }
         Ok(l.trim().to_string())
     }
@@ -368,7 +368,7 @@ fn trial(t: &Trial) -> Result<(WriterReport, Vec<ReaderReport>)> {
             endpoint: endpoint.clone(),
         })?;
         let l = r.line()?;
-        ensure!(l == "ready", "a reader said {l:?}");
+        ensure!(l == "ready", "a reader", "said {l:?}, not ready");
         readers.push(r);
     }
     let mut input = w.input.take().context("writer stdin")?;
@@ -382,9 +382,7 @@ fn trial(t: &Trial) -> Result<(WriterReport, Vec<ReaderReport>)> {
     drop(input);
     // SYNC: Relaxed: a flag; the children it killed are seen through their pipes, not it.
     if kids.overran.load(Ordering::Relaxed) {
-        return Err(BenchError::Failed(format!(
-            "the trial overran {deadline:?} and was stopped"
-        )));
+        return Err(BenchError::Overran(deadline));
     }
     Ok((wr, rr))
 }
@@ -569,8 +567,10 @@ impl Config {
         check::non_empty("chunks", self.chunks.len())?;
         check::non_empty("readers", self.readers.len())?;
         if self.wait.is_empty() {
-            return Err(BenchError::Config(
-                "wait: one or more of auto, block, spin".into(),
+            return Err(BenchError::config(
+                "wait",
+                "[]",
+                "one or more of auto, block, spin",
             ));
         }
         check::range("rounds", self.rounds, 1, 20)?;
@@ -578,10 +578,11 @@ impl Config {
         check::positive("throughput_seconds", self.throughput_seconds)?;
         check::range("stream_spin_us", self.stream_spin_us, 0, 10_000)?;
         if self.min_chunks > 1_000_000 {
-            return Err(BenchError::Config(format!(
-                "--min-chunks {} out of range: allowed 0..=1000000",
-                self.min_chunks
-            )));
+            return Err(BenchError::config(
+                "min_chunks",
+                self.min_chunks,
+                "allowed 0 to 1000000",
+            ));
         }
         Ok(())
     }
@@ -624,8 +625,7 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<PeersReport> {
                     stream_spin_us: a.stream_spin_us,
                 };
                 // a setting out of range is the config's error, as `validate`'s are
-                t.validate()
-                    .map_err(|e| BenchError::Config(e.to_string()))?;
+                t.validate()?;
                 configs.push(t);
             }
         }

@@ -18,13 +18,6 @@ use crate::{BenchError, Context, Progress};
 
 type Result<T, E = BenchError> = std::result::Result<T, E>;
 
-/// Return a [`BenchError::Config`].
-macro_rules! bail {
-    ($($fmt:tt)+) => {
-        return Err(BenchError::Config(format!($($fmt)+)))
-    };
-}
-
 /// What to run.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -242,7 +235,7 @@ fn disk_like_recorder(dir: &Path, sh: &Shape, secs: Duration) -> Result<f64> {
         },
     );
     let _ = std::fs::remove_dir_all(&out);
-    let r = result.map_err(|e| BenchError::Failed(format!("the recorder's reference: {e}")))?;
+    let r = result.context("the recorder's reference")?;
     Ok(mbps(r.bytes, r.elapsed))
 }
 
@@ -265,8 +258,7 @@ fn drive(
     let rate = mbps(bytes, t.elapsed());
     drop(w);
     for c in consumers {
-        c.join()
-            .map_err(|_| BenchError::Failed("a consumer panicked".into()))??;
+        c.join().map_err(|_| BenchError::Panicked("consumer"))??;
     }
     Ok(rate)
 }
@@ -443,21 +435,32 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
         },
         "custom" => {
             let (Some(channels), Some(rate)) = (a.channels, a.rate) else {
-                bail!("the custom profile needs --channels and --rate");
+                return Err(BenchError::config(
+                    "profile",
+                    "custom",
+                    "the custom profile needs channels and rate",
+                ));
             };
             if channels == 0 || !(rate > 0.0 && rate.is_finite()) {
-                bail!("--channels must be at least 1 and --rate a positive number of Hz");
+                return Err(BenchError::config(
+                    "channels, rate",
+                    format!("{channels}, {rate}"),
+                    "channels at least 1 and rate a positive number of Hz",
+                ));
             }
             Shape {
                 channels,
                 rate,
-                dtype: a
-                    .dtype
-                    .parse()
-                    .map_err(|e: rtloop_stream::UnknownDType| BenchError::Config(e.to_string()))?,
+                dtype: a.dtype.parse().map_err(BenchError::DType)?,
             }
         }
-        other => bail!("unknown profile {other:?}; allowed: neuropixels, intan64, custom"),
+        other => {
+            return Err(BenchError::config(
+                "profile",
+                format!("{other:?}"),
+                "allowed neuropixels, intan64, custom",
+            ))
+        }
     };
     let required = sh.rate * sh.sample_bytes() as f64 / 1e6;
     let secs = Duration::from_secs_f64(if a.quick { 0.3 } else { a.seconds });
@@ -516,9 +519,7 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
             std::thread::sleep(Duration::from_millis(5));
         }
         drive(sh, &s, secs, Vec::new())?;
-        let rep = rec
-            .join()
-            .map_err(|_| BenchError::Failed("the recorder panicked".into()))??;
+        let rep = rec.join().map_err(|_| BenchError::Panicked("recorder"))??;
         let _ = Stream::remove(&n);
         let _ = std::fs::remove_dir_all(&out);
         Ok((

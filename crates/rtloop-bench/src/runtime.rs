@@ -157,10 +157,10 @@ fn run_model(path: &Path, seconds: f64, stop: &Arc<AtomicBool>) -> Result<RunRep
     };
     let r = rtloop_runtime::run::run(path, &opts)?;
     if let Some(p) = &r.problem {
-        return Err(BenchError::Failed(format!(
-            "model {} stopped: {p}",
-            r.model
-        )));
+        return Err(BenchError::ModelStopped {
+            model: r.model.clone(),
+            problem: p.to_string(),
+        });
     }
     Ok(r)
 }

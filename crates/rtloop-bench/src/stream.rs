@@ -13,7 +13,7 @@ use rtloop_stream::{DType, ReaderMode, Stream, StreamConfig};
 use rtloop_sys as sys;
 use serde::{Deserialize, Serialize};
 
-use crate::{ensure, median, BenchError, Context, Progress};
+use crate::{median, BenchError, Context, Progress};
 
 /// What to run.
 #[derive(Debug, Clone, Deserialize)]
@@ -261,11 +261,9 @@ fn echo_run(run: &EchoRun) -> Result<(LatencyHistogram, Option<EchoReport>), Ben
             r.wait_available(1, Some(Duration::from_secs(10)))?;
             r.pull_into(&mut buf, None, 1)?;
             let t1 = sys::monotonic_ns();
-            ensure!(
-                u64::from_ne_bytes(buf) == i,
-                "echo returned {} for {i}",
-                u64::from_ne_bytes(buf)
-            );
+            if u64::from_ne_bytes(buf) != i {
+                return Err(BenchError::mismatch("the echo", u64::from_ne_bytes(buf), i));
+            }
             if i > warm {
                 h.record((t1 - t0) / 2);
             }
@@ -275,8 +273,10 @@ fn echo_run(run: &EchoRun) -> Result<(LatencyHistogram, Option<EchoReport>), Ben
             let mut line = String::new();
             std::io::BufRead::read_line(&mut out, &mut line)?;
             Some(
-                serde_json::from_str(line.trim())
-                    .map_err(|e| BenchError::Failed(format!("the echo's report {line:?}: {e}")))?,
+                serde_json::from_str(line.trim()).map_err(|e| BenchError::Child {
+                    child: "the echo".into(),
+                    problem: format!("its report {line:?}: {e}"),
+                })?,
             )
         } else {
             None
@@ -414,7 +414,7 @@ fn wake_row(rounds: u64, spin_us: u64) -> Result<WakeRow, BenchError> {
     };
     let rep = echo_run(&run)?
         .1
-        .ok_or_else(|| BenchError::Failed("the echo sent no report".into()))?;
+        .ok_or(BenchError::Missing("the echo's report".into()))?;
     Ok(WakeRow {
         spin_us,
         caught_spinning_percent: (100.0 * (spin_us * 1000) as f64 / WAKE_GAP_NS as f64).min(100.0),
@@ -601,7 +601,7 @@ type RowConfig = (u64, u64, u64, bool, Option<f64>, &'static str);
 pub fn run(c: &Config, p: &mut dyn Progress) -> Result<StreamReport, BenchError> {
     c.validate()?;
     if c.repeats == 0 {
-        return Err(BenchError::Config("repeats must be at least 1".into()));
+        return Err(BenchError::config("repeats", 0, "at least 1"));
     }
     let repeats = if c.quick { 1 } else { c.repeats };
     let scale = if c.quick { 20 } else { 1 };

@@ -54,22 +54,26 @@ impl Default for Config {
 impl Config {
     /// Refuse settings the pairs cannot run with.
     pub fn validate(&self) -> Result<(), BenchError> {
-        let bad = |s: String| Err(BenchError::Config(s));
-        if self.packets == 0 || self.pairs == 0 || self.capacity == 0 || self.batch == 0 {
-            return bad("packets, pairs, capacity and batch must be at least 1".into());
+        use crate::check;
+        for (name, v) in [
+            ("packets", self.packets),
+            ("pairs", self.pairs),
+            ("capacity", self.capacity),
+            ("batch", self.batch),
+        ] {
+            if v == 0 {
+                return Err(BenchError::config(name, 0, "at least 1"));
+            }
         }
         if self.packet_bytes < 8 || self.packet_bytes % 8 != 0 || self.packet_bytes > 1 << 24 {
-            return bad(format!(
-                "packet bytes: expected a multiple of 8 from 8 to 16777216, got {}",
-                self.packet_bytes
+            return Err(BenchError::config(
+                "packet_bytes",
+                self.packet_bytes,
+                "a multiple of 8 from 8 to 16777216",
             ));
         }
-        if !matches!(self.mode.as_str(), "lossless" | "latest") {
-            return bad(format!("mode {:?}: expected lossless or latest", self.mode));
-        }
-        if !matches!(self.check.as_str(), "all" | "first") {
-            return bad(format!("check {:?}: expected all or first", self.check));
-        }
+        check::one_of("mode", &self.mode, &["lossless", "latest"])?;
+        check::one_of("check", &self.check, &["all", "first"])?;
         Ok(())
     }
 }
@@ -219,7 +223,7 @@ pub fn run_pairs(a: &Config, progress: &mut dyn Progress) -> Result<Vec<PairResu
             let mut line = String::new();
             recv_out.read_line(&mut line)?;
             let ready: RecvReport = read_json(&line).context("the receiver did not start")?;
-            ensure!(ready.ready, "the receiver did not register");
+            ensure!(ready.ready, "the receiver", "did not register");
             pairs.push(Pair {
                 name,
                 recv,
@@ -261,8 +265,8 @@ pub fn run_pairs(a: &Config, progress: &mut dyn Progress) -> Result<Vec<PairResu
             let gen = pair.gen.take().expect("spawned").wait_with_output()?;
             ensure!(
                 gen.status.success(),
-                "generator of {} failed ({})",
-                pair.name,
+                format!("the generator of {}", pair.name),
+                "failed ({})",
                 gen.status
             );
             let g: GenReport = read_json(String::from_utf8_lossy(&gen.stdout).trim())?;
@@ -271,8 +275,8 @@ pub fn run_pairs(a: &Config, progress: &mut dyn Progress) -> Result<Vec<PairResu
             let status = pair.recv.wait()?;
             ensure!(
                 status.success(),
-                "receiver of {} failed ({status})",
-                pair.name
+                format!("the receiver of {}", pair.name),
+                "failed ({status})"
             );
             let r: RecvReport = read_json(line.trim())?;
             let seconds = r.end_ns.saturating_sub(g.start_ns) as f64 / 1e9;
@@ -418,21 +422,23 @@ impl VerifyReport {
 
     /// Whether every packet arrived intact (lossless) or intact or reported lost (latest).
     pub fn check(&self) -> Result<(), BenchError> {
-        let fail = |s: String| Err(BenchError::Failed(s));
-        if let Some(e) = self.results.iter().find_map(|r| r.first_error.clone()) {
-            return fail(format!(
-                "{} packets failed verification; first: {e}",
-                self.errors
-            ));
+        if let Some(first) = self.results.iter().find_map(|r| r.first_error.clone()) {
+            return Err(BenchError::Corrupt {
+                count: self.errors,
+                first,
+            });
         }
         if self.missing > 0 {
-            return fail(format!(
-                "{} packets neither arrived nor were reported lost",
-                self.missing
-            ));
+            return Err(BenchError::Lost {
+                count: self.missing,
+                how: "neither arrived nor were reported lost",
+            });
         }
         if self.mode == "lossless" && self.lost > 0 {
-            return fail(format!("{} packets lost in lossless mode", self.lost));
+            return Err(BenchError::Lost {
+                count: self.lost,
+                how: "lost in lossless mode",
+            });
         }
         Ok(())
     }
@@ -506,7 +512,7 @@ pub fn recv_role(role: &RecvRole) -> Result<(), BenchError> {
                     break;
                 }
                 if started.elapsed() > Duration::from_secs(3600 * 24) {
-                    return Err(BenchError::Failed("no progress".into()));
+                    return Err(BenchError::Overran(Duration::from_secs(3600 * 24)));
                 }
                 continue;
             }
@@ -657,7 +663,10 @@ mod tests {
                 ..Config::default()
             },
         ] {
-            assert!(matches!(c.validate(), Err(BenchError::Config(_))), "{c:?}");
+            assert!(
+                matches!(c.validate(), Err(BenchError::Config { .. })),
+                "{c:?}"
+            );
         }
     }
 }

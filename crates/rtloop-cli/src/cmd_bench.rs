@@ -293,14 +293,20 @@ fn from_json(a: &FromJsonArgs) -> anyhow::Result<()> {
     use rtloop_bench::BenchError;
 
     fn refused(e: BenchError) -> anyhow::Error {
-        match e {
-            BenchError::Config(_) => Refused(e).into(),
-            e => e.into(),
+        if e.is_refusal() {
+            Refused(e).into()
+        } else {
+            e.into()
         }
     }
     fn config<C: serde::de::DeserializeOwned>(name: &str, json: &str) -> anyhow::Result<C> {
-        serde_json::from_str(json)
-            .map_err(|e| refused(BenchError::Config(format!("rtloop.bench.{name}: {e}"))))
+        serde_json::from_str(json).map_err(|e| {
+            refused(BenchError::config(
+                format!("rtloop.bench.{name}"),
+                "this JSON",
+                e.to_string(),
+            ))
+        })
     }
     fn report(r: Result<impl serde::Serialize, BenchError>) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&r.map_err(refused)?)?);
@@ -315,9 +321,11 @@ fn from_json(a: &FromJsonArgs) -> anyhow::Result<()> {
         "runtime" => report(b::runtime::run(&config(name, json)?, p)),
         "peers" => report(b::peers::run(&config(name, json)?, p)),
         "verify" => report(b::verify::run(&config(name, json)?, p)),
-        other => Err(refused(BenchError::Config(format!(
-            "no benchmark {other:?}; there are stream, fieldtrip, pipeline, runtime, peers, verify"
-        )))),
+        other => Err(refused(BenchError::config(
+            "benchmark",
+            format!("{other:?}"),
+            "one of stream, fieldtrip, pipeline, runtime, peers, verify",
+        ))),
     }
 }
 

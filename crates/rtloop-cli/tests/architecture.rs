@@ -498,6 +498,7 @@ fn the_named_errors_are_typed_not_strings() {
         ),
         ("crates/rtloop-fieldtrip/src/config.rs", "ConfigError"),
         ("crates/rtloop-bench/src/udp_load.rs", "UdpLoadError"),
+        ("crates/rtloop-bench/src/lib.rs", "BenchError"),
     ];
     for (file, ty) in typed {
         let text = source(file);
