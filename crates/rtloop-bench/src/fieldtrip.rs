@@ -130,6 +130,8 @@ impl rtloop_launch::ChildRole for ServerRole {
     const NAME: &'static str = "ft-bench-server";
 }
 
+rtloop_launch::register_role!(ServerRole, server_role);
+
 /// Run [`ServerRole`]: prints `ready tcp=ADDR unix=PATH limit_tcp=ADDR limit_unix=unix:PATH`
 /// (`ready reference=ADDR` with `reference_only`), serves until stdin closes.
 pub fn server_role(role: &ServerRole) -> Result<()> {

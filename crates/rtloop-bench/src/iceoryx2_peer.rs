@@ -134,6 +134,10 @@ impl rtloop_launch::ChildRole for EchoRole {
     const NAME: &'static str = "ix2-echo";
 }
 
+rtloop_launch::register_role!(PubRole, pub_role);
+rtloop_launch::register_role!(SubRole, sub_role);
+rtloop_launch::register_role!(EchoRole, echo_role);
+
 /// Run [`PubRole`].
 pub fn pub_role(role: &PubRole) -> Result<(), BenchError> {
     let (name, n, bytes) = (&role.service, role.messages, role.bytes);

@@ -5,8 +5,8 @@
 //! (docs/design.md §7).
 //!
 //! The child processes a benchmark starts (echoes, generators and receivers, writers and
-//! readers, iceoryx2 peers) are typed [`rtloop_launch::ChildRole`]s; [`child::run`] plays
-//! one in the child (the command line's `rtloop child NAME JSON`).
+//! readers, iceoryx2 peers) are typed [`rtloop_launch::ChildRole`]s, each registered beside
+//! its type with the function that plays it in the child.
 
 // unsafe only in the UDP load generator (sendmmsg/recvmmsg), each block with its SAFETY
 #![deny(unsafe_code)]
@@ -14,7 +14,6 @@
 
 use std::fmt::Display;
 
-pub mod child;
 pub mod fieldtrip;
 #[cfg(feature = "iceoryx2")]
 pub mod iceoryx2_peer;

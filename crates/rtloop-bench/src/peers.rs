@@ -781,6 +781,9 @@ impl PeersReport {
     }
 }
 
+rtloop_launch::register_role!(rtloop_peers::run::WriterRole, writer_role);
+rtloop_launch::register_role!(rtloop_peers::run::ReaderRole, reader_role);
+
 /// The writer of a trial (rtloop_peers::run::writer_role) on this process's stdin and
 /// stdout.
 pub fn writer_role(role: &rtloop_peers::run::WriterRole) -> Result<()> {

@@ -322,6 +322,8 @@ impl rtloop_launch::ChildRole for StreamEchoRole {
     const NAME: &'static str = "pp-stream-echo";
 }
 
+rtloop_launch::register_role!(StreamEchoRole, stream_echo_role);
+
 /// Run [`StreamEchoRole`] until it reads `u64::MAX`.
 pub fn stream_echo_role(role: &StreamEchoRole) -> Result<(), BenchError> {
     crate::pin(role.cpu);

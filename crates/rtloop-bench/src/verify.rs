@@ -444,6 +444,9 @@ impl VerifyReport {
     }
 }
 
+rtloop_launch::register_role!(GenRole, gen_role);
+rtloop_launch::register_role!(RecvRole, recv_role);
+
 /// The generator: commit packets 0..packets in batches, every word computed (pattern) or a
 /// ready packet copied with its sequence word.
 pub fn gen_role(role: &GenRole) -> Result<(), BenchError> {

@@ -356,6 +356,8 @@ impl rtloop_launch::ChildRole for ReaderRole {
     const NAME: &'static str = "demo-reader";
 }
 
+rtloop_launch::register_role!(ReaderRole, reader_role);
+
 /// The demo's reader: latest mode, latency and occupancy, one JSON line per report.
 pub fn reader_role(role: &ReaderRole) -> anyhow::Result<()> {
     let (name, total, spin, plot) = (&role.stream, role.total, role.spin_us, role.plot.clone());

@@ -116,13 +116,3 @@ pub fn run(a: &RunArgs, g: &Global) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
-
-/// `rtloop child runtime-process JSON`: one driver or Rust-module process of a running model.
-pub fn process_role(ca: &rtloop_runtime::process::ChildArgs) -> anyhow::Result<()> {
-    // Ctrl-C in the terminal reaches the whole process group: the supervisor stops the
-    // model through the board, so a process must not die on SIGINT itself. Only SIGINT:
-    // `kill PID` (SIGTERM) must still end it (ctrlc's handler would catch SIGTERM too).
-    rtloop_sys::ignore_interrupt();
-    let result = rtloop_runtime::process::run_process(ca);
-    result.map_err(|e| anyhow::anyhow!("process {:?}: {e}", ca.process))
-}

@@ -555,3 +555,37 @@ fn the_runtime_library_carries_no_measuring_code() {
         "the runtime declares the UDP load generator"
     );
 }
+
+#[test]
+fn every_child_role_is_registered_by_its_library_and_played_by_the_executable() {
+    // no dispatcher lists the roles: each library registers its own beside the role's type,
+    // and the executable plays whichever it is asked for
+    assert!(
+        !source("crates/rtloop-cli/src/roles.rs").contains("ChildRole>::NAME"),
+        "the command line dispatches on role names itself"
+    );
+    let defined: Vec<String> = sources()
+        .into_iter()
+        .filter(|(p, _)| !p.starts_with("crates/rtloop-launch/"))
+        .flat_map(|(_, text)| {
+            text.lines()
+                .filter_map(|l| l.trim().strip_prefix("const NAME: &'static str = \""))
+                .map(|n| n.trim_end_matches("\";").to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(defined.len() >= 15, "{defined:?}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rtloop"))
+        .args(["child", "no-such-role", "{}"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown child role \"no-such-role\""), "{err}");
+    for name in &defined {
+        assert!(
+            err.contains(&format!(" {name},")) || err.contains(&format!(" {name}\n")),
+            "the rtloop executable does not play {name}: {err}"
+        );
+    }
+}

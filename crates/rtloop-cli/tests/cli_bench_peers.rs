@@ -107,7 +107,7 @@ fn bad_settings_are_refused_before_anything_starts() {
         (
             &["--min-chunks", "2000000"],
             1,
-            "--min-chunks 2000000 out of range",
+            "min_chunks = 2000000: allowed 0 to 1000000",
         ),
     ];
     for (args, code, want) in cases {

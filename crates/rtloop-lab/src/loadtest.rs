@@ -232,6 +232,8 @@ impl ChildRole for DeviceRole {
     const NAME: &'static str = "lab-device";
 }
 
+rtloop_launch::register_role!(DeviceRole, run_device);
+
 /// In the device process: run [`DeviceRole`] and print its report as one JSON line.
 pub fn run_device(role: &DeviceRole) -> Result<(), LabError> {
     if let Some(c) = role.cpu {

@@ -8,6 +8,11 @@
 //! entry point reads NAME, turns JSON back into the role with [`role_from`] and runs it; the
 //! child calls [`ready`] once it can serve. No positional argument lists cross a process
 //! boundary: a role is a typed value on both sides.
+//!
+//! The library that owns a role registers the function that plays it with [`register_role!`],
+//! beside the role's type. Any program that links it can then be its own child: its `main`
+//! starts with [`play_if_child`], and the `rtloop` executable is not needed (the runtime, for
+//! one, starts its processes from whatever program runs the model).
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -20,6 +25,116 @@ use serde::Serialize;
 pub trait ChildRole: Serialize + DeserializeOwned {
     /// The name the child entry point dispatches on (`rtloop child NAME JSON`).
     const NAME: &'static str;
+}
+
+/// A role this program can play when it is started as a child: registered by the library
+/// that owns the role, with [`register_role!`].
+pub struct RoleEntry {
+    /// The role's name ([`ChildRole::NAME`]).
+    pub name: &'static str,
+    /// Reads the role from its JSON and plays it to its end.
+    pub play: fn(&str) -> Result<(), PlayError>,
+}
+
+inventory::collect!(RoleEntry);
+
+#[doc(hidden)]
+pub use inventory as __inventory;
+
+/// Register the function that plays a role: `register_role!(MyRole, play_my_role);` where
+/// `fn play_my_role(&MyRole) -> Result<(), E>` and `E` converts into a boxed error.
+#[macro_export]
+macro_rules! register_role {
+    ($role:ty, $play:expr) => {
+        $crate::__inventory::submit! {
+            $crate::RoleEntry {
+                name: <$role as $crate::ChildRole>::NAME,
+                play: |json| {
+                    let role: $role = $crate::role_from(json)?;
+                    ($play)(&role).map_err(|e| $crate::PlayError::Role {
+                        role: <$role as $crate::ChildRole>::NAME,
+                        error: e.into(),
+                    })
+                },
+            }
+        }
+    };
+}
+
+/// Why a role could not be played.
+#[derive(Debug, thiserror::Error)]
+pub enum PlayError {
+    /// No library linked into this program registered a role of that name.
+    #[error("unknown child role {name:?}; this program plays {}", .known.join(", "))]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The roles this program plays.
+        known: Vec<&'static str>,
+    },
+    /// The arguments are not `child NAME JSON`.
+    #[error("child {0}: expected one argument, the role as JSON")]
+    Arguments(String),
+    /// The role's JSON could not be read.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// The role ran and failed.
+    #[error("{role}: {error}")]
+    Role {
+        /// The role.
+        role: &'static str,
+        /// Its error.
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// The names of the roles this program plays, sorted.
+#[must_use]
+pub fn roles() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = inventory::iter::<RoleEntry>
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// In the child: play the role `name` from its JSON, with the function its library
+/// registered.
+pub fn play(name: &str, json: &str) -> Result<(), PlayError> {
+    match inventory::iter::<RoleEntry>
+        .into_iter()
+        .find(|r| r.name == name)
+    {
+        Some(r) => (r.play)(json),
+        None => Err(PlayError::Unknown {
+            name: name.to_string(),
+            known: roles(),
+        }),
+    }
+}
+
+/// At the top of a program's `main`: if this process was started as a child (`PROGRAM child
+/// NAME JSON`), play the role and say how the process should exit; else `None`, and `main`
+/// goes on. A child that fails prints why on stderr and exits with 1.
+#[must_use]
+pub fn play_if_child() -> Option<std::process::ExitCode> {
+    let args: Vec<String> = std::env::args().skip(1).take(4).collect();
+    if args.first().map(String::as_str) != Some("child") {
+        return None;
+    }
+    let result = match args.as_slice() {
+        [_, name, json] => play(name, json),
+        [_, name, ..] => Err(PlayError::Arguments(name.clone())),
+        _ => Err(PlayError::Arguments(String::new())),
+    };
+    Some(match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::from(1)
+        }
+    })
 }
 
 /// Why a child could not be started, or its role not read.
@@ -197,6 +312,35 @@ mod tests {
         assert_eq!(role_from::<Echo>(json.to_str().unwrap()).unwrap(), role);
         let e = role_from::<Echo>("{\"lines\": 3}").unwrap_err();
         assert!(e.to_string().starts_with("role echo: invalid type"), "{e}");
+    }
+
+    fn play_echo(r: &Echo) -> Result<(), std::io::Error> {
+        if r.lines == "fail" {
+            return Err(std::io::Error::other("asked to fail"));
+        }
+        Ok(())
+    }
+    register_role!(Echo, play_echo);
+
+    #[test]
+    fn a_registered_role_is_played_by_name_and_an_unknown_one_is_refused() {
+        assert!(roles().contains(&"echo"), "{:?}", roles());
+        play("echo", r#"{"lines": "x", "cpu": null}"#).unwrap();
+        let e = play("echo", r#"{"lines": "fail", "cpu": null}"#).unwrap_err();
+        assert!(matches!(e, PlayError::Role { role: "echo", .. }), "{e:?}");
+        assert_eq!(e.to_string(), "echo: asked to fail");
+        let e = play("echo", r#"{"lines": 3}"#).unwrap_err();
+        assert!(
+            matches!(e, PlayError::Launch(LaunchError::Json { .. })),
+            "{e:?}"
+        );
+        let e = play("nobody", "{}").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unknown child role \"nobody\"; this program plays ")
+                && e.to_string().contains("echo"),
+            "{e}"
+        );
     }
 
     #[test]

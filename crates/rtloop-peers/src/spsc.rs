@@ -463,6 +463,9 @@ struct Report {
     errors: u64,
 }
 
+rtloop_launch::register_role!(ProducerRole, run_producer);
+rtloop_launch::register_role!(ConsumerRole, run_consumer);
+
 /// In the producer process: run [`ProducerRole`], print its start time.
 pub fn run_producer(role: &ProducerRole) -> Result<(), PeerError> {
     if let Some(c) = role.cpu {

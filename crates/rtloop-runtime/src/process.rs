@@ -251,6 +251,29 @@ impl rtloop_launch::ChildRole for ChildArgs {
     const NAME: &'static str = "runtime-process";
 }
 
+/// A model's process that failed, named.
+#[derive(Debug, thiserror::Error)]
+#[error("process {process:?}: {error}")]
+pub struct ProcessFailed {
+    /// The process's name in the model.
+    pub process: String,
+    /// Why it failed.
+    pub error: Box<ProcessError>,
+}
+
+/// A model's process, played in the child the supervisor started.
+fn play_process(ca: &ChildArgs) -> Result<(), ProcessFailed> {
+    // Ctrl-C in the terminal reaches the whole process group: the supervisor stops the
+    // model through the board, so a process must not die on SIGINT itself. Only SIGINT:
+    // `kill PID` (SIGTERM) must still end it.
+    rtloop_sys::ignore_interrupt();
+    run_process(ca).map_err(|error| ProcessFailed {
+        process: ca.process.clone(),
+        error: Box::new(error),
+    })
+}
+rtloop_launch::register_role!(ChildArgs, play_process);
+
 impl ChildArgs {
     /// The role as the one argument a process gets.
     pub fn to_json(&self) -> Result<String, ProcessError> {

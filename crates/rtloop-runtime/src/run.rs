@@ -44,12 +44,30 @@ pub struct RunOptions {
     pub live_every: Option<Duration>,
     /// Set to stop the model (Ctrl-C).
     pub stop: Arc<AtomicBool>,
-    /// The rtloop command that runs `child runtime-process ...` (drivers, Rust modules).
+    /// The program a driver or Rust module process runs as (`PROGRAM child runtime-process
+    /// JSON`): [`rtloop_launch::rtloop_command`], this program itself unless `RTLOOP_EXE`
+    /// names another; whichever it is starts with [`rtloop_launch::play_if_child`].
     pub rtloop_command: fn() -> Command,
     /// Where the run writes: what sinks write (the logger's `path`, the recorder's `out`,
     /// relative paths). Created if missing. `None`: [`default_out_dir`], `out/<model name>`
     /// in the current directory, never the model file's directory.
     pub out_dir: Option<PathBuf>,
+}
+
+impl Default for RunOptions {
+    /// The model's own limits, streams removed after the run, quiet, children started as
+    /// this program (or `RTLOOP_EXE`), output in [`default_out_dir`].
+    fn default() -> Self {
+        RunOptions {
+            seconds: None,
+            ticks: None,
+            keep: false,
+            live_every: None,
+            stop: Arc::default(),
+            rtloop_command: rtloop_launch::rtloop_command,
+            out_dir: None,
+        }
+    }
 }
 
 /// The output directory of a run of the model `name` when none is given: `out/<name>` in the
@@ -562,19 +580,18 @@ fn spawn(
     opts: &RunOptions,
 ) -> std::io::Result<Child> {
     let p = &model.processes[index];
-    let args = [ChildArgs {
+    let role = ChildArgs {
         model: model_path.to_path_buf(),
         process: p.name.clone(),
         run_dir: run_dir.to_path_buf(),
         module_so: so.cloned(),
         out_dir: out_dir.to_path_buf(),
-    }
-    .to_json()
-    .map_err(std::io::Error::other)?];
+    };
     let mut cmd = match &p.body {
         Body::Python { .. } => {
             let mut c = Command::new(python_for(model));
             c.args(["-m", "rtloop.runtime"]);
+            c.arg(role.to_json().map_err(std::io::Error::other)?);
             // one core per process: BLAS must not start a thread pool that competes with
             // the model's other processes (the user's environment wins if it says otherwise)
             for var in ["OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"] {
@@ -585,14 +602,14 @@ fn spawn(
             c
         }
         _ => {
+            // the role as rtloop-launch writes every child's arguments
             let mut c = (opts.rtloop_command)();
-            c.args(["child", <ChildArgs as rtloop_launch::ChildRole>::NAME]);
+            c.args(rtloop_launch::child_args(&role).map_err(std::io::Error::other)?);
             c
         }
     };
     // what a module prints goes to rtloop's stderr: stdout carries only the report (--json)
-    cmd.args(args)
-        .stdin(std::process::Stdio::null())
+    cmd.stdin(std::process::Stdio::null())
         .stdout(std::io::stderr());
     // a process waits on the board for ticks that only this supervisor starts: if the
     // supervisor is killed (SIGKILL, OOM), it must end too, not wait forever. `supervise`

@@ -286,6 +286,9 @@ fn loop_paced(
     Ok(h)
 }
 
+rtloop_launch::register_role!(LoopDeviceRole, run_loop_device);
+rtloop_launch::register_role!(EchoRole, run_echo);
+
 /// In the paced loop's device process: run [`LoopDeviceRole`] and print the histogram.
 pub fn run_loop_device(role: &LoopDeviceRole) -> Result<(), ReferenceError> {
     let (lines, parent) = start_child(&role.lines, role.cpu)?;
