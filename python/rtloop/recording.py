@@ -187,26 +187,16 @@ class Recorder:
         seconds: Optional[float] = None,
         control: Optional[Union[str, "os.PathLike[str]"]] = None,
     ) -> None:
-        import time
-
         from ._rtloop import RecordSession
 
         if isinstance(streams, str):
             streams = [streams]
         self.out = Path(out)
+        # returns once every stream's recorder has its reader registered: nothing written
+        # after this is missed (RuntimeError with the recorder's error if one ended first)
         self._session = RecordSession(
             list(streams), os.fspath(out), seconds, None if control is None else os.fspath(control)
         )
-        # started once every stream's header exists (its reader is registered)
-        t = time.monotonic()
-        while not all((self.out / s / "header.json").exists() for s in streams):
-            if not self._session.running:
-                self._session.stop()  # raises with the recorder's error
-                raise RuntimeError("rtloop record ended before it started")
-            if time.monotonic() - t > 30:
-                self._session.stop()
-                raise RuntimeError("rtloop record did not start within 30 s")
-            time.sleep(0.01)
 
     @property
     def running(self) -> bool:

@@ -12,7 +12,7 @@
 //! "Samples" are counted as the FAQ counts them: channel values (float32) per second.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::Arc;
@@ -132,17 +132,32 @@ impl rtloop_launch::ChildRole for ServerRole {
 
 rtloop_launch::register_role!(ServerRole, server_role);
 
-/// Run [`ServerRole`]: prints `ready tcp=ADDR unix=PATH limit_tcp=ADDR limit_unix=unix:PATH`
-/// (`ready reference=ADDR` with `reference_only`), serves until stdin closes.
+/// Where a [`ServerRole`] serves: what it offers when it says it is ready.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct ServerOffer {
+    /// rtloop's server over TCP.
+    tcp: Option<String>,
+    /// rtloop's server's UNIX socket.
+    unix: Option<String>,
+    /// The limit over TCP.
+    limit_tcp: Option<String>,
+    /// The limit's UNIX socket (`unix:PATH`).
+    limit_unix: Option<String>,
+    /// The reference server (with `reference_only`, alone).
+    reference: Option<String>,
+}
+
+/// Run [`ServerRole`]: says it is ready with where it serves ([`ServerOffer`]: rtloop's
+/// server and the limit, or only the reference with `reference_only`), serves until stdin
+/// closes.
 pub fn server_role(role: &ServerRole) -> Result<()> {
     if role.reference_only {
         let reference = rtloop_peers::fieldtrip_reference::ReferenceServer::start()
             .context("cannot start the reference server")?;
-        {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "ready reference={}", reference.addr())?;
-            out.flush()?;
-        }
+        rtloop_launch::ready_with(&ServerOffer {
+            reference: Some(reference.addr().to_string()),
+            ..ServerOffer::default()
+        })?;
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
         return Ok(());
     }
@@ -162,24 +177,17 @@ pub fn server_role(role: &ServerRole) -> Result<()> {
             ..ServerConfig::default()
         },
     )?;
-    let tcp = server
-        .tcp_addr()
-        .map_or_else(|| "-".to_owned(), |a| a.to_string());
-    let unix = server
-        .unix_path()
-        .map_or_else(|| "-".to_owned(), |p| p.display().to_string());
+    let tcp = server.tcp_addr().map(|a| a.to_string());
+    let unix = server.unix_path().map(|p| p.display().to_string());
     let limit = rtloop_peers::fieldtrip_limit::LimitServer::start(&role.limit_unix, polling)
         .context("cannot start the limit server")?;
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "ready tcp={tcp} unix={unix} limit_tcp={} limit_unix={}",
-            limit.tcp_addr(),
-            limit.unix_addr()
-        )?;
-        out.flush()?;
-    }
+    rtloop_launch::ready_with(&ServerOffer {
+        tcp,
+        unix,
+        limit_tcp: Some(limit.tcp_addr().to_string()),
+        limit_unix: Some(limit.unix_addr().to_string()),
+        reference: None,
+    })?;
     // the benchmark closes our stdin when it is done (or dies)
     let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
     server.shutdown();
@@ -192,8 +200,8 @@ pub fn server_role(role: &ServerRole) -> Result<()> {
 struct ServerProcess {
     child: Child,
     stdin: Option<ChildStdin>,
-    /// Its `ready ...` line.
-    line: String,
+    /// Where it serves.
+    offer: ServerOffer,
     dir: PathBuf,
 }
 
@@ -220,18 +228,21 @@ impl ServerProcess {
             .spawn()
             .context("cannot start the FieldTrip server")?;
         let stdin = child.stdin.take();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("server stdout")?).read_line(&mut line)?;
-        let p = ServerProcess {
+        let mut out = BufReader::new(child.stdout.take().context("server stdout")?);
+        let offer =
+            rtloop_launch::wait_ready(<ServerRole as rtloop_launch::ChildRole>::NAME, &mut out);
+        let mut p = ServerProcess {
             child,
             stdin,
-            line,
+            offer: ServerOffer::default(),
             dir,
         };
+        // (dropped on an error: the server is stopped and its directory removed)
+        p.offer = offer?;
         let want: &[&str] = if reference_only {
-            &["reference="]
+            &["reference"]
         } else {
-            &["tcp=", "unix=", "limit_tcp=", "limit_unix="]
+            &["tcp", "unix", "limit_tcp", "limit_unix"]
         };
         for k in want {
             p.field(k)?;
@@ -239,16 +250,20 @@ impl ServerProcess {
         Ok(p)
     }
 
-    /// A `KEY=` field of the ready line.
-    fn field(&self, k: &str) -> Result<String> {
-        self.line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(k))
-            .map(str::to_owned)
-            .ok_or_else(|| BenchError::Child {
-                child: "the FieldTrip server".into(),
-                problem: format!("did not start: {:?}", self.line),
-            })
+    /// Where it serves `what` (a field of its [`ServerOffer`]).
+    fn field(&self, what: &str) -> Result<String> {
+        let o = &self.offer;
+        match what {
+            "tcp" => o.tcp.clone(),
+            "unix" => o.unix.clone(),
+            "limit_tcp" => o.limit_tcp.clone(),
+            "limit_unix" => o.limit_unix.clone(),
+            _ => o.reference.clone(),
+        }
+        .ok_or_else(|| BenchError::Child {
+            child: "the FieldTrip server".into(),
+            problem: format!("said it was ready without {what}: {o:?}"),
+        })
     }
 }
 
@@ -718,20 +733,20 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
             if let Some(r) = &reference {
                 targets.push((
                     "reference tcp",
-                    Target::Socket(r.field("reference=")?, Some(r.child.id())),
+                    Target::Socket(r.field("reference")?, Some(r.child.id())),
                 ));
             }
             if let Some((addr, opid)) = &other {
                 targets.push(("other tcp", Target::Socket(addr.clone(), *opid)));
             }
-            targets.push(("limit tcp", Target::Socket(s.field("limit_tcp=")?, pid)));
-            targets.push(("tcp", Target::Socket(s.field("tcp=")?, pid)));
+            targets.push(("limit tcp", Target::Socket(s.field("limit_tcp")?, pid)));
+            targets.push(("tcp", Target::Socket(s.field("tcp")?, pid)));
         }
         if wants("unix") {
-            targets.push(("limit unix", Target::Socket(s.field("limit_unix=")?, pid)));
+            targets.push(("limit unix", Target::Socket(s.field("limit_unix")?, pid)));
             targets.push((
                 "unix",
-                Target::Socket(format!("unix:{}", s.field("unix=")?), pid),
+                Target::Socket(format!("unix:{}", s.field("unix")?), pid),
             ));
         }
     }

@@ -15,12 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rtloop_launch::ChildRole as _;
 use rtloop_metrics::{fmt_ns, LatencyHistogram, Summary, Table};
-use rtloop_peers::run::{ReaderReport, WriterReport};
+use rtloop_peers::run::{ReaderReport, ReaderRole, WriterReport, WriterRole};
 use rtloop_peers::{Transport, Trial, Wait};
 use serde::{Deserialize, Serialize};
 
-use crate::{ensure, BenchError, Context, Progress};
+use crate::{BenchError, Context, Progress};
 
 type Result<T, E = BenchError> = std::result::Result<T, E>;
 
@@ -356,19 +357,14 @@ fn trial(t: &Trial) -> Result<(WriterReport, Vec<ReaderReport>)> {
     let deadline = Duration::from_secs_f64(t.latency_seconds + t.throughput_seconds + 90.0);
     let kids = Children::new(deadline);
     let mut w = kids.spawn(&rtloop_peers::run::WriterRole { trial: t.clone() })?;
-    let ready = w.line()?;
-    let endpoint = ready
-        .strip_prefix("ready ")
-        .with_context(|| format!("the writer said {ready:?}"))?
-        .to_string();
+    let endpoint: String = rtloop_launch::wait_ready(WriterRole::NAME, &mut w.out)?;
     let mut readers = Vec::new();
     for _ in 0..t.readers {
         let mut r = kids.spawn(&rtloop_peers::run::ReaderRole {
             trial: t.clone(),
             endpoint: endpoint.clone(),
         })?;
-        let l = r.line()?;
-        ensure!(l == "ready", "a reader", "said {l:?}, not ready");
+        rtloop_launch::wait_ready::<()>(ReaderRole::NAME, &mut r.out)?;
         readers.push(r);
     }
     let mut input = w.input.take().context("writer stdin")?;

@@ -437,8 +437,8 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
             let (Some(channels), Some(rate)) = (a.channels, a.rate) else {
                 return Err(BenchError::config(
                     "profile",
-                    "custom",
-                    "the custom profile needs channels and rate",
+                    "\"custom\"",
+                    "the custom profile needs channels and rate (--channels, --rate)",
                 ));
             };
             if channels == 0 || !(rate > 0.0 && rate.is_finite()) {

@@ -96,11 +96,9 @@ pub struct GenReport {
     pub packets: u64,
 }
 
-/// What a receiver reports.
+/// What a receiver reports (at its end, after it said it was ready once registered).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RecvReport {
-    /// Set once registered (the generator may start).
-    pub ready: bool,
     /// Packets checked and intact.
     pub ok: u64,
     /// Packets with wrong content.
@@ -212,18 +210,14 @@ pub fn run_pairs(a: &Config, progress: &mut dyn Progress) -> Result<Vec<PairResu
                     stream.info().capacity
                 ));
             }
-            let mut recv = rtloop_launch::spawn(&RecvRole {
+            // ready once its reader is registered: the generator may start
+            let (recv, recv_out) = rtloop_launch::spawn_ready(&RecvRole {
                 stream: name.clone(),
                 packets: a.packets,
                 mode: a.mode.clone(),
                 check: a.check.clone(),
                 cpu: cpu(2 * p + 1),
             })?;
-            let mut recv_out = BufReader::new(recv.stdout.take().context("receiver stdout")?);
-            let mut line = String::new();
-            recv_out.read_line(&mut line)?;
-            let ready: RecvReport = read_json(&line).context("the receiver did not start")?;
-            ensure!(ready.ready, "the receiver", "did not register");
             pairs.push(Pair {
                 name,
                 recv,
@@ -500,12 +494,8 @@ pub fn recv_role(role: &RecvRole) -> Result<(), BenchError> {
     let mut r = stream.reader(mode)?;
     r.set_spin(Duration::from_micros(200));
     let words = stream.info().n_channels;
-    let mut rep = RecvReport {
-        ready: true,
-        ..Default::default()
-    };
-    line_json(&rep);
-    rep.ready = false;
+    rtloop_launch::ready();
+    let mut rep = RecvReport::default();
     let started = Instant::now();
     while r.cursor() < packets {
         match r.wait_available(1, Some(Duration::from_secs(2))) {

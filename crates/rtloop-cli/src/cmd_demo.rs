@@ -3,7 +3,7 @@
 //! latency (commit stamp to reader, same CLOCK_MONOTONIC) and occupancy, then a summary.
 //! Every value the reader receives is checked against the writer's deterministic signal.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -100,10 +100,9 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// What the reader child reports (JSON lines on its stdout).
+/// What the reader child reports (JSON lines on its stdout, after it said it is ready).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct ReaderReport {
-    ready: bool,
     done: bool,
     read: u64,
     lost: u64,
@@ -149,33 +148,25 @@ fn run_with(stream: &Stream, a: &DemoArgs, g: &Global) -> anyhow::Result<()> {
         // Ctrl-C ends the run early but still cleanly (summary printed, stream removed)
         let _ = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed));
     }
-    let mut child = rtloop_launch::spawn(&ReaderRole {
+    // its reader registered before the first sample is written
+    let (mut child, out) = rtloop_launch::spawn_ready(&ReaderRole {
         stream: name.clone(),
         total,
         spin_us: a.spin_us,
         plot: a.plot.clone(),
     })
     .context("cannot start the reader process")?;
-    let out = BufReader::new(child.stdout.take().context("no reader stdout")?);
     let latest = Arc::new(Mutex::new(ReaderReport::default()));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let reader_thread = {
         let latest = latest.clone();
         std::thread::spawn(move || {
             for line in out.lines().map_while(Result::ok) {
                 if let Ok(r) = serde_json::from_str::<ReaderReport>(&line) {
-                    if r.ready {
-                        let _ = ready_tx.send(());
-                    }
                     *latest.lock().expect("report lock") = r;
                 }
             }
         })
     };
-    if ready_rx.recv_timeout(Duration::from_secs(30)).is_err() {
-        let _ = child.kill();
-        bail!("the reader process did not start (see its messages above)");
-    }
     let sig = Signal::new();
     let mut writer = stream.writer()?;
     let chunk = u64::from(a.chunk);
@@ -368,12 +359,8 @@ pub fn reader_role(role: &ReaderRole) -> anyhow::Result<()> {
     let chans = stream.info().n_channels;
     let mut reader = stream.reader(ReaderMode::Latest)?;
     reader.set_spin(Duration::from_micros(spin));
-    let mut rep = ReaderReport {
-        ready: true,
-        ..Default::default()
-    };
-    emit(&rep);
-    rep.ready = false;
+    rtloop_launch::ready();
+    let mut rep = ReaderReport::default();
     let sig = Signal::new();
     let max = 4096usize;
     let mut buf = vec![0u8; max * stream.info().sample_bytes];

@@ -56,7 +56,10 @@ pub fn run(a: &RecordArgs, g: &Global) -> Result<()> {
         start_at: None,
     };
     let session = Session::start(&a.streams, &a.out, &cfg, a.wait_start)?;
-    if !g.json {
+    // said once every recorder's reader is registered: from then on nothing is missed (a
+    // recorder that ended before that says why when the session is joined below)
+    let started = session.wait_started(Duration::from_secs(30)).is_ok();
+    if !g.json && started {
         eprintln!(
             "recording {} into {} (Ctrl-C stops)",
             a.streams.join(", "),

@@ -589,3 +589,25 @@ fn every_child_role_is_registered_by_its_library_and_played_by_the_executable() 
         );
     }
 }
+
+#[test]
+fn a_child_says_it_is_ready_one_way() {
+    // rtloop-launch's ready line (`ready` or `ready JSON`) is the one handshake: no child
+    // writes its own, no parent parses one by hand
+    let by_hand: Vec<String> = files_with(&["\"ready ", "\"ready\"", "ready: true"])
+        .into_iter()
+        .filter(|p| !p.starts_with("crates/rtloop-launch/"))
+        .collect();
+    assert!(
+        by_hand.is_empty(),
+        "ready lines written or read by hand: {by_hand:?}"
+    );
+    // an in-process recording says it started through the library, not by files appearing
+    let py = source("python/rtloop/recording.py");
+    let recorder = &py[py.find("class Recorder").unwrap()..];
+    let recorder = &recorder[..recorder.find("\ndef ").unwrap_or(recorder.len())];
+    assert!(
+        !recorder.contains("header.json"),
+        "rtloop.Recorder polls for header.json"
+    );
+}

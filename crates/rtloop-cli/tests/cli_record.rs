@@ -86,7 +86,9 @@ fn bad_input_is_named() {
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("profile = \"np9\": allowed neuropixels, intan64, custom"));
     let o = rtloop(&["bench", "pipeline", "--profile", "custom"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("needs --channels and --rate"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(
+        "profile = \"custom\": the custom profile needs channels and rate (--channels, --rate)"
+    ));
     let o = rtloop(&["record", "no-such-stream-cli", "--out", "/tmp"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no stream named \"no-such-stream-cli\""));

@@ -246,28 +246,51 @@ pub fn spawn<R: ChildRole>(role: &R) -> Result<Child, LaunchError> {
 /// Start a child playing `role` and wait until it prints `ready`; its stdout stays piped for
 /// what it prints later, its stderr goes where this process's goes.
 pub fn spawn_ready<R: ChildRole>(role: &R) -> Result<(Child, BufReader<ChildStdout>), LaunchError> {
+    let (child, out, ()) = spawn_ready_with(role)?;
+    Ok((child, out))
+}
+
+/// [`spawn_ready`] for a child that says what it offers when it is ready ([`ready_with`]):
+/// that, read as `T`, beside the child.
+pub fn spawn_ready_with<R: ChildRole, T: DeserializeOwned>(
+    role: &R,
+) -> Result<(Child, BufReader<ChildStdout>, T), LaunchError> {
     let mut child = spawn(role)?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut out = BufReader::new(stdout);
+    match wait_ready::<T>(R::NAME, &mut out) {
+        Ok(offer) => Ok((child, out, offer)),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
+/// In the parent: read the child's first line from `out`, the one readiness handshake of
+/// every rtloop child: `ready`, or `ready JSON` with what it offers (an address, a socket
+/// path), read as `T` (`()` for a bare `ready`).
+pub fn wait_ready<T: DeserializeOwned>(
+    role: &'static str,
+    out: &mut impl BufRead,
+) -> Result<T, LaunchError> {
     let mut line = String::new();
-    if let Err(source) = out.read_line(&mut line) {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(LaunchError::Io {
-            role: R::NAME,
-            source,
-        });
-    }
-    if line.trim() != "ready" {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(LaunchError::NotReady {
-            role: R::NAME,
-            line: line.trim().to_owned(),
-            stderr: " (its messages are above)",
-        });
-    }
-    Ok((child, out))
+    out.read_line(&mut line)
+        .map_err(|source| LaunchError::Io { role, source })?;
+    let text = line.trim();
+    let offer = match text.strip_prefix("ready") {
+        Some("") => "null",
+        Some(rest) if rest.starts_with(' ') => rest.trim_start(),
+        _ => {
+            return Err(LaunchError::NotReady {
+                role,
+                line: text.to_owned(),
+                stderr: " (its messages are above)",
+            })
+        }
+    };
+    serde_json::from_str(offer).map_err(|source| LaunchError::Json { role, source })
 }
 
 /// In the child: the role from its JSON.
@@ -280,9 +303,30 @@ pub fn role_from<R: ChildRole>(json: &str) -> Result<R, LaunchError> {
 
 /// In the child: tell the parent it is ready to serve.
 pub fn ready() {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "ready");
-    let _ = out.flush();
+    let _ = write_ready(&mut std::io::stdout().lock(), &());
+}
+
+/// In the child: tell the parent it is ready, and what it offers (read by
+/// [`spawn_ready_with`] or [`wait_ready`]).
+///
+/// # Errors
+/// stdout cannot be written.
+pub fn ready_with<T: Serialize>(offer: &T) -> std::io::Result<()> {
+    write_ready(&mut std::io::stdout().lock(), offer)
+}
+
+/// [`ready_with`] on another output (a child that reports through a writer it is given).
+///
+/// # Errors
+/// `out` cannot be written.
+pub fn write_ready<T: Serialize>(out: &mut impl Write, offer: &T) -> std::io::Result<()> {
+    let json = serde_json::to_string(offer).map_err(std::io::Error::other)?;
+    if json == "null" {
+        writeln!(out, "ready")?;
+    } else {
+        writeln!(out, "ready {json}")?;
+    }
+    out.flush()
 }
 
 #[cfg(test)]
@@ -321,6 +365,29 @@ mod tests {
         Ok(())
     }
     register_role!(Echo, play_echo);
+
+    #[test]
+    fn ready_says_what_the_child_offers_and_anything_else_is_refused() {
+        let mut buf = Vec::new();
+        write_ready(&mut buf, &("127.0.0.1:5", 7u16)).unwrap();
+        write_ready(&mut buf, &()).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&buf),
+            "ready [\"127.0.0.1:5\",7]\nready\n"
+        );
+        let mut r = std::io::Cursor::new(buf);
+        let offer: (String, u16) = wait_ready("echo", &mut r).unwrap();
+        assert_eq!(offer, ("127.0.0.1:5".to_string(), 7));
+        wait_ready::<()>("echo", &mut r).unwrap();
+        // ended before it was ready, or said something else
+        let e = wait_ready::<()>("echo", &mut r).unwrap_err();
+        assert!(matches!(e, LaunchError::NotReady { .. }), "{e:?}");
+        let e = wait_ready::<()>("echo", &mut std::io::Cursor::new("readyish\n")).unwrap_err();
+        assert!(matches!(e, LaunchError::NotReady { .. }), "{e:?}");
+        // an offer that is not what the parent expects
+        let e = wait_ready::<u16>("echo", &mut std::io::Cursor::new("ready \"x\"\n")).unwrap_err();
+        assert!(matches!(e, LaunchError::Json { .. }), "{e:?}");
+    }
 
     #[test]
     fn a_registered_role_is_played_by_name_and_an_unknown_one_is_refused() {

@@ -1,11 +1,11 @@
 //! The two ends of a trial, each in its own process, and how they talk to the parent over
 //! their standard input and output:
 //!
-//! * writer: opens its side, prints `ready ENDPOINT`; on `go` waits until every reader can
+//! * writer: opens its side, says it is ready with its ENDPOINT (`rtloop_launch::write_ready`); on `go` waits until every reader can
 //!   receive, runs the phases (warm-up, paced latency, flat-out throughput, end), prints its
 //!   [`WriterReport`] as one JSON line, then keeps its side open until `quit` (or end of input)
 //!   so readers drain what is in flight;
-//! * reader: connects to ENDPOINT, prints `ready`, receives until the end chunk (or until
+//! * reader: connects to ENDPOINT, says it is ready, receives until the end chunk (or until
 //!   nothing came for [`IDLE_LIMIT`]), prints its [`ReaderReport`] as one JSON line.
 
 use std::io::{BufRead, Write};
@@ -151,8 +151,7 @@ pub fn writer_role(
     out: &mut impl Write,
 ) -> Result<(), PeerError> {
     let mut tx = open_sender(t)?;
-    writeln!(out, "ready {}", tx.endpoint())?;
-    out.flush()?;
+    rtloop_launch::write_ready(out, &tx.endpoint())?;
     let go = line(input)?;
     if go != "go" {
         return Err(PeerError::Config(format!(
@@ -231,8 +230,7 @@ pub fn read_phases(
 /// The reader process (see the module docs).
 pub fn reader_role(t: &Trial, endpoint: &str, out: &mut impl Write) -> Result<(), PeerError> {
     let mut rx = open_receiver(t, endpoint)?;
-    writeln!(out, "ready")?;
-    out.flush()?;
+    rtloop_launch::write_ready(out, &())?;
     say(out, &read_phases(t, &mut *rx)?)
 }
 

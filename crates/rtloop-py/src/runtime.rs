@@ -446,6 +446,7 @@ impl RecordSession {
     #[new]
     #[pyo3(signature = (streams, out, seconds=None, control=None))]
     fn new(
+        py: Python<'_>,
         streams: Vec<String>,
         out: std::path::PathBuf,
         seconds: Option<f64>,
@@ -459,6 +460,27 @@ impl RecordSession {
         };
         let session = rtloop_record::Session::start(&streams, &out, &cfg, false)
             .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+        // recording once every reader is registered (the GIL released while it waits); a
+        // recorder that ended first raises with its own error
+        let started = crate::exit::detach(py, || {
+            session.wait_started(std::time::Duration::from_secs(30))
+        });
+        if let Err(e) = started {
+            session.stop();
+            let (_, errors) = session.join();
+            let why = errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                if why.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("rtloop record failed: {why}")
+                },
+            ));
+        }
         let control = match control.map(|p| session.serve_control(&p)).transpose() {
             Ok(c) => c,
             Err(e) => {

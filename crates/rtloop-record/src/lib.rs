@@ -188,6 +188,17 @@ pub enum RecordError {
     },
 }
 
+/// Why a session did not start ([`Session::wait_started`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The recorder of this stream ended before it started.
+    #[error("the recorder of stream {0:?} ended before it started")]
+    Ended(String),
+    /// Not every recorder started in time.
+    #[error("the recorders did not all start within {0:?}")]
+    Timeout(std::time::Duration),
+}
+
 /// Recording several streams at once, one thread each (what `rtloop record` and
 /// `rtloop.record` run): started by [`Session::start`], stopped by [`Session::stop`] (or
 /// its duration, or when every writer is gone), its reports from [`Session::join`].
@@ -266,6 +277,35 @@ impl Session {
     /// The socket cannot be made at `path`.
     pub fn serve_control(&self, path: &Path) -> io::Result<control::ControlSocket> {
         control::ControlSocket::serve(path, self.streams.clone(), self.controls.clone())
+    }
+
+    /// Wait until every recorder has started (its reader registered, its header written), so
+    /// that nothing written from now on is missed: the one way to know a session is
+    /// recording. Polls every millisecond.
+    ///
+    /// # Errors
+    /// A recorder ended before it started ([`StartError::Ended`]: [`Session::join`] says
+    /// why), or `timeout` passed first.
+    pub fn wait_started(&self, timeout: std::time::Duration) -> Result<(), StartError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut all = true;
+            for ((s, c), h) in self.streams.iter().zip(&self.controls).zip(&self.handles) {
+                if !c.started.load(Ordering::Relaxed) {
+                    if h.is_finished() {
+                        return Err(StartError::Ended(s.clone()));
+                    }
+                    all = false;
+                }
+            }
+            if all {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(StartError::Timeout(timeout));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Ask every recorder to stop (they finish their files and end).
@@ -517,6 +557,9 @@ pub struct Control {
     /// 0: none; else the recording ends once every sample before this one was written (the
     /// runtime's recorder sink stops exactly at the model's last tick).
     pub end_sample: std::sync::atomic::AtomicU64,
+    /// Set once the recorder's reader is registered and its first header written: from then
+    /// on nothing the writer commits is missed. [`Session::wait_started`] waits for it.
+    pub started: AtomicBool,
 }
 
 /// One segment's open files and header.
@@ -654,6 +697,7 @@ pub fn record(
     let out_fd = open_out_dir(out)?;
     let first_dir = segment_dir(out, name, 1);
     let mut seg = Segment::open(&out_fd, first_dir.clone(), name, header.clone())?;
+    control.started.store(true, Ordering::Relaxed);
     let sb = info.sample_bytes;
     let chunk = (MAX_WINDOW_BYTES / sb).clamp(1, info.capacity as usize);
     let mut buf = vec![0u8; chunk * sb];

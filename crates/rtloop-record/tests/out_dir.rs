@@ -7,7 +7,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
-use rtloop_record::{record, Control, RecordConfig, RecordError, Recording, Session};
+use rtloop_record::{record, Control, RecordConfig, RecordError, Recording, Session, StartError};
 use rtloop_stream::{DType, Stream, StreamConfig};
 use rtloop_testkit::{unique_name, StreamGuard, TempDir, Watchdog};
 
@@ -93,8 +93,11 @@ fn a_link_planted_at_the_recordings_directory_is_refused() {
         msg.contains("is a symbolic link") && msg.contains(&name),
         "{msg}"
     );
-    // Session::start gets as far as the stream's thread: the same refusal
+    // Session::start gets as far as the stream's thread: the same refusal, and the session
+    // says it never started
     let session = Session::start(std::slice::from_ref(&name), &out, &cfg, false).unwrap();
+    let e = session.wait_started(Duration::from_secs(30)).unwrap_err();
+    assert!(matches!(&e, StartError::Ended(s) if *s == name), "{e}");
     let (reports, errors) = session.join();
     assert!(reports.is_empty());
     assert!(matches!(errors[..], [RecordError::Refused { .. }]));
@@ -227,4 +230,28 @@ fn a_directory_of_another_user_is_refused() {
     assert!(e.to_string().contains("belongs to uid 65534"), "{e}");
     assert_eq!(std::fs::read_dir(mine.join(&name)).unwrap().count(), 0);
     assert_eq!(std::fs::metadata(mine.join(&name)).unwrap().uid(), 65534);
+}
+
+#[test]
+fn a_session_that_says_it_started_misses_nothing_written_after() {
+    let _w = Watchdog::arm(60, "started");
+    let (_g, s, name) = stream("rec-started");
+    let out = TempDir::new("rec-started");
+    let session = Session::start(
+        std::slice::from_ref(&name),
+        &out,
+        &RecordConfig::default(),
+        false,
+    )
+    .unwrap();
+    session.wait_started(Duration::from_secs(30)).unwrap();
+    // written at once, with no other wait: every sample is in the recording
+    let mut w = s.writer().unwrap();
+    w.write(&[7u64, 8, 9]).unwrap();
+    drop(w);
+    let (reports, errors) = session.join();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(reports[0].samples, 3, "{:?}", reports[0]);
+    let rec = Recording::open(&out.join(&name)).unwrap();
+    assert_eq!((rec.header.first_sample, rec.samples), (0, 3));
 }
