@@ -611,3 +611,14 @@ fn a_child_says_it_is_ready_one_way() {
         "rtloop.Recorder polls for header.json"
     );
 }
+
+#[test]
+fn the_demo_is_a_library_call_the_command_line_renders() {
+    // rtloop-lab runs the demo (stream, reader process, pacing, checks); the command line
+    // only makes its config, shows its status and renders its report
+    let cli = source("crates/rtloop-cli/src/cmd_demo.rs");
+    for own in ["rtloop_launch::", "Stream::create", "writer()", "ReaderRole"] {
+        assert!(!cli.contains(own), "cmd_demo.rs runs the demo itself ({own})");
+    }
+    assert!(cli.contains("rtloop_lab::demo::run("));
+}

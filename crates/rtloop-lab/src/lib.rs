@@ -16,7 +16,9 @@
 //! * [`loadtest`]: one load test as a call with a typed report (the command line and the
 //!   Python package are shells over it), and the device's child role.
 //! * [`reference`]: the bare cache-line ping-pong a loop's latency is judged against.
+//! * [`demo`]: `rtloop demo`, a writer here and a checking reader in another process.
 
+pub mod demo;
 pub mod device;
 pub mod frame;
 pub mod host;
