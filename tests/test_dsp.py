@@ -411,3 +411,23 @@ def test_non_contiguous_chunks_are_read_by_their_strides() -> None:
     c = dsp.SosFilter(4, 1000.0, "lowpass", 100.0).process(fortran)
     d = dsp.SosFilter(4, 1000.0, "lowpass", 100.0).process(np.ascontiguousarray(x[:, :4]))
     np.testing.assert_array_equal(c, d)
+
+
+def test_band_edges_are_any_sequence_of_two() -> None:
+    """A list or an array of two edges is a band as a tuple is (freq=, band=)."""
+    x = make_input(300, 2, 1000.0)
+    want = dsp.SosFilter(2, 1000.0, "bandpass", (30.0, 60.0)).process(x)
+    for edges in ([30.0, 60.0], np.array([30.0, 60.0])):
+        got = dsp.SosFilter(2, 1000.0, "bandpass", edges).process(x)
+        np.testing.assert_array_equal(got, want)
+    assert dsp.RippleDetector(2, 1250.0, band=[150.0, 250.0]).delay_samples == pytest.approx(
+        dsp.RippleDetector(2, 1250.0).delay_samples
+    )
+    dsp.PhaseTracker(1, 250.0, [8.0, 12.0], 125)
+    for make in (
+        lambda: dsp.RippleDetector(2, 1250.0, band=(150.0, 200.0, 250.0)),
+        lambda: dsp.PhaseTracker(1, 250.0, 10.0, 125),
+    ):
+        with pytest.raises(ValueError) as e:
+            make()
+        assert "'band' parameter. A band takes its edges band=(low, high) in Hz" in str(e.value)

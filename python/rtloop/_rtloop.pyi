@@ -5,7 +5,7 @@ Arrays are ``(n_samples, n_channels)``; timestamps float64 seconds of CLOCK_MONO
 
 import os
 import pathlib
-from typing import Callable, Any, Final, List, Optional, Tuple, Union, final
+from typing import Callable, Any, Final, List, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -416,7 +416,7 @@ class SosFilter:
         channels: int,
         rate: float,
         btype: str,
-        freq: Union[float, Tuple[float, float]],
+        freq: Union[float, Sequence[float]],
         order: Optional[int] = None,
         q: float = 30.0,
     ) -> "SosFilter": ...
@@ -435,7 +435,7 @@ class SosFilter:
 @final
 class Reref:
     def __new__(
-        cls, channels: int, reference: Optional[List[int]] = None, kind: str = "average"
+        cls, channels: int, reference: Optional[Sequence[int]] = None, kind: str = "average"
     ) -> "Reref": ...
     def process(self, chunk: NDArray[Any]) -> NDArray[Any]: ...
     def reset(self) -> None: ...
@@ -494,7 +494,7 @@ class RippleDetector:
         channels: int,
         rate: float,
         *,
-        band: Optional[Tuple[float, float]] = None,
+        band: Optional[Sequence[float]] = None,
         order: int = 3,
         rms_window: Optional[int] = None,
         z_start: float = 3.0,
@@ -516,7 +516,7 @@ class PhaseTracker:
         cls,
         channels: int,
         rate: float,
-        band: Tuple[float, float],
+        band: Sequence[float],
         window: int,
         *,
         target: float = 0.0,

@@ -49,6 +49,22 @@ fn choice<'a>(v: &str, what: &str, allowed: &[&'a str]) -> PyResult<&'a str> {
     })
 }
 
+/// `repr(v)`, for messages.
+fn repr(v: &Bound<'_, PyAny>) -> String {
+    v.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string())
+}
+
+/// A band's edges from Python: any sequence of two numbers (tuple, list, array), in Hz.
+fn edges(v: &Bound<'_, PyAny>, what: &str) -> PyResult<(f64, f64)> {
+    match v.extract::<Vec<f64>>() {
+        Ok(e) if e.len() == 2 => Ok((e[0], e[1])),
+        _ => Err(PyValueError::new_err(format!(
+            "Invalid value for the '{what}' parameter. A band takes its edges {what}=(low, high) in Hz, but got {} instead.",
+            repr(v)
+        ))),
+    }
+}
+
 /// A chunk copied out of Python, C-ordered, in its own precision.
 enum Chunk {
     F32(Array2<f32>),
@@ -254,18 +270,13 @@ impl PySosFilter {
             &["lowpass", "highpass", "bandpass", "notch"],
         )?;
         let (band, reference) = if kind == "bandpass" {
-            let (low, high): (f64, f64) = freq.extract().map_err(|_| {
-                PyValueError::new_err(format!(
-                    "Invalid value for the 'freq' parameter. A bandpass takes its edges freq=(low, high) in Hz, but got {} instead.",
-                    freq.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string())
-                ))
-            })?;
+            let (low, high) = edges(freq, "freq")?;
             (Band::Bandpass { low, high }, (low * high).abs().sqrt())
         } else {
             let f: f64 = freq.extract().map_err(|_| {
                 PyValueError::new_err(format!(
                     "Invalid value for the 'freq' parameter. A {kind} takes one frequency in Hz, but got {} instead.",
-                    freq.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string())
+                    repr(freq)
                 ))
             })?;
             match kind {
@@ -806,7 +817,7 @@ impl PyRippleDetector {
     fn new(
         channels: i64,
         rate: f64,
-        band: Option<(f64, f64)>,
+        band: Option<&Bound<'_, PyAny>>,
         order: i64,
         rms_window: Option<i64>,
         z_start: f64,
@@ -817,7 +828,7 @@ impl PyRippleDetector {
     ) -> PyResult<Self> {
         let mut cfg = RippleConfig::usual(count(channels, "channels")?, rate);
         if let Some(b) = band {
-            cfg.band = b;
+            cfg.band = edges(b, "band")?;
         }
         cfg.order = count(order, "order")?;
         cfg.z_start = z_start;
@@ -923,7 +934,7 @@ impl PyPhaseTracker {
     fn new(
         channels: i64,
         rate: f64,
-        band: (f64, f64),
+        band: &Bound<'_, PyAny>,
         window: i64,
         target: f64,
         min_amplitude: f64,
@@ -932,7 +943,7 @@ impl PyPhaseTracker {
         let cfg = PhaseConfig {
             channels: count(channels, "channels")?,
             rate,
-            band,
+            band: edges(band, "band")?,
             window: count(window, "window")?,
             target,
             min_amplitude,
