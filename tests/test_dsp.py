@@ -315,7 +315,8 @@ BAD_PARAMETERS = [
      "z_start 1 and z_end 3: give finite thresholds with z_end <= z_start"),
     (lambda: dsp.RippleDetector(2, 1250.0, band=(150.0, 700.0)),
      "ripple band: high edge 700 Hz: must lie strictly between 0 and the Nyquist frequency 625 Hz"),
-    (lambda: dsp.RippleDetector(2, 1250.0, min_duration=0), "min_duration (samples) must be at least 1"),
+    (lambda: dsp.RippleDetector(2, 1250.0, min_duration=0),
+     "min_duration (samples) must be at least 1"),
     (lambda: dsp.RippleDetector(0, 1250.0), "channels must be at least 1"),
     (lambda: dsp.PhaseTracker(1, 250.0, (8.0, 12.0), 10),
      "window of 10 samples: it must hold at least one cycle of 8 Hz (32 samples at 250 Hz)"),
@@ -351,8 +352,9 @@ def test_bad_chunks_say_what_is_allowed(name: str) -> None:
     b = BLOCKS[name]()
     with pytest.raises(TypeError) as e:
         b.process([[0.0] * 4])
-    assert f"{name}: a chunk is a numpy array shaped (samples, 4) of float32 or float64" in str(e.value)
-    assert "but got a list" in str(e.value)
+    allowed = f"{name}: a chunk is a numpy array shaped (samples, 4) of float32 or float64"
+    assert allowed in str(e.value)
+    assert "but got a value of type list instead" in str(e.value)
     with pytest.raises(TypeError) as e:
         b.process(np.zeros((3, 4), np.int16))
     assert "of float32 or float64" in str(e.value) and "but got dtype int16" in str(e.value)
@@ -398,7 +400,9 @@ def test_delay_at_refuses_frequencies_outside_the_band() -> None:
     f = dsp.SosFilter(1, 1000.0, "lowpass", 100.0)
     with pytest.raises(ValueError) as e:
         f.delay_at(600.0)
-    assert "Allowed values are 0 to the Nyquist frequency 500 Hz, but got 600 instead" in str(e.value)
+    assert "Allowed values are 0 to the Nyquist frequency 500 Hz, but got 600 instead" in str(
+        e.value
+    )
 
 
 def test_non_contiguous_chunks_are_read_by_their_strides() -> None:
@@ -431,3 +435,45 @@ def test_band_edges_are_any_sequence_of_two() -> None:
         with pytest.raises(ValueError) as e:
             make()
         assert "'band' parameter. A band takes its edges band=(low, high) in Hz" in str(e.value)
+
+
+@pytest.mark.parametrize("name", list(BLOCKS))
+def test_process_lets_other_threads_run(name: str) -> None:
+    """With a switch interval of an hour, the interpreter never takes the GIL from the main
+    thread by force: a waiting thread runs only if `process` lets the GIL go. It does, so
+    the thread gets to run while the main thread calls nothing but `process`."""
+    import sys
+    import threading
+
+    b = BLOCKS[name]()
+    chunk = make_input(2000, 4, 1000.0).astype(np.float32)
+    go, ran = threading.Event(), threading.Event()
+
+    def other() -> None:
+        go.wait()  # blocks (the GIL released) until the main thread sets go
+        ran.set()
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(3600.0)
+    try:
+        t = threading.Thread(target=other)
+        t.start()
+        go.set()  # `other` now waits for the GIL, which the main thread holds
+        # the control: Python code that keeps the GIL does not let it run
+        for _ in range(200):
+            sum(range(2000))
+        held = not ran.is_set()
+        calls = 0
+        # without a release, `ran` is never set and every call is made; with one, the other
+        # thread runs at the first release it is scheduled in
+        while not ran.is_set() and calls < 20_000:
+            b.process(chunk)
+            calls += 1
+        # read before join(), which lets the other thread run in any case
+        released = ran.is_set()
+    finally:
+        sys.setswitchinterval(before)
+        go.set()
+    t.join()
+    assert held, "the other thread ran while the main thread held the GIL"
+    assert released, f"no other thread ran during {calls} calls of {name}.process"

@@ -100,7 +100,7 @@ fn take_chunk(chunk: &Bound<'_, PyAny>, channels: usize, block: &str) -> PyResul
     );
     let Ok(arr) = chunk.cast::<PyUntypedArray>() else {
         return Err(PyTypeError::new_err(format!(
-            "{block}: a chunk is {allowed}, but got a {} instead.",
+            "{block}: a chunk is {allowed}, but got a value of type {} instead.",
             chunk.get_type().name()?
         )));
     };
