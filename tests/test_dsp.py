@@ -477,3 +477,95 @@ def test_process_lets_other_threads_run(name: str) -> None:
     t.join()
     assert held, "the other thread ran while the main thread held the GIL"
     assert released, f"no other thread ran during {calls} calls of {name}.process"
+
+
+# the data a writer process writes and the test recomputes: noise on 8 channels at 30 kHz
+# with spikes of known channel and sample, and a common signal on every channel
+GENERATE = """
+import numpy as np
+def generate():
+    rng = np.random.default_rng(23)
+    n, ch = 90_000, 8
+    x = rng.normal(0.0, 10.0, (n, ch))
+    x += 50.0 * np.sin(2 * np.pi * 50.0 * np.arange(n) / 30000.0)[:, None]
+    spikes = [(1, 31_000), (5, 40_000), (2, 52_345), (7, 60_000), (0, 75_000), (5, 88_000)]
+    for c, at in spikes:
+        x[at - 3 : at + 4, c] += [-30.0, -90.0, -160.0, -200.0, -150.0, -80.0, -20.0]
+    return x, spikes
+"""
+
+
+def test_a_pipeline_on_chunks_pulled_from_another_process(
+    stream_name: str, child: Callable[..., Any]
+) -> None:
+    """A writer process writes; this one pulls what comes (blocking, chunks as they come)
+    and runs median reference, 300-6000 Hz band-pass, spike detection and decimation on
+    each chunk: spikes at their channel and sample, and every output the same as the whole
+    signal's run at once."""
+    writer = child(
+        GENERATE
+        + """
+import sys, rtloop
+x, _ = generate()
+s = rtloop.Stream.create(sys.argv[1], n_channels=8, dtype="float64", sfreq=30000.0)
+print("ready", flush=True)
+sys.stdin.readline()
+# a loaded machine may hold the reader up: the writer waits for it, up to the test's timeout
+with s.writer(timeout=120.0) as w:
+    for i in range(0, len(x), 750):
+        w.push_chunk(x[i : i + 750])
+print("written", flush=True)
+sys.stdin.readline()
+""",
+        stream_name,
+    )
+    writer.expect("ready")
+    env: dict = {}
+    exec(GENERATE, env)
+    x, spikes = env["generate"]()
+    n, ch = x.shape
+
+    def blocks() -> List[Any]:
+        return [
+            dsp.Reref(ch, kind="median"),
+            dsp.SosFilter(ch, 30000.0, "bandpass", (300.0, 6000.0), order=3),
+            dsp.SpikeDetector(ch, noise_window=30000, peak_window=15, refractory=30),
+            dsp.Decimator(ch, 30),
+        ]
+
+    def run(bs: List[Any], chunk: NDArray[Any]) -> Tuple[Any, Any, Any]:
+        car, band, det, dec = bs
+        y = band.process(car.process(chunk))
+        return y, det.process(y), dec.process(chunk)
+
+    stream = rtloop.Stream.open(stream_name)
+    live = blocks()
+    ys, events, slow = [], [], []
+    # lossless: the writer waits for this reader, however loaded the machine
+    with stream.reader("lossless") as reader:
+        writer.send("go")
+        got = 0
+        while got < n:
+            chunk, _ = reader.pull_chunk(max_samples=4096, timeout=30.0)
+            assert len(chunk) > 0, "the writer process stopped writing"
+            y, e, d = run(live, chunk)
+            ys.append(y)
+            events.append(e)
+            slow.append(d)
+            got += len(chunk)
+    writer.expect("written")
+    writer.send("end")
+    assert writer.finish()[0] == 0
+
+    found = np.concatenate(events)
+    # each on its channel, its peak where the band-passed spike peaks: within 3 samples
+    # (0.1 ms) of the injected one
+    got = sorted(zip(found["sample"].tolist(), found["channel"].tolist()))
+    want = sorted((at, c) for c, at in spikes)
+    assert [c for _, c in got] == [c for _, c in want]
+    assert all(abs(g - w) <= 3 for (g, _), (w, _) in zip(got, want)), (got, want)
+    y, e, d = run(blocks(), x)
+    np.testing.assert_array_equal(np.concatenate(ys), y)
+    np.testing.assert_array_equal(found, e)
+    np.testing.assert_array_equal(np.concatenate(slow), d)
+    assert len(d) == n // 30
