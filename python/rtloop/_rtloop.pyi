@@ -5,7 +5,7 @@ Arrays are ``(n_samples, n_channels)``; timestamps float64 seconds of CLOCK_MONO
 
 import os
 import pathlib
-from typing import Callable, Any, Final, List, Optional, Tuple, Union, final
+from typing import Callable, Any, Final, List, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,6 +55,13 @@ __all__ = [
     "IncompleteWriteError",
     "EventError",
     "FieldTripError",
+    "SosFilter",
+    "Reref",
+    "SpikeDetector",
+    "MovingRms",
+    "Decimator",
+    "RippleDetector",
+    "PhaseTracker",
 ]
 __version__: Final[str]
 DTYPES: Final[List[str]]
@@ -398,6 +405,132 @@ class WindowBase:
     def end(self) -> int: ...
     def check(self) -> None: ...
     def valid(self) -> bool: ...
+
+# rtloop-dsp's blocks (re-exported by rtloop.dsp): chunks are (samples, channels) float32 or
+# float64 arrays; event arrays are structured arrays (fields named in each class).
+
+@final
+class SosFilter:
+    def __new__(
+        cls,
+        channels: int,
+        rate: float,
+        btype: str,
+        freq: Union[float, Sequence[float]],
+        order: Optional[int] = None,
+        q: float = 30.0,
+    ) -> "SosFilter": ...
+    def process(self, chunk: NDArray[Any]) -> NDArray[Any]: ...
+    def reset(self) -> None: ...
+    @property
+    def sections(self) -> NDArray[np.float64]: ...
+    @property
+    def delay_samples(self) -> float: ...
+    def delay_at(self, freq: float) -> float: ...
+    @property
+    def channels(self) -> int: ...
+    @property
+    def rate(self) -> float: ...
+
+@final
+class Reref:
+    def __new__(
+        cls, channels: int, reference: Optional[Sequence[int]] = None, kind: str = "average"
+    ) -> "Reref": ...
+    def process(self, chunk: NDArray[Any]) -> NDArray[Any]: ...
+    def reset(self) -> None: ...
+    @property
+    def delay_samples(self) -> int: ...
+    @property
+    def channels(self) -> int: ...
+
+@final
+class SpikeDetector:
+    def __new__(
+        cls,
+        channels: int,
+        *,
+        noise_window: int,
+        peak_window: int,
+        refractory: int,
+        k: float = 5.0,
+        sign: str = "negative",
+    ) -> "SpikeDetector": ...
+    def process(self, chunk: NDArray[Any]) -> NDArray[np.void]: ...
+    def reset(self) -> None: ...
+    @property
+    def thresholds(self) -> NDArray[np.float64]: ...
+    @property
+    def delay_samples(self) -> int: ...
+    @property
+    def channels(self) -> int: ...
+
+@final
+class MovingRms:
+    def __new__(cls, channels: int, window: int) -> "MovingRms": ...
+    def process(self, chunk: NDArray[Any]) -> NDArray[Any]: ...
+    def reset(self) -> None: ...
+    @property
+    def delay_samples(self) -> float: ...
+    @property
+    def channels(self) -> int: ...
+
+@final
+class Decimator:
+    def __new__(cls, channels: int, factor: int) -> "Decimator": ...
+    def process(self, chunk: NDArray[Any]) -> NDArray[Any]: ...
+    def reset(self) -> None: ...
+    @property
+    def delay_samples(self) -> float: ...
+    @property
+    def factor(self) -> int: ...
+    @property
+    def channels(self) -> int: ...
+
+@final
+class RippleDetector:
+    def __new__(
+        cls,
+        channels: int,
+        rate: float,
+        *,
+        band: Optional[Sequence[float]] = None,
+        order: int = 3,
+        rms_window: Optional[int] = None,
+        z_start: float = 3.0,
+        z_end: float = 1.0,
+        min_duration: Optional[int] = None,
+        baseline: Optional[float] = None,
+        warmup: Optional[int] = None,
+    ) -> "RippleDetector": ...
+    def process(self, chunk: NDArray[Any]) -> NDArray[np.void]: ...
+    def reset(self) -> None: ...
+    @property
+    def delay_samples(self) -> float: ...
+    @property
+    def channels(self) -> int: ...
+
+@final
+class PhaseTracker:
+    def __new__(
+        cls,
+        channels: int,
+        rate: float,
+        band: Sequence[float],
+        window: int,
+        *,
+        target: float = 0.0,
+        min_amplitude: float = 0.0,
+        refractory: int = 0,
+    ) -> "PhaseTracker": ...
+    def process(self, chunk: NDArray[Any]) -> NDArray[np.void]: ...
+    def reset(self) -> None: ...
+    @property
+    def latest(self) -> Tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+    @property
+    def delay_samples(self) -> float: ...
+    @property
+    def channels(self) -> int: ...
 
 class RtloopError(Exception): ...
 class StreamNotFoundError(RtloopError): ...

@@ -9,6 +9,7 @@
 mod blocking;
 mod bridge;
 mod convert;
+mod dsp;
 mod errors;
 mod exit;
 mod fieldtrip;
@@ -292,6 +293,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fieldtrip::fieldtrip_address, m)?)?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
+    dsp::register(m)?;
     errors::register(m)?;
     exit::register(m)?;
     Ok(())
