@@ -359,6 +359,16 @@ def test_nwb_bad_input_says_what_is_wrong(tmp_path: Path, stream_name: str) -> N
     (tmp_path / "bad.nwb").write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
     out = replay(str(tmp_path / "bad.nwb"), "--fast", "--stream", stream_name)
     assert out.returncode != 0 and "could not read it as NWB" in out.stderr
+    # a Python without rtloop's package: the NWB reader is a module of the package, and the
+    # error says how to point rtloop at a Python that has it
+    bare = os.path.join(sys.base_prefix, "bin", "python3")
+    env = dict(os.environ, RTLOOP_PYTHON=bare)
+    # (the executable itself: the console script would set RTLOOP_PYTHON to its own Python)
+    from rtloop._cli import executable
+
+    out = subprocess.run([str(executable()), "replay", str(tmp_path / "s.nwb"), "--fast", "--stream", stream_name],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode != 0 and "NWB is read by rtloop's Python package" in out.stderr, out.stderr
 
 
 def test_nwb_series_with_timestamps_plays_at_its_stamps(tmp_path: Path, stream_name: str) -> None:

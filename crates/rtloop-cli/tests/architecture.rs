@@ -617,8 +617,16 @@ fn the_demo_is_a_library_call_the_command_line_renders() {
     // rtloop-lab runs the demo (stream, reader process, pacing, checks); the command line
     // only makes its config, shows its status and renders its report
     let cli = source("crates/rtloop-cli/src/cmd_demo.rs");
-    for own in ["rtloop_launch::", "Stream::create", "writer()", "ReaderRole"] {
-        assert!(!cli.contains(own), "cmd_demo.rs runs the demo itself ({own})");
+    for own in [
+        "rtloop_launch::",
+        "Stream::create",
+        "writer()",
+        "ReaderRole",
+    ] {
+        assert!(
+            !cli.contains(own),
+            "cmd_demo.rs runs the demo itself ({own})"
+        );
     }
     assert!(cli.contains("rtloop_lab::demo::run("));
 }

@@ -1,7 +1,7 @@
 //! NWB (HDF5): read with pynwb, played by the same loop as every other format.
 //!
-//! rtloop does not link an HDF5 library. `nwb_plan.py` (beside this file) runs in the
-//! Python that runs rtloop (`$RTLOOP_PYTHON`, set by the `rtloop` console script; else
+//! rtloop does not link an HDF5 library. The Python package's `rtloop._nwb_plan` module runs
+//! in the Python that runs rtloop (`$RTLOOP_PYTHON`, set by the `rtloop` console script; else
 //! `python3`) and says, for the picked series, where its samples are: at a byte offset of the
 //! NWB file itself when the dataset is contiguous and uncompressed, which replay maps
 //! directly (as fast as any flat file), or in a flat copy it writes block by block to a
@@ -21,8 +21,8 @@ use crate::replay::{
     invalid, map_file, pick_series, FlatSource, Pacing, SourceError, SourceEvent, SourceInfo,
 };
 
-/// The script that reads the file with pynwb.
-pub const PLAN_SCRIPT: &str = include_str!("nwb_plan.py");
+/// The module of the Python package that reads the file with pynwb.
+pub const PLAN_MODULE: &str = "rtloop._nwb_plan";
 
 #[derive(Debug, Deserialize)]
 struct PlanEvent {
@@ -95,8 +95,7 @@ pub fn open(path: &Path, series: Option<&str>) -> Result<FlatSource, SourceError
 fn open_in(path: &Path, series: Option<&str>, tmp: &Path) -> Result<FlatSource, SourceError> {
     let py = python();
     let out = Command::new(&py)
-        .arg("-c")
-        .arg(PLAN_SCRIPT)
+        .args(["-m", PLAN_MODULE])
         .arg(path)
         .arg(series.unwrap_or(""))
         .arg(tmp)
@@ -123,7 +122,13 @@ fn open_in(path: &Path, series: Option<&str>, tmp: &Path) -> Result<FlatSource, 
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("no output");
-            let hint = if why.contains("ModuleNotFoundError") {
+            let hint = if why.contains("No module named 'rtloop'")
+                || why.contains("No module named rtloop")
+            {
+                " (NWB is read by rtloop's Python package: run rtloop from it, whose console \
+                 script sets RTLOOP_PYTHON, or set RTLOOP_PYTHON to a Python where rtloop is \
+                 installed with pynwb)"
+            } else if why.contains("ModuleNotFoundError") {
                 " (NWB is read with pynwb and numpy: run rtloop from its Python package, whose \
                  console script sets RTLOOP_PYTHON, or set RTLOOP_PYTHON to a Python that has them)"
             } else {

@@ -1,5 +1,6 @@
-"""What rtloop's replay needs of an NWB file, read with pynwb (run by `rtloop replay FILE.nwb`
-as `python -c`; see crates/rtloop-record/src/formats/nwb.rs).
+"""What rtloop's replay needs of an NWB file, read with pynwb: run by `rtloop replay FILE.nwb`
+as ``python -m rtloop._nwb_plan FILE SERIES OUT`` (the Rust side is rtloop-record's NWB
+format).
 
 Prints one JSON object: {"series": [every replayable series], "plan": {...} or null}. The plan
 of the picked series says where its samples are: in the NWB file itself at a byte offset when
