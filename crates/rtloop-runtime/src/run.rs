@@ -309,6 +309,7 @@ fn describe_body(b: &Body) -> String {
         Body::Python { code, numba: true } => format!("python+numba {}", file(code)),
         Body::Python { code, .. } => format!("python {}", file(code)),
         Body::Rust { code } => format!("rust {}", file(code)),
+        Body::Block { block, .. } => format!("block {block}"),
     }
 }
 
