@@ -252,8 +252,8 @@ pub enum Spec {
 pub fn check(name: &str, options: &Value, ports: &Ports<'_>) -> Result<Delay, BlockError> {
     let (block, spec) = spec(name, options, ports)?;
     Ok(match ports.input.dtype {
-        DType::F32 => make::<f32>(block, spec, ports)?.delay,
-        _ => make::<f64>(block, spec, ports)?.delay,
+        DType::F32 => make::<f32>(block, spec, ports, true)?.delay,
+        _ => make::<f64>(block, spec, ports, true)?.delay,
     })
 }
 
@@ -264,8 +264,8 @@ pub fn check(name: &str, options: &Value, ports: &Ports<'_>) -> Result<Delay, Bl
 pub fn open(name: &str, options: &Value, ports: &Ports<'_>) -> Result<Box<dyn Step>, BlockError> {
     let (block, spec) = spec(name, options, ports)?;
     Ok(match ports.input.dtype {
-        DType::F32 => Box::new(make::<f32>(block, spec, ports)?),
-        _ => Box::new(make::<f64>(block, spec, ports)?),
+        DType::F32 => Box::new(make::<f32>(block, spec, ports, false)?),
+        _ => Box::new(make::<f64>(block, spec, ports, false)?),
     })
 }
 
@@ -833,7 +833,14 @@ struct BlockStep<T> {
     delay: Delay,
 }
 
-fn make<T: Sample>(block: &Block, spec: Spec, p: &Ports<'_>) -> Result<BlockStep<T>, BlockError> {
+/// Make the block's step; `checking`: only to see that it can be made (every process of a
+/// model checks every block when it loads the model).
+fn make<T: Sample>(
+    block: &Block,
+    spec: Spec,
+    p: &Ports<'_>,
+    checking: bool,
+) -> Result<BlockStep<T>, BlockError> {
     let ch = p.channels();
     let rows = p.input.rows_per_tick();
     let rate = p.rate();
@@ -892,7 +899,13 @@ fn make<T: Sample>(block: &Block, spec: Spec, p: &Ports<'_>) -> Result<BlockStep
             let delay = d.delay_samples();
             (Run::Ripples(d), delay)
         }
-        Spec::Phase(cfg) => {
+        Spec::Phase(mut cfg) => {
+            if checking && cfg.band.0.is_finite() && cfg.band.0 > 0.0 {
+                // its kernel takes window² steps to make: a check makes the shortest window
+                // the tracker takes (one cycle of the low edge), which it refuses alike
+                let need = (cfg.rate / cfg.band.0).ceil() as usize;
+                cfg.window = cfg.window.min(need.max(1));
+            }
             let d = dsp::PhaseTracker::new(cfg).map_err(|e| {
                 let at = match e {
                     dsp::PhaseError::Design(_) | dsp::PhaseError::TooHigh { .. } => {
