@@ -287,3 +287,52 @@ fn the_blocks_example_detects_spikes_and_reports_each_blocks_delay() {
     let log = proc(&v, "log")["summary"].as_str().unwrap().to_string();
     assert!(log.contains("logged 2000 ticks"), "{log}");
 }
+
+#[test]
+fn a_block_with_bad_options_or_signals_is_refused_before_anything_starts() {
+    let d = dir("bad");
+    let model = write(
+        &d,
+        "bad.yaml",
+        "config: {tick_us: 1000}\n\
+         signals:\n  raw: {shape: [30, 4], dtype: int16}\n  y: {shape: [30, 4], dtype: float32}\n  \
+         ev: {shape: [8, 3], dtype: float64}\n\
+         sources:\n  gen: {driver: synthetic, out: [raw]}\n\
+         modules:\n  bp:\n    block: lowpass\n    options:\n      cutoff: 20000\n    in: [raw]\n    out: [y]\n  \
+         det:\n    block: spikes\n    options:\n      sign: up\n    in: [y]\n    out: [ev]\n",
+    );
+    for check in [false, true] {
+        let mut args = vec!["run"];
+        if check {
+            args.push("--check");
+        }
+        args.push(model.to_str().unwrap());
+        let o = common::rtloop_cmd()
+            .current_dir(&d)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let e = stderr(&o);
+        // every problem at once: the cutoff above Nyquist at its line, the int16 input at
+        // its in: entry, the spikes block's bad sign at its line and its output, not
+        // variable, at its out: entry
+        assert!(e.contains(": 4 problems"), "{e}");
+        assert!(
+            e.contains("line 12: module 'bp': block 'lowpass': cutoff 20000 Hz: must lie strictly between 0 and the Nyquist frequency 15000 Hz"),
+            "{e}"
+        );
+        assert!(
+            e.contains("line 20: module 'det': block 'spikes': writes 'ev' (3 values per row of float64, not variable)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("line 13: module 'bp': block 'lowpass': reads 'raw' of dtype int16; a block reads float32 or float64 signals"),
+            "{e}"
+        );
+        assert!(
+            e.contains("line 18: module 'det': block 'spikes': sign: \"up\" is not allowed; give one of negative, positive, both"),
+            "{e}"
+        );
+    }
+}

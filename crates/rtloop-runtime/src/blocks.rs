@@ -248,12 +248,21 @@ pub enum Spec {
 /// with them.
 ///
 /// # Errors
-/// What is wrong, where in the model, and what is allowed.
-pub fn check(name: &str, options: &Value, ports: &Ports<'_>) -> Result<Delay, BlockError> {
+/// Every problem found (the input, the output, the options): what is wrong, where in the
+/// model, and what is allowed.
+pub fn check(name: &str, options: &Value, ports: &Ports<'_>) -> Result<Delay, Vec<BlockError>> {
     let (block, spec) = spec(name, options, ports)?;
     Ok(match ports.input.dtype {
-        DType::F32 => make::<f32>(block, spec, ports, true)?.delay,
-        _ => make::<f64>(block, spec, ports, true)?.delay,
+        DType::F32 => {
+            make::<f32>(block, spec, ports, true)
+                .map_err(|e| vec![e])?
+                .delay
+        }
+        _ => {
+            make::<f64>(block, spec, ports, true)
+                .map_err(|e| vec![e])?
+                .delay
+        }
     })
 }
 
@@ -261,29 +270,48 @@ pub fn check(name: &str, options: &Value, ports: &Ports<'_>) -> Result<Delay, Bl
 ///
 /// # Errors
 /// As [`check`].
-pub fn open(name: &str, options: &Value, ports: &Ports<'_>) -> Result<Box<dyn Step>, BlockError> {
+pub fn open(
+    name: &str,
+    options: &Value,
+    ports: &Ports<'_>,
+) -> Result<Box<dyn Step>, Vec<BlockError>> {
     let (block, spec) = spec(name, options, ports)?;
+    let one = |e| vec![e];
     Ok(match ports.input.dtype {
-        DType::F32 => Box::new(make::<f32>(block, spec, ports, false)?),
-        _ => Box::new(make::<f64>(block, spec, ports, false)?),
+        DType::F32 => Box::new(make::<f32>(block, spec, ports, false).map_err(one)?),
+        _ => Box::new(make::<f64>(block, spec, ports, false).map_err(one)?),
     })
 }
 
+/// The block and its settings; every problem of its signals and of its options.
 fn spec(
     name: &str,
     options: &Value,
     ports: &Ports<'_>,
-) -> Result<(&'static Block, Spec), BlockError> {
+) -> Result<(&'static Block, Spec), Vec<BlockError>> {
     let block = find(name).ok_or_else(|| {
-        BlockError::new(
+        vec![BlockError::new(
             At::Block,
             format!("unknown block {name:?}; blocks: {}", block_names()),
-        )
+        )]
     })?;
-    let opts = Opts::new(block, options)?;
-    signals(block, ports)?;
-    let spec = (block.spec)(&opts, ports)?;
-    if let Spec::Decimate { factor } = spec {
+    let mut errors = signals(block, ports);
+    let spec = Opts::new(block, options)
+        .and_then(|o| (block.spec)(&o, ports))
+        .and_then(|spec| decimation(&spec, ports).map(|()| spec));
+    match spec {
+        Ok(spec) if errors.is_empty() => Ok((block, spec)),
+        Ok(_) => Err(errors),
+        Err(e) => {
+            errors.push(e);
+            Err(errors)
+        }
+    }
+}
+
+/// A decimation's factor and output against the input's rows per tick.
+fn decimation(spec: &Spec, ports: &Ports<'_>) -> Result<(), BlockError> {
+    if let Spec::Decimate { factor } = *spec {
         let rows = ports.input.rows_per_tick();
         if rows % factor != 0 {
             let divisors: Vec<String> = (2..=rows)
@@ -319,12 +347,24 @@ fn spec(
             ));
         }
     }
-    Ok((block, spec))
+    Ok(())
 }
 
-/// The input and output signals a block can work with.
-fn signals(block: &Block, p: &Ports<'_>) -> Result<(), BlockError> {
-    let (i, o) = (p.input, p.output);
+/// Problems of the input and of the output signal (at most one each; a filter's output is
+/// compared with its input only when that is right).
+fn signals(block: &Block, p: &Ports<'_>) -> Vec<BlockError> {
+    match input(p) {
+        Err(e) if block.output != Output::Events => vec![e],
+        i => [i, output(block, p)]
+            .into_iter()
+            .filter_map(Result::err)
+            .collect(),
+    }
+}
+
+/// The input a block can work with.
+fn input(p: &Ports<'_>) -> Result<(), BlockError> {
+    let i = p.input;
     if !matches!(i.dtype, DType::F32 | DType::F64) {
         return Err(BlockError::new(
             At::Input,
@@ -344,6 +384,12 @@ fn signals(block: &Block, p: &Ports<'_>) -> Result<(), BlockError> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// The output a block writes.
+fn output(block: &Block, p: &Ports<'_>) -> Result<(), BlockError> {
+    let (i, o) = (p.input, p.output);
     match block.output {
         Output::Same | Output::Decimated => {
             if o.variable || o.dtype != i.dtype || o.row_len() != i.row_len() {
@@ -1291,7 +1337,10 @@ mod tests {
             };
             match check(b.name, &Value::Null, &ports) {
                 Ok(d) => assert!(d.samples >= 0.0 && d.ms >= 0.0, "{}", b.name),
-                Err(e) => {
+                Err(errors) => {
+                    let [e] = errors.as_slice() else {
+                        panic!("{}: {errors:?}", b.name)
+                    };
                     assert_eq!(e.at, At::Block, "{}", b.name);
                     assert!(e.message.contains("missing option"), "{}: {e}", b.name);
                 }

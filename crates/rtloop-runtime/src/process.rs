@@ -835,7 +835,12 @@ pub fn run_driver_process(args: &ChildArgs) -> Result<(), ProcessError> {
                     tick: p.model().config.tick,
                 },
             )
-            .map_err(|e| e.message),
+            .map_err(|e| {
+                e.iter()
+                    .map(|e| e.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }),
             _ => Err("a block reads one signal and writes one".to_owned()),
         };
         return match opened {

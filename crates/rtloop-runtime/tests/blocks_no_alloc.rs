@@ -99,7 +99,7 @@ fn no_block_allocates_in_a_tick() {
                 tick: Duration::from_millis(1),
             };
             let mut step = blocks::open(b.name, &options(b.name), &ports)
-                .unwrap_or_else(|e| panic!("{}: {e}", b.name));
+                .unwrap_or_else(|e| panic!("{}: {e:?}", b.name));
             let size = dtype.itemsize();
             let mut inp = vec![0u8; 32 * 4 * size];
             let mut out = vec![0u8; output.rows_per_tick() * output.row_bytes()];

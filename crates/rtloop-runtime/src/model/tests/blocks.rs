@@ -366,3 +366,31 @@ fn each_blocks_own_checks_are_at_their_options() {
             .is_ok()
     );
 }
+
+#[test]
+fn a_blocks_signal_and_option_problems_are_reported_together() {
+    let errs = errors(
+        &with("{k: 4.5, sign: both}", "{sign: up}").replace(
+            "ev: {shape: [16, 3], dtype: float64, variable: true}",
+            "ev: {shape: [16, 2], dtype: float64, variable: true}",
+        ),
+        &[],
+    );
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    has(&errs, 16, &["block 'spikes': sign: \"up\" is not allowed"]);
+    has(
+        &errs,
+        18,
+        &["block 'spikes': writes 'ev' (2 values per row of float64, variable)"],
+    );
+    // a filter's output is not compared with an input it cannot read
+    one(
+        &with(
+            "raw: {shape: [30, 4], dtype: float32}",
+            "raw: {shape: [30, 4], dtype: float64, variable: true}",
+        ),
+        &[],
+        12,
+        &["reads 'raw', a variable signal"],
+    );
+}

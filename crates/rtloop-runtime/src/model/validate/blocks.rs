@@ -51,7 +51,10 @@ impl Cx<'_> {
                 output: &output,
                 tick,
             };
-            if let Err(e) = crate::blocks::check(block, options, &ports) {
+            for e in crate::blocks::check(block, options, &ports)
+                .err()
+                .unwrap_or_default()
+            {
                 let at = match e.at {
                     crate::blocks::At::Block => p.block_line,
                     crate::blocks::At::Input => p.inputs[0].line,
