@@ -336,3 +336,89 @@ fn a_block_with_bad_options_or_signals_is_refused_before_anything_starts() {
         );
     }
 }
+
+#[test]
+fn decimate_then_phase_chain_as_the_offline_blocks_do() {
+    let _g = serial();
+    let d = dir("phase");
+    let name = format!("blkph{}", std::process::id());
+    let (raw, dec, ev) = (
+        format!("{name}-raw"),
+        format!("{name}-dec"),
+        format!("{name}-ev"),
+    );
+    let _kept = [
+        StreamGuard::new(&raw),
+        StreamGuard::new(&dec),
+        StreamGuard::new(&ev),
+    ];
+    // a 10 Hz sine on 2 channels at 30 kHz, decimated to 1 kHz (one row per tick), its
+    // phase tracked in 8-12 Hz with a trigger at the peak
+    let model = write(
+        &d,
+        "m.yaml",
+        &format!(
+            "config: {{name: {name}, tick_us: 1000}}\n\
+             signals:\n  raw: {{shape: [30, 2], dtype: float64}}\n  \
+             slow: {{shape: [1, 2], dtype: float64}}\n  \
+             ev: {{shape: [4, 3], dtype: float64, variable: true}}\n\
+             sources:\n  gen: {{driver: synthetic, out: [raw], options: {{frequency: 10}}}}\n\
+             modules:\n  \
+             dec: {{block: decimate, options: {{factor: 30}}, in: [raw], out: [slow]}}\n  \
+             ph: {{block: phase, options: {{band: [8, 12], window: 500, target: 0}}, in: [slow], out: [ev]}}\n\
+             sinks:\n  a: {{driver: stream_out, in: [raw], options: {{stream: {raw}, keep: true}}}}\n  \
+             b: {{driver: stream_out, in: [slow], options: {{stream: {dec}, keep: true}}}}\n  \
+             c: {{driver: stream_out, in: [ev], options: {{stream: {ev}, keep: true}}}}\n"
+        ),
+    );
+    let ticks = 3000u64;
+    let (v, o) = run(&model, ticks);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dec_delay = rtloop_dsp::Decimator::<f64>::new(2, 30)
+        .unwrap()
+        .delay_samples();
+    assert_eq!(
+        proc(&v, "dec")["delay"]["samples"].as_f64().unwrap(),
+        dec_delay
+    );
+    assert_eq!(proc(&v, "ph")["delay"]["samples"], 0.0);
+
+    // the decimated signal is the decimator over the whole source, to the last bit
+    let mut x = values::<f64>(&raw);
+    assert_eq!(x.len() as u64, ticks * 30 * 2);
+    let mut want = vec![0.0; ticks as usize * 2];
+    rtloop_dsp::Decimator::<f64>::new(2, 30)
+        .unwrap()
+        .process(&mut x, &mut want)
+        .unwrap();
+    let y = values::<f64>(&dec);
+    assert_eq!(y, want);
+
+    // the triggers are the tracker's over the decimated signal (stream index: after the
+    // signal's one row of zero history)
+    let events: Vec<[f64; 3]> = values::<f64>(&ev)
+        .chunks_exact(3)
+        .map(|r| [r[0], r[1], r[2]])
+        .collect();
+    let mut offline = Vec::new();
+    rtloop_dsp::PhaseTracker::new(rtloop_dsp::PhaseConfig {
+        channels: 2,
+        rate: 1000.0,
+        band: (8.0, 12.0),
+        window: 500,
+        target: 0.0,
+        min_amplitude: 0.0,
+        refractory: 0,
+    })
+    .unwrap()
+    .process(&y, |t| {
+        offline.push([t.channel as f64, (t.sample + 1) as f64, t.phase]);
+    })
+    .unwrap();
+    assert_eq!(events, offline);
+    // a 10 Hz peak once a cycle on each channel for the 2.5 s after the first window
+    for c in 0..2 {
+        let n = events.iter().filter(|e| e[0] == c as f64).count();
+        assert!((20..=30).contains(&n), "channel {c}: {n} triggers");
+    }
+}
