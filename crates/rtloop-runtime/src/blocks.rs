@@ -989,11 +989,56 @@ fn make<T: Sample>(
     })
 }
 
-/// A block's error in a tick (a chunk that is not whole samples: never, as the model
-/// checked the signals).
-#[allow(clippy::needless_pass_by_value)] // taken as `map_err`'s function
-fn bad(e: impl ToString) -> StepError {
-    StepError::Block(e.to_string())
+/// Why a block could not run a tick. None of these happens in a model that loaded: its
+/// signals were checked against the block.
+#[derive(Debug, thiserror::Error)]
+pub enum BlockTickError {
+    /// It was not given one input and one output.
+    #[error(
+        "block '{block}' reads one signal and writes one; it was given {inputs} and {outputs}"
+    )]
+    Ports {
+        /// The block.
+        block: &'static str,
+        /// Inputs given.
+        inputs: usize,
+        /// Outputs given.
+        outputs: usize,
+    },
+    /// The input holds less than one tick of samples.
+    #[error(
+        "block '{block}': '{signal}' holds {bytes} bytes this tick, fewer than one tick's {needed}"
+    )]
+    Short {
+        /// The block.
+        block: &'static str,
+        /// The input signal.
+        signal: String,
+        /// Bytes it holds.
+        bytes: usize,
+        /// Bytes of one tick.
+        needed: usize,
+    },
+    /// The rtloop-dsp block refused the tick's chunk.
+    #[error("block '{block}': {source}")]
+    Dsp {
+        /// The block.
+        block: &'static str,
+        /// rtloop-dsp's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// rtloop-dsp's error for block `block`, as a step's.
+fn dsp_error<E: std::error::Error + Send + Sync + 'static>(
+    block: &'static str,
+) -> impl FnOnce(E) -> StepError {
+    move |e| {
+        StepError::Block(BlockTickError::Dsp {
+            block,
+            source: Box::new(e),
+        })
+    }
 }
 
 /// Write `vals` into `bytes` as native values.
@@ -1011,20 +1056,21 @@ impl<T: Sample> Step for BlockStep<T> {
         outputs: &mut [OutBuf<'_>],
     ) -> Result<(), StepError> {
         let (Some(inp), Some(out)) = (inputs.first(), outputs.first_mut()) else {
-            return Err(StepError::Block(format!(
-                "block '{}' reads one signal and writes one",
-                self.name
-            )));
+            return Err(StepError::Block(BlockTickError::Ports {
+                block: self.name,
+                inputs: inputs.len(),
+                outputs: outputs.len(),
+            }));
         };
         // the view holds the signal's history, oldest first: this tick's rows are the last
         let n = self.rows * self.channels * T::SIZE;
         let Some(start) = inp.bytes.len().checked_sub(n) else {
-            return Err(StepError::Block(format!(
-                "block '{}': '{}' holds {} bytes this tick, fewer than one tick's {n}",
-                self.name,
-                inp.signal.name,
-                inp.bytes.len()
-            )));
+            return Err(StepError::Block(BlockTickError::Short {
+                block: self.name,
+                signal: inp.signal.name.clone(),
+                bytes: inp.bytes.len(),
+                needed: n,
+            }));
         };
         for (v, b) in self
             .buf
@@ -1046,12 +1092,13 @@ impl<T: Sample> Step for BlockStep<T> {
                 *dropped += 1;
             }
         };
+        let name = self.name;
         match &mut self.run {
-            Run::Sos(f) => f.process(&mut self.buf).map_err(bad)?,
-            Run::Reref(r) => r.process(&mut self.buf).map_err(bad)?,
-            Run::Envelope(m) => m.process(&mut self.buf).map_err(bad)?,
+            Run::Sos(f) => f.process(&mut self.buf).map_err(dsp_error(name))?,
+            Run::Reref(r) => r.process(&mut self.buf).map_err(dsp_error(name))?,
+            Run::Envelope(m) => m.process(&mut self.buf).map_err(dsp_error(name))?,
             Run::Decimate(d, kept) => {
-                d.process(&mut self.buf, kept).map_err(bad)?;
+                d.process(&mut self.buf, kept).map_err(dsp_error(name))?;
                 store(kept, out.bytes);
                 return Ok(());
             }
@@ -1059,15 +1106,15 @@ impl<T: Sample> Step for BlockStep<T> {
                 .process(&self.buf, |s| {
                     emit(s.channel, s.sample, s.peak.to_f64().unwrap_or(f64::NAN));
                 })
-                .map_err(bad)?,
+                .map_err(dsp_error(name))?,
             Run::Ripples(d) => d
                 .process(&self.buf, |r| {
                     emit(r.channel, r.detected, base.wrapping_add(r.onset) as f64);
                 })
-                .map_err(bad)?,
+                .map_err(dsp_error(name))?,
             Run::Phase(d) => d
                 .process(&self.buf, |t| emit(t.channel, t.sample, t.phase))
-                .map_err(bad)?,
+                .map_err(dsp_error(name))?,
         }
         if self.event_rows > 0 {
             for (row, e) in out.bytes.chunks_exact_mut(24).zip(&self.events) {
@@ -1317,6 +1364,52 @@ mod tests {
         assert!(
             s.ends_with("; 2 events, 2 dropped (more than 2 in a tick: give the output more rows)"),
             "{s}"
+        );
+    }
+
+    #[test]
+    fn a_tick_a_block_cannot_run_is_a_typed_error_naming_the_block() {
+        let input = sig("raw", &[30, 2], DType::F64, 1, false);
+        let output = sig("y", &[30, 2], DType::F64, 1, false);
+        let ports = Ports {
+            input: &input,
+            output: &output,
+            tick: TICK,
+        };
+        let mut step = open("envelope", &json!({"window": 4}), &ports).unwrap();
+        let e = step.step(&TickInfo::default(), &[], &mut []).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StepError::Block(BlockTickError::Ports {
+                    block: "envelope",
+                    inputs: 0,
+                    outputs: 0
+                })
+            ),
+            "{e:?}"
+        );
+        let short = vec![0u8; 8 * 2 * 10];
+        let mut out = vec![0u8; 30 * 2 * 8];
+        let e = step
+            .step(
+                &TickInfo::default(),
+                &[InView {
+                    signal: &input,
+                    bytes: &short,
+                    rows: 10,
+                    first: 0,
+                }],
+                &mut [OutBuf {
+                    signal: &output,
+                    bytes: &mut out,
+                    rows: 30,
+                }],
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "block 'envelope': 'raw' holds 160 bytes this tick, fewer than one tick's 480"
         );
     }
 

@@ -33,8 +33,8 @@ pub enum StepError {
         text: String,
     },
     /// A block could not run its tick.
-    #[error("{0}")]
-    Block(String),
+    #[error(transparent)]
+    Block(#[from] crate::blocks::BlockTickError),
     /// A sink's input holds more rows in one tick than the signal has per tick.
     #[error("signal {signal:?} holds {rows} rows in tick {tick}, more than its {per_tick} rows per tick")]
     TooManyRows {
