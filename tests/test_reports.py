@@ -16,7 +16,7 @@ def _run_report() -> dict:
     proc = {
         "name": "filter", "kind": "module", "runs": "python", "core": None, "ticks": 10,
         "exec": SUMMARY, "done_after_start": None, "misses": 0, "input_overruns": 0,
-        "summary": "", "error": None,
+        "summary": "", "error": None, "delay": None,
     }
     return {
         "model": "m", "tick_ns": 1_000_000, "ticks": 10, "seconds": 0.01,
@@ -62,3 +62,11 @@ def test_bad_input_is_refused_with_what_is_allowed() -> None:
         LoadtestReport.of([])  # type: ignore[arg-type]
     with pytest.raises(AssertionError, match="RunReport.realtime is str, not a dict"):
         RunReport.check({**_run_report(), "realtime": "yes"})
+
+
+def test_a_blocks_delay_is_typed() -> None:
+    rep = _run_report()
+    rep["processes"][0].update(runs="block bandpass", delay={"samples": 3.25, "ms": 0.108})
+    r = RunReport.of(rep)
+    RunReport.check(r)
+    assert r.processes[0].delay.samples == 3.25 and r.processes[0].delay.ms == 0.108

@@ -242,6 +242,13 @@ class MinimumTick(Report):
     handoff_p90_ns: int
 
 
+class Delay(Report):
+    """How far a block's output lags its input."""
+
+    samples: float
+    ms: float
+
+
 class ProcessTiming(Report):
     """One process of a model: its ticks, execution time, misses and its driver's summary."""
 
@@ -256,6 +263,7 @@ class ProcessTiming(Report):
     input_overruns: int
     summary: str
     error: Optional[str]
+    delay: Optional[Delay]
 
 
 class RunReport(Report):

@@ -107,7 +107,8 @@ pub struct RippleDetector {
     /// Each channel's ripple in progress: where it started, and whether it was reported.
     current: Vec<Option<(u64, bool)>>,
     /// The chunk's working copy: it grows to the largest chunk once (a runtime tick's chunk
-    /// is always the same size, so only the first tick allocates).
+    /// is always the same size, so only the first tick allocates, or none after
+    /// [`RippleDetector::reserve`]).
     work: Vec<f64>,
     n: u64,
 }
@@ -158,6 +159,14 @@ impl RippleDetector {
             n: 0,
             cfg,
         })
+    }
+
+    /// Make room for chunks of up to `samples` samples now, so that processing them
+    /// allocates nothing (a runtime block calls this when it opens).
+    pub fn reserve(&mut self, samples: usize) {
+        // each chunk clears it first: what it held is not needed
+        self.work.clear();
+        self.work.reserve(samples * self.cfg.channels);
     }
 
     /// The envelope's lag behind the ripple, in samples (band-pass group delay at the band's

@@ -156,6 +156,13 @@ pub enum Body {
         /// Absolute path of the code file.
         code: PathBuf,
     },
+    /// A built-in block (`block:` + `options:`), for modules: `crate::blocks::BLOCKS`.
+    Block {
+        /// Block name (`bandpass`, `spikes`, ...).
+        block: String,
+        /// The `options:` mapping as JSON (empty object if absent).
+        options: serde_json::Value,
+    },
 }
 
 /// One source, module or sink.

@@ -32,6 +32,9 @@ pub enum StepError {
         /// The exception's text.
         text: String,
     },
+    /// A block could not run its tick.
+    #[error(transparent)]
+    Block(#[from] crate::blocks::BlockTickError),
     /// A sink's input holds more rows in one tick than the signal has per tick.
     #[error("signal {signal:?} holds {rows} rows in tick {tick}, more than its {per_tick} rows per tick")]
     TooManyRows {
@@ -103,6 +106,14 @@ pub enum ProcessError {
         /// Why.
         source: crate::drivers::DriverError,
     },
+    /// A block process could not open its block.
+    #[error("cannot open block {block:?}: {message}")]
+    Block {
+        /// The block's name.
+        block: String,
+        /// Why.
+        message: String,
+    },
     /// A driver role for a process that is a module.
     #[error("{0} is not a driver process")]
     NotADriver(String),
@@ -125,6 +136,11 @@ pub trait Step {
     /// The model is stopping: one summary line (or empty).
     fn finish(&mut self) -> Result<String, StepError> {
         Ok(String::new())
+    }
+
+    /// How long its output lags its input (a block's), for the report.
+    fn delay(&self) -> Option<crate::blocks::Delay> {
+        None
     }
 }
 
@@ -356,6 +372,9 @@ pub struct ProcessReport {
     pub summary: String,
     /// The error that ended it, if any.
     pub error: Option<String>,
+    /// A block's delay (none for other processes).
+    #[serde(default)]
+    pub delay: Option<crate::blocks::Delay>,
 }
 
 /// An opened process of a model, ready to run its step.
@@ -466,6 +485,7 @@ impl Process {
         let spin = self.model.config.spin;
         let mut report = ProcessReport {
             name: self.spec().name.clone(),
+            delay: step.delay(),
             ..ProcessReport::default()
         };
         let mut exec = LatencyHistogram::new();
@@ -739,7 +759,7 @@ impl Process {
 }
 
 /// Run the process `args` names to its end: a Rust module (its compiled library is in the
-/// role) or a driver (source or sink). Python modules run in `python -m rtloop.runtime`.
+/// role), a driver (source or sink) or a block. Python modules run in `python -m rtloop.runtime`.
 pub fn run_process(args: &ChildArgs) -> Result<(), ProcessError> {
     match &args.module_so {
         Some(so) => run_rust_module(args, so),
@@ -793,18 +813,50 @@ impl crate::process::Step for RustStep {
     }
 }
 
-/// Open and run a driver process (sources and sinks) to its end.
+/// Open and run a driver process (sources and sinks) or a block module to its end.
 pub fn run_driver_process(args: &ChildArgs) -> Result<(), ProcessError> {
     let mut p = Process::open(args)?;
     let spec = p.spec().clone();
-    let Body::Driver { driver, options } = &spec.body else {
-        return Err(ProcessError::NotADriver(spec.name.clone()));
-    };
     let sigs = |names: &[String]| -> Vec<Signal> {
         names
             .iter()
             .filter_map(|n| p.model().signals.iter().find(|s| &s.name == n).cloned())
             .collect()
+    };
+    if let Body::Block { block, options } = &spec.body {
+        let (ins, outs) = (sigs(&spec.inputs), sigs(&spec.outputs));
+        let opened = match (ins.first(), outs.first()) {
+            (Some(input), Some(output)) => crate::blocks::open(
+                block,
+                options,
+                &crate::blocks::Ports {
+                    input,
+                    output,
+                    tick: p.model().config.tick,
+                },
+            )
+            .map_err(|e| {
+                e.iter()
+                    .map(|e| e.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }),
+            _ => Err("a block reads one signal and writes one".to_owned()),
+        };
+        return match opened {
+            Ok(mut step) => p.run(step.as_mut()),
+            Err(message) => {
+                let e = ProcessError::Block {
+                    block: block.clone(),
+                    message,
+                };
+                p.fail(&e.to_string());
+                Err(e)
+            }
+        };
+    }
+    let Body::Driver { driver, options } = &spec.body else {
+        return Err(ProcessError::NotADriver(spec.name.clone()));
     };
     let ctx = crate::drivers::DriverCtx {
         model: p.model().name.clone(),

@@ -133,6 +133,8 @@ pub struct ProcessTiming {
     pub summary: String,
     /// Its error, or how it died.
     pub error: Option<String>,
+    /// A block's delay: how long its output lags its input (none for other processes).
+    pub delay: Option<crate::blocks::Delay>,
     #[serde(skip)]
     exec_hist: Option<LatencyHistogram>,
 }
@@ -309,6 +311,7 @@ fn describe_body(b: &Body) -> String {
         Body::Python { code, numba: true } => format!("python+numba {}", file(code)),
         Body::Python { code, .. } => format!("python {}", file(code)),
         Body::Rust { code } => format!("rust {}", file(code)),
+        Body::Block { block, .. } => format!("block {block}"),
     }
 }
 
@@ -828,6 +831,7 @@ fn supervise(
             input_overruns: rep.as_ref().map_or(0, |r| r.input_overruns),
             summary: rep.as_ref().map(|r| r.summary.clone()).unwrap_or_default(),
             error,
+            delay: rep.as_ref().and_then(|r| r.delay),
             exec_hist,
         });
     }

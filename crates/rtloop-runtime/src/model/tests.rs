@@ -1118,3 +1118,5 @@ fn bad_module_options_and_every_are_refused_with_what_is_allowed() {
     let ok = rust.replace("{k: 4.5, name: fast, taps: [1, 2]}", "{k: 4.5, on: true}");
     assert!(parse_with(&ok, &["m.rs"]).0.is_ok());
 }
+
+mod blocks;

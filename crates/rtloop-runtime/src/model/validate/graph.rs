@@ -170,6 +170,7 @@ impl Cx<'_> {
                 );
             }
         }
+        self.blocks(&by_name, procs, &resolved);
         signals
     }
 

@@ -12,6 +12,7 @@ use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use super::{Body, Config, Kind, MissPolicy, Model, ModelError, Process, Signal};
 
 // One `impl Cx` per section of the file, each in its own module.
+mod blocks;
 mod config;
 mod graph;
 mod processes;
@@ -47,7 +48,7 @@ const CONFIG_KEYS: &[&str] = &[
 const SIGNAL_KEYS: &[&str] = &["shape", "dtype", "history", "variable", "channels", "units"];
 const SOURCE_KEYS: &[&str] = &["driver", "out", "options", "core"];
 const MODULE_KEYS: &[&str] = &[
-    "language", "code", "numba", "options", "every", "in", "out", "core",
+    "language", "code", "numba", "block", "options", "every", "in", "out", "core",
 ];
 /// Longest channel name (bytes), as FieldTrip's and LSL's labels are short.
 const CHANNEL_NAME_MAX: usize = 64;
@@ -68,6 +69,7 @@ pub(super) fn parse(
         errors: Vec::new(),
         cpus: rtloop_sys::online_cpus(),
         check,
+        tick: None,
     };
     if text.len() > TEXT_MAX {
         cx.err(
@@ -313,6 +315,10 @@ struct ProcDecl {
     options: serde_json::Value,
     /// A module's `every:`.
     every: u64,
+    /// Line of `block:` (block modules).
+    block_line: usize,
+    /// Line of each key of a module's `options:` mapping.
+    option_lines: Vec<(String, usize)>,
 }
 
 impl ProcDecl {
@@ -326,6 +332,8 @@ struct Cx<'c> {
     /// Online CPUs (`core`, `cores`, `timer_core` must be below).
     cpus: usize,
     check: DriverCheck<'c>,
+    /// The tick, once `config:` is read (blocks take their sample rate from it).
+    tick: Option<Duration>,
 }
 
 impl Cx<'_> {
@@ -544,6 +552,7 @@ impl Cx<'_> {
             None => (Some(default_config()), None),
         };
         let name = self.model_name(name_given, path);
+        self.tick = config.as_ref().map(|c| c.tick);
 
         let sigs = match top.get("signals") {
             Some((_, n)) => self.signals(n),

@@ -50,6 +50,8 @@ impl Cx<'_> {
                 core: None,
                 options: serde_json::Value::Object(serde_json::Map::new()),
                 every: 1,
+                block_line: l,
+                option_lines: Vec::new(),
             };
             let what = p.what();
             let (allowed, refused): (&[&str], &[(&str, &str)]) = match kind {
@@ -142,8 +144,17 @@ impl Cx<'_> {
             }
         }
         if p.kind == Kind::Module {
-            p.body = self.module_body(f, &what, dir);
+            p.body = match f.get("block") {
+                Some((l, v)) => {
+                    p.block_line = l;
+                    self.block_body(f, &what, v)
+                }
+                None => self.module_body(f, &what, dir),
+            };
             if let Some((options_line, v)) = f.get("options") {
+                p.option_lines = entries(v)
+                    .filter_map(|(k, _)| Some((key_name(k)?, line(k))))
+                    .collect();
                 match val(v) {
                     Val::Map | Val::Null => match self.json(v, &what, "options") {
                         Some(serde_json::Value::Null) | None => {}
@@ -180,6 +191,21 @@ impl Cx<'_> {
                 }) {
                     p.every = n.unsigned_abs();
                 }
+                if f.get("block").is_some() && p.every != 1 {
+                    self.err(
+                        line(v),
+                        format!(
+                            "{what}: every: {}; a block runs every tick (its state follows the \
+                             signal sample by sample): leave 'every' out or give 1",
+                            describe(v)
+                        ),
+                    );
+                }
+            }
+            if let (Some(Body::Block { options, .. }), Some(o)) =
+                (&mut p.body, p.options.as_object())
+            {
+                *options = serde_json::Value::Object(o.clone());
             }
         } else {
             let driver = match f.get("driver") {
@@ -218,6 +244,42 @@ impl Cx<'_> {
         }
     }
 
+    /// `block: NAME`: a built-in block; its options are checked with its signals.
+    pub(super) fn block_body(
+        &mut self,
+        f: &Fields<'_, '_>,
+        what: &str,
+        v: &MarkedYaml<'_>,
+    ) -> Option<Body> {
+        for key in ["language", "code", "numba"] {
+            if let Some((l, _)) = f.get(key) {
+                self.err(
+                    l,
+                    format!(
+                        "{what}: '{key}' is for python and rust modules; a block module has \
+                         'block' and 'options' (remove '{key}' or 'block')"
+                    ),
+                );
+            }
+        }
+        let block = self.string(v, what, "block")?;
+        if crate::blocks::find(&block).is_none() {
+            self.err(
+                line(v),
+                format!(
+                    "{what}: block: unknown block '{}'; blocks: {}",
+                    clip(&block),
+                    crate::blocks::block_names()
+                ),
+            );
+            return None;
+        }
+        Some(Body::Block {
+            block,
+            options: serde_json::Value::Object(serde_json::Map::new()),
+        })
+    }
+
     pub(super) fn module_body(
         &mut self,
         f: &Fields<'_, '_>,
@@ -239,7 +301,15 @@ impl Cx<'_> {
                 }
             },
             None => {
-                self.missing(f, what, "language", " (python or rust)");
+                self.missing(
+                    f,
+                    what,
+                    "language",
+                    &format!(
+                        " (python or rust), or 'block' for a built-in block ({})",
+                        crate::blocks::block_names()
+                    ),
+                );
                 None
             }
         };
