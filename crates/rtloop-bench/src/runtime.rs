@@ -201,7 +201,6 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
     } else {
         (a.seconds, a.part_seconds)
     };
-    let stop = &a.stop;
     let ex = examples_dir().context("cannot find examples/models (run from the repository)")?;
     let work = std::env::temp_dir().join(format!("rtloop-bench-runtime-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
@@ -215,7 +214,46 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
         ),
         ..RuntimeReport::default()
     };
+    let run = Part {
+        a,
+        ex: &ex,
+        work: &work,
+        seconds,
+        part,
+        python: if a.no_python { None } else { python_ok() },
+    };
     let result = (|| -> Result<(), BenchError> {
+        run.jitter(p, &mut res)?;
+        run.empty_python_module(p, &mut res)?;
+        run.udp_echo(p, &mut res)?;
+        run.closed_loop(p, &mut res)?;
+        run.numerics(p, &mut res)
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    result?;
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(&res)?)?;
+    }
+    Ok(res)
+}
+
+/// What every part of the benchmark shares: the settings, the examples, the work directory.
+struct Part<'a> {
+    a: &'a Config,
+    ex: &'a Path,
+    work: &'a Path,
+    seconds: f64,
+    part: f64,
+    /// A Python with rtloop and numpy, for the Python parts (none: they are skipped).
+    python: Option<String>,
+}
+
+impl Part<'_> {
+    /// Tick-start jitter: the bare timer loop, then the Rust spike detector model, same
+    /// settings, in interleaved blocks.
+    fn jitter(&self, p: &mut dyn Progress, res: &mut RuntimeReport) -> Result<(), BenchError> {
+        let (a, ex, work, stop, seconds) = (self.a, self.ex, self.work, &self.a.stop, self.seconds);
         // 1. jitter: the bare loop, then the Rust spike detector model, same settings
         let (rt, warning) = timer::probe_realtime(true, true, rtloop_sys::online_cpus() - 1);
         if let Some(w) = warning {
@@ -245,10 +283,10 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
         let mut model = None;
         for i in 0..blocks {
             p.note(&format!(
-                "[{}/{blocks}] bare timer loop: {block} s of 1 ms ticks at phase 500 µs (SCHED_FIFO {}, core {core:?}, busy-wait 50 µs, PM QoS)",
-                i + 1,
-                rt.fifo
-            ));
+            "[{}/{blocks}] bare timer loop: {block} s of 1 ms ticks at phase 500 µs (SCHED_FIFO {}, core {core:?}, busy-wait 50 µs, PM QoS)",
+            i + 1,
+            rt.fifo
+        ));
             bare.merge(&timer::bare_loop(
                 Duration::from_millis(1),
                 Duration::from_micros(500),
@@ -302,20 +340,29 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
             );
             model.write_dir(&dir.join("spike_detector"))?;
         }
-        // 2. an empty Python module
-        let python = if a.no_python { None } else { python_ok() };
-        if let Some(_py) = &python {
+        Ok(())
+    }
+
+    /// The cost of an empty Python module per tick (with Python; else it says it skips the
+    /// Python parts).
+    fn empty_python_module(
+        &self,
+        p: &mut dyn Progress,
+        res: &mut RuntimeReport,
+    ) -> Result<(), BenchError> {
+        let (work, stop, part) = (self.work, &self.a.stop, self.part);
+        if self.python.is_some() {
             let d = work.join("empty");
             std::fs::create_dir_all(&d)?;
             std::fs::write(d.join("empty.py"), "def step():\n    pass\n")?;
             let m = d.join("m.yaml");
             std::fs::write(
-                &m,
-                format!(
-                    "config: {{name: benchempty{}}}\nsignals: {{}}\nmodules:\n  empty: {{language: python, code: empty.py}}\n",
-                    std::process::id()
-                ),
-            )?;
+            &m,
+            format!(
+                "config: {{name: benchempty{}}}\nsignals: {{}}\nmodules:\n  empty: {{language: python, code: empty.py}}\n",
+                std::process::id()
+            ),
+        )?;
             p.note(&format!("an empty Python module, {part} s"));
             let r = run_model(&m, part, stop)?;
             let e = r.processes[0].exec;
@@ -333,6 +380,13 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
         } else {
             p.note("skipping the Python parts (no python3 with rtloop and numpy)");
         }
+        Ok(())
+    }
+
+    /// The UDP echo model against plain loopback and against the same work without the
+    /// runtime, over a sweep of offered rates.
+    fn udp_echo(&self, p: &mut dyn Progress, res: &mut RuntimeReport) -> Result<(), BenchError> {
+        let (a, ex, work, stop) = (self.a, self.ex, self.work, &self.a.stop);
         // 3. UDP echo against plain loopback UDP, a sweep of offered rates
         //    (the zero-drop rate is read off this sweep: steps of 50 per ms near the limit)
         let rates: Vec<u32> = {
@@ -431,14 +485,21 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
         res.udp_echo = echo_res;
         res.udp_reference = reference;
         res.udp_same_work = same_work;
+        Ok(())
+    }
+
+    /// The closed loop from outside: input to output through the model, against a bare UDP
+    /// round trip by the same sender.
+    fn closed_loop(&self, p: &mut dyn Progress, res: &mut RuntimeReport) -> Result<(), BenchError> {
+        let (a, ex, work, stop, part) = (self.a, self.ex, self.work, &self.a.stop, self.part);
         // 5. closed loop from outside: input to output through the model, against a bare
         //    UDP round trip measured by the same sender in the same run
         {
             let loop_secs = if a.quick { 2.0 } else { part };
             let (l_in, l_out) = (free_port()?, free_port()?);
             p.note(&format!(
-                "closed loop: stamped datagrams at random moments, 500 per s, {loop_secs} s through a bare UDP echo, then through the echo model"
-            ));
+            "closed loop: stamped datagrams at random moments, 500 per s, {loop_secs} s through a bare UDP echo, then through the echo model"
+        ));
             let (bare, bare_sent) = crate::udp_load::loop_latency(
                 l_in,
                 l_out,
@@ -484,55 +545,60 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
             let tick = 1_000_000.0; // the echo model's 1 ms tick, in ns
             let ticks = |ns: u64| ns as f64 / tick;
             res.rows.push(Row {
-                part: "closed loop, from outside".into(),
-                figure: format!(
-                    "UDP in -> model -> UDP out, send to reply ({} of {} answered): p50 / p99 / max, in 1 ms ticks",
-                    m.count, model_sent
-                ),
-                value: format!(
-                    "{:.2} / {:.2} / {:.2}",
-                    ticks(m.p50_ns),
-                    ticks(m.p99_ns),
-                    ticks(m.max_ns)
-                ),
-                reference: format!(
-                    "bare UDP round trip, same sender ({} of {bare_sent}): {} / {} / {}; LiCoRICE: 1.53 ms mean, 1-3 ms",
-                    b.count,
-                    fmt_ns(b.p50_ns),
-                    fmt_ns(b.p99_ns),
-                    fmt_ns(b.max_ns)
-                ),
-                target: "p99 <= 1 tick".into(),
-                met: Some(m.count > 0 && m.p99_ns as f64 <= tick),
-            });
+            part: "closed loop, from outside".into(),
+            figure: format!(
+                "UDP in -> model -> UDP out, send to reply ({} of {} answered): p50 / p99 / max, in 1 ms ticks",
+                m.count, model_sent
+            ),
+            value: format!(
+                "{:.2} / {:.2} / {:.2}",
+                ticks(m.p50_ns),
+                ticks(m.p99_ns),
+                ticks(m.max_ns)
+            ),
+            reference: format!(
+                "bare UDP round trip, same sender ({} of {bare_sent}): {} / {} / {}; LiCoRICE: 1.53 ms mean, 1-3 ms",
+                b.count,
+                fmt_ns(b.p50_ns),
+                fmt_ns(b.p99_ns),
+                fmt_ns(b.max_ns)
+            ),
+            target: "p99 <= 1 tick".into(),
+            met: Some(m.count > 0 && m.p99_ns as f64 <= tick),
+        });
             let ar = arrival.summary();
             res.rows.push(Row {
-                part: "closed loop, from outside".into(),
-                figure: format!(
-                    "the same with udp_in acting on arrival ({} of {} answered): p50 / p99 / max, in 1 ms ticks",
-                    ar.count, arrival_sent
-                ),
-                value: format!(
-                    "{:.2} / {:.2} / {:.2}",
-                    ticks(ar.p50_ns),
-                    ticks(ar.p99_ns),
-                    ticks(ar.max_ns)
-                ),
-                reference: format!(
-                    "bare UDP round trip, same sender: {} / {} / {}; LiCoRICE: 1.53 ms mean, 1-3 ms",
-                    fmt_ns(b.p50_ns),
-                    fmt_ns(b.p99_ns),
-                    fmt_ns(b.max_ns)
-                ),
-                target: "p99 <= 1 tick".into(),
-                met: Some(ar.count > 0 && ar.p99_ns as f64 <= tick),
-            });
+            part: "closed loop, from outside".into(),
+            figure: format!(
+                "the same with udp_in acting on arrival ({} of {} answered): p50 / p99 / max, in 1 ms ticks",
+                ar.count, arrival_sent
+            ),
+            value: format!(
+                "{:.2} / {:.2} / {:.2}",
+                ticks(ar.p50_ns),
+                ticks(ar.p99_ns),
+                ticks(ar.max_ns)
+            ),
+            reference: format!(
+                "bare UDP round trip, same sender: {} / {} / {}; LiCoRICE: 1.53 ms mean, 1-3 ms",
+                fmt_ns(b.p50_ns),
+                fmt_ns(b.p99_ns),
+                fmt_ns(b.max_ns)
+            ),
+            target: "p99 <= 1 tick".into(),
+            met: Some(ar.count > 0 && ar.p99_ns as f64 <= tick),
+        });
             res.closed_loop = Some(m);
             res.closed_loop_bare = Some(b);
             res.closed_loop_on_arrival = Some(ar);
         }
-        // 4. numerics
-        if python.is_some() {
+        Ok(())
+    }
+
+    /// The numeric load example inside a 1 ms tick (with Python).
+    fn numerics(&self, p: &mut dyn Progress, res: &mut RuntimeReport) -> Result<(), BenchError> {
+        let (ex, work, stop, part) = (self.ex, self.work, &self.a.stop, self.part);
+        if self.python.is_some() {
             let num = copy_example(
                 &ex.join("numeric_load"),
                 &work.join("numeric"),
@@ -569,14 +635,7 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError
             }
         }
         Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&work);
-    result?;
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(&res)?)?;
     }
-    Ok(res)
 }
 
 impl RuntimeReport {
