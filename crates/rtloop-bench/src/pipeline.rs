@@ -422,230 +422,24 @@ impl Config {
 /// Run the analyser.
 pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
     a.validate()?;
-    let sh = match a.profile.as_str() {
-        "neuropixels" => Shape {
-            channels: 384 * a.probes as usize,
-            rate: 30_000.0,
-            dtype: DType::I16,
-        },
-        "intan64" => Shape {
-            channels: 64,
-            rate: 30_000.0,
-            dtype: DType::I16,
-        },
-        "custom" => {
-            let (Some(channels), Some(rate)) = (a.channels, a.rate) else {
-                return Err(BenchError::config(
-                    "profile",
-                    "\"custom\"",
-                    "the custom profile needs channels and rate (--channels, --rate)",
-                ));
-            };
-            if channels == 0 || !(rate > 0.0 && rate.is_finite()) {
-                return Err(BenchError::config(
-                    "channels, rate",
-                    format!("{channels}, {rate}"),
-                    "channels at least 1 and rate a positive number of Hz",
-                ));
-            }
-            Shape {
-                channels,
-                rate,
-                dtype: a.dtype.parse().map_err(BenchError::DType)?,
-            }
-        }
-        other => {
-            return Err(BenchError::config(
-                "profile",
-                format!("{other:?}"),
-                "allowed neuropixels, intan64, custom",
-            ))
-        }
-    };
+    let sh = shape_of(a)?;
     let required = sh.rate * sh.sample_bytes() as f64 / 1e6;
     let secs = Duration::from_secs_f64(if a.quick { 0.3 } else { a.seconds });
     let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
-    let mut say = |s: &str| p.note(&format!("{s} ..."));
-    let mut stages: Vec<StageRow> = Vec::new();
-    let mut add = |stage: &str, mb: f64, in_pipeline: bool| {
-        stages.push(StageRow {
-            stage: stage.into(),
-            mb_per_s: mb,
-            headroom: mb / required,
-            in_pipeline,
-        });
+    let mut st = Stages {
+        rows: Vec::new(),
+        required,
+        sh: &sh,
+        dir: &dir,
+        secs,
     };
-    say("disk: raw sequential write (4 MiB blocks, fsync every second), the machine's limit");
-    let disk_limit = disk_raw(&dir, secs)?;
-    add("disk raw write, 4 MiB blocks (limit)", disk_limit, false);
-    say("synthetic generation");
-    add("synthetic generation", generate(&sh, secs), true);
-    say("stream write");
-    {
-        let (s, n) = new_stream(&sh, "w")?;
-        let r = drive(&sh, &s, secs, Vec::new());
-        let _ = Stream::remove(&n);
-        add("stream write", r?, true);
-    }
-    for k in 1..=a.readers {
-        say(&format!("stream read, {k} reader(s)"));
-        let (s, n) = new_stream(&sh, "r")?;
-        let cs = (0..k)
-            .map(|_| consumer(&s, |_| Ok(())))
-            .collect::<Result<Vec<_>>>()?;
-        let r = drive(&sh, &s, secs, cs);
-        let _ = Stream::remove(&n);
-        add(&format!("stream read, {k} reader(s)"), r?, k == a.readers);
-    }
-    say("processing (band-pass + threshold per channel)");
-    {
-        let mut w = work_for(&sh);
-        let block: Vec<u8> = sh.block().repeat(16);
-        let t = Instant::now();
-        let mut bytes = 0u64;
-        while t.elapsed() < secs {
-            std::hint::black_box(w.process(&block));
-            bytes += block.len() as u64;
-        }
-        add("processing step", mbps(bytes, t.elapsed()), true);
-    }
-    let record_once = |sh: &Shape, secs: Duration| -> Result<(f64, u64)> {
-        let (s, n) = new_stream(sh, "rec")?;
-        let out = dir.join(format!("rtloop-pipe-rec-{}", sys::pid()));
-        let rec = spawn_recorder(&n, &out);
-        // the recorder registers its reader before the writer starts
-        let t = Instant::now();
-        while s.stats().readers.is_empty() && t.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        drive(sh, &s, secs, Vec::new())?;
-        let rep = rec.join().map_err(|_| BenchError::Panicked("recorder"))??;
-        let _ = Stream::remove(&n);
-        let _ = std::fs::remove_dir_all(&out);
-        Ok((
-            mbps(rep.bytes, Duration::from_secs_f64(rep.seconds)),
-            rep.lost_samples,
-        ))
-    };
-    // The recorder and its reference take turns, best of RECORDER_ROUNDS each: the page
-    // cache's pages then come to both in the same state (on a VM, memory a guest touches for
-    // the first time costs the host a fault per page: a first pass wrote 781 MB/s where the
-    // same writes later reached 4.5 GB/s), and a moment of disk noise lands on neither alone.
-    let (mut rec_mb, mut disk) = (0.0f64, 0.0f64);
-    for k in 1..=RECORDER_ROUNDS {
-        say(&format!(
-            "disk: the recorder's writes without the recorder (reference), round {k} of {RECORDER_ROUNDS}"
-        ));
-        disk = disk.max(disk_like_recorder(&dir, &sh, secs)?);
-        say(&format!(
-            "recorder to disk (fsync every second), round {k} of {RECORDER_ROUNDS}"
-        ));
-        rec_mb = rec_mb.max(record_once(&sh, secs)?.0);
-    }
-    add("disk, the recorder's writes (reference)", disk, false);
-    add("recorder to disk", rec_mb, true);
-    let (replay_mb, replay_ref) = if sh.dtype == DType::I16 {
-        say("replay of a SpikeGLX file from disk, as fast as possible (and its reference)");
-        let bin = write_replay_file(&dir, &sh, (required * 1e6 * secs.as_secs_f64()) as u64)?;
-        let cap = ((sh.rate as u64).max(4096)).min((256 << 20) / sh.sample_bytes() as u64);
-        // each twice, in turn, the best of each: neither gets the other's warm-up
-        let mut best = (0.0f64, 0.0f64);
-        let r = (0..2).try_for_each(|_| -> Result<()> {
-            best.1 = best.1.max(replay_reference(&bin, &sh, cap)?);
-            best.0 = best.0.max(replay_once(&bin, cap)?);
-            Ok(())
-        });
-        let _ = std::fs::remove_file(&bin);
-        let _ = std::fs::remove_file(bin.with_extension("meta"));
-        r?;
-        best
-    } else {
-        (0.0, 0.0)
-    };
-    if replay_mb > 0.0 {
-        add("replay from disk (SpikeGLX file)", replay_mb, false);
-        add(
-            "replay's reads without the stream (reference)",
-            replay_ref,
-            false,
-        );
-    }
-    for kind in ["unix", "tcp"] {
-        say(&format!("network out ({kind} socket)"));
-        let (mut sink, h) = socket_sink(kind)?;
-        let block = sh.block().repeat(16);
-        let t = Instant::now();
-        let mut bytes = 0u64;
-        while t.elapsed() < secs {
-            sink.write_all(&block)?;
-            bytes += block.len() as u64;
-        }
-        let r = mbps(bytes, t.elapsed());
-        drop(sink);
-        let _ = h.join();
-        add(&format!("network out, {kind}"), r, kind == "unix");
-    }
-    say("network out (FieldTrip server, PUT_DAT over TCP)");
-    {
-        let name = format!("pipe-ft-{}", sys::pid());
-        let mut bc = rtloop_fieldtrip::BufferConfig::new(&name);
-        bc.remove_on_drop = true;
-        let server = rtloop_fieldtrip::Server::start(
-            Arc::new(rtloop_fieldtrip::Buffer::new(bc)),
-            rtloop_fieldtrip::ServerConfig {
-                tcp: Some("127.0.0.1:0".into()),
-                ..rtloop_fieldtrip::ServerConfig::default()
-            },
-        )?;
-        let mut c =
-            rtloop_fieldtrip::Client::connect(&server.tcp_addr().expect("tcp").to_string())?;
-        c.put_header(sh.channels as u32, sh.rate as f32, sh.dtype.code(), &[])?;
-        let block = sh.block().repeat(16);
-        let t = Instant::now();
-        let mut bytes = 0u64;
-        while t.elapsed() < secs {
-            c.put_data_bytes(sh.channels as u32, sh.dtype.code(), &block, true)?;
-            bytes += block.len() as u64;
-        }
-        add(
-            "network out, FieldTrip server",
-            mbps(bytes, t.elapsed()),
-            false,
-        );
-        drop(c);
-        server.buffer().close();
-        server.shutdown();
-    }
-    // everything at once: generator -> stream -> R processing readers + recorder + a reader
-    // that sends to a UNIX socket
-    say("all stages together");
-    let together = {
-        let (s, n) = new_stream(&sh, "all")?;
-        let mut cs = Vec::new();
-        for _ in 0..a.readers {
-            let mut w = work_for(&sh);
-            cs.push(consumer(&s, move |b| {
-                std::hint::black_box(w.process(b));
-                Ok(())
-            })?);
-        }
-        let (mut sink, h) = socket_sink("unix")?;
-        cs.push(consumer(&s, move |b| Ok(sink.write_all(b)?))?);
-        let out = dir.join(format!("rtloop-pipe-all-{}", sys::pid()));
-        let rec = spawn_recorder(&n, &out);
-        let t = Instant::now();
-        while s.stats().readers.len() < a.readers as usize + 2
-            && t.elapsed() < Duration::from_secs(5)
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let r = drive(&sh, &s, secs, cs);
-        let _ = rec.join();
-        let _ = h.join();
-        let _ = Stream::remove(&n);
-        let _ = std::fs::remove_dir_all(&out);
-        r?
-    };
+    let disk_limit = st.machine_and_stream(a, p)?;
+    let (rec_mb, disk) = st.recorder(p)?;
+    let (replay_mb, replay_ref) = st.replay(p)?;
+    st.network(p)?;
+    st.say(p, "all stages together");
+    let together = st.together(a)?;
+    let stages = st.rows;
     let limiting = stages
         .iter()
         .filter(|s| s.in_pipeline)
@@ -716,6 +510,287 @@ pub fn run(a: &Config, p: &mut dyn Progress) -> Result<PipelineReport> {
         )?;
     }
     Ok(report)
+}
+
+/// The stream a profile asks for.
+fn shape_of(a: &Config) -> Result<Shape> {
+    let sh = match a.profile.as_str() {
+        "neuropixels" => Shape {
+            channels: 384 * a.probes as usize,
+            rate: 30_000.0,
+            dtype: DType::I16,
+        },
+        "intan64" => Shape {
+            channels: 64,
+            rate: 30_000.0,
+            dtype: DType::I16,
+        },
+        "custom" => {
+            let (Some(channels), Some(rate)) = (a.channels, a.rate) else {
+                return Err(BenchError::config(
+                    "profile",
+                    "\"custom\"",
+                    "the custom profile needs channels and rate (--channels, --rate)",
+                ));
+            };
+            if channels == 0 || !(rate > 0.0 && rate.is_finite()) {
+                return Err(BenchError::config(
+                    "channels, rate",
+                    format!("{channels}, {rate}"),
+                    "channels at least 1 and rate a positive number of Hz",
+                ));
+            }
+            Shape {
+                channels,
+                rate,
+                dtype: a.dtype.parse().map_err(BenchError::DType)?,
+            }
+        }
+        other => {
+            return Err(BenchError::config(
+                "profile",
+                format!("{other:?}"),
+                "allowed neuropixels, intan64, custom",
+            ))
+        }
+    };
+    Ok(sh)
+}
+
+/// The stages measured so far, and what each measurement needs.
+struct Stages<'a> {
+    rows: Vec<StageRow>,
+    /// MB/s the profile needs.
+    required: f64,
+    sh: &'a Shape,
+    /// Where files go.
+    dir: &'a Path,
+    /// How long each stage runs.
+    secs: Duration,
+}
+
+impl Stages<'_> {
+    fn say(&self, p: &mut dyn Progress, s: &str) {
+        p.note(&format!("{s} ..."));
+    }
+
+    fn add(&mut self, stage: &str, mb: f64, in_pipeline: bool) {
+        self.rows.push(StageRow {
+            stage: stage.into(),
+            mb_per_s: mb,
+            headroom: mb / self.required,
+            in_pipeline,
+        });
+    }
+
+    /// The disk's limit (returned), generation, the stream's write and reads, the
+    /// processing step.
+    fn machine_and_stream(&mut self, a: &Config, p: &mut dyn Progress) -> Result<f64> {
+        let (sh, dir, secs) = (self.sh, self.dir, self.secs);
+        self.say(
+            p,
+            "disk: raw sequential write (4 MiB blocks, fsync every second), the machine's limit",
+        );
+        let disk_limit = disk_raw(dir, secs)?;
+        self.add("disk raw write, 4 MiB blocks (limit)", disk_limit, false);
+        self.say(p, "synthetic generation");
+        self.add("synthetic generation", generate(sh, secs), true);
+        self.say(p, "stream write");
+        {
+            let (s, n) = new_stream(sh, "w")?;
+            let r = drive(sh, &s, secs, Vec::new());
+            let _ = Stream::remove(&n);
+            self.add("stream write", r?, true);
+        }
+        for k in 1..=a.readers {
+            self.say(p, &format!("stream read, {k} reader(s)"));
+            let (s, n) = new_stream(sh, "r")?;
+            let cs = (0..k)
+                .map(|_| consumer(&s, |_| Ok(())))
+                .collect::<Result<Vec<_>>>()?;
+            let r = drive(sh, &s, secs, cs);
+            let _ = Stream::remove(&n);
+            self.add(&format!("stream read, {k} reader(s)"), r?, k == a.readers);
+        }
+        self.say(p, "processing (band-pass + threshold per channel)");
+        {
+            let mut w = work_for(sh);
+            let block: Vec<u8> = sh.block().repeat(16);
+            let t = Instant::now();
+            let mut bytes = 0u64;
+            while t.elapsed() < secs {
+                std::hint::black_box(w.process(&block));
+                bytes += block.len() as u64;
+            }
+            self.add("processing step", mbps(bytes, t.elapsed()), true);
+        }
+        Ok(disk_limit)
+    }
+
+    /// The recorder against the same writes without it: best of RECORDER_ROUNDS, in turn.
+    /// Returns (recorder MB/s, reference MB/s).
+    fn recorder(&mut self, p: &mut dyn Progress) -> Result<(f64, f64)> {
+        let (sh, dir, secs) = (self.sh, self.dir, self.secs);
+        let record_once = |sh: &Shape, secs: Duration| -> Result<(f64, u64)> {
+            let (s, n) = new_stream(sh, "rec")?;
+            let out = dir.join(format!("rtloop-pipe-rec-{}", sys::pid()));
+            let rec = spawn_recorder(&n, &out);
+            // the recorder registers its reader before the writer starts
+            let t = Instant::now();
+            while s.stats().readers.is_empty() && t.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            drive(sh, &s, secs, Vec::new())?;
+            let rep = rec.join().map_err(|_| BenchError::Panicked("recorder"))??;
+            let _ = Stream::remove(&n);
+            let _ = std::fs::remove_dir_all(&out);
+            Ok((
+                mbps(rep.bytes, Duration::from_secs_f64(rep.seconds)),
+                rep.lost_samples,
+            ))
+        };
+        // The recorder and its reference take turns, best of RECORDER_ROUNDS each: the page
+        // cache's pages then come to both in the same state (on a VM, memory a guest touches for
+        // the first time costs the host a fault per page: a first pass wrote 781 MB/s where the
+        // same writes later reached 4.5 GB/s), and a moment of disk noise lands on neither alone.
+        let (mut rec_mb, mut disk) = (0.0f64, 0.0f64);
+        for k in 1..=RECORDER_ROUNDS {
+            self.say(p, &format!(
+                "disk: the recorder's writes without the recorder (reference), round {k} of {RECORDER_ROUNDS}"
+            ));
+            disk = disk.max(disk_like_recorder(dir, sh, secs)?);
+            self.say(
+                p,
+                &format!("recorder to disk (fsync every second), round {k} of {RECORDER_ROUNDS}"),
+            );
+            rec_mb = rec_mb.max(record_once(sh, secs)?.0);
+        }
+        self.add("disk, the recorder's writes (reference)", disk, false);
+        self.add("recorder to disk", rec_mb, true);
+        Ok((rec_mb, disk))
+    }
+
+    /// Replaying a SpikeGLX file against its reads without the stream (int16 only; else 0).
+    /// Returns (replay MB/s, reference MB/s).
+    fn replay(&mut self, p: &mut dyn Progress) -> Result<(f64, f64)> {
+        let (sh, dir, secs, required) = (self.sh, self.dir, self.secs, self.required);
+        let (replay_mb, replay_ref) = if sh.dtype == DType::I16 {
+            self.say(
+                p,
+                "replay of a SpikeGLX file from disk, as fast as possible (and its reference)",
+            );
+            let bin = write_replay_file(dir, sh, (required * 1e6 * secs.as_secs_f64()) as u64)?;
+            let cap = ((sh.rate as u64).max(4096)).min((256 << 20) / sh.sample_bytes() as u64);
+            // each twice, in turn, the best of each: neither gets the other's warm-up
+            let mut best = (0.0f64, 0.0f64);
+            let r = (0..2).try_for_each(|_| -> Result<()> {
+                best.1 = best.1.max(replay_reference(&bin, sh, cap)?);
+                best.0 = best.0.max(replay_once(&bin, cap)?);
+                Ok(())
+            });
+            let _ = std::fs::remove_file(&bin);
+            let _ = std::fs::remove_file(bin.with_extension("meta"));
+            r?;
+            best
+        } else {
+            (0.0, 0.0)
+        };
+        if replay_mb > 0.0 {
+            self.add("replay from disk (SpikeGLX file)", replay_mb, false);
+            self.add(
+                "replay's reads without the stream (reference)",
+                replay_ref,
+                false,
+            );
+        }
+        Ok((replay_mb, replay_ref))
+    }
+
+    /// Sending out: UNIX and TCP sockets, the FieldTrip server.
+    fn network(&mut self, p: &mut dyn Progress) -> Result<()> {
+        let (sh, secs) = (self.sh, self.secs);
+        for kind in ["unix", "tcp"] {
+            self.say(p, &format!("network out ({kind} socket)"));
+            let (mut sink, h) = socket_sink(kind)?;
+            let block = sh.block().repeat(16);
+            let t = Instant::now();
+            let mut bytes = 0u64;
+            while t.elapsed() < secs {
+                sink.write_all(&block)?;
+                bytes += block.len() as u64;
+            }
+            let r = mbps(bytes, t.elapsed());
+            drop(sink);
+            let _ = h.join();
+            self.add(&format!("network out, {kind}"), r, kind == "unix");
+        }
+        self.say(p, "network out (FieldTrip server, PUT_DAT over TCP)");
+        {
+            let name = format!("pipe-ft-{}", sys::pid());
+            let mut bc = rtloop_fieldtrip::BufferConfig::new(&name);
+            bc.remove_on_drop = true;
+            let server = rtloop_fieldtrip::Server::start(
+                Arc::new(rtloop_fieldtrip::Buffer::new(bc)),
+                rtloop_fieldtrip::ServerConfig {
+                    tcp: Some("127.0.0.1:0".into()),
+                    ..rtloop_fieldtrip::ServerConfig::default()
+                },
+            )?;
+            let mut c =
+                rtloop_fieldtrip::Client::connect(&server.tcp_addr().expect("tcp").to_string())?;
+            c.put_header(sh.channels as u32, sh.rate as f32, sh.dtype.code(), &[])?;
+            let block = sh.block().repeat(16);
+            let t = Instant::now();
+            let mut bytes = 0u64;
+            while t.elapsed() < secs {
+                c.put_data_bytes(sh.channels as u32, sh.dtype.code(), &block, true)?;
+                bytes += block.len() as u64;
+            }
+            self.add(
+                "network out, FieldTrip server",
+                mbps(bytes, t.elapsed()),
+                false,
+            );
+            drop(c);
+            server.buffer().close();
+            server.shutdown();
+        }
+        Ok(())
+    }
+
+    /// Everything at once: generator -> stream -> the processing readers, the recorder and a
+    /// reader sending to a UNIX socket. MB/s written.
+    fn together(&self, a: &Config) -> Result<f64> {
+        let (sh, dir, secs) = (self.sh, self.dir, self.secs);
+        let together = {
+            let (s, n) = new_stream(sh, "all")?;
+            let mut cs = Vec::new();
+            for _ in 0..a.readers {
+                let mut w = work_for(sh);
+                cs.push(consumer(&s, move |b| {
+                    std::hint::black_box(w.process(b));
+                    Ok(())
+                })?);
+            }
+            let (mut sink, h) = socket_sink("unix")?;
+            cs.push(consumer(&s, move |b| Ok(sink.write_all(b)?))?);
+            let out = dir.join(format!("rtloop-pipe-all-{}", sys::pid()));
+            let rec = spawn_recorder(&n, &out);
+            let t = Instant::now();
+            while s.stats().readers.len() < a.readers as usize + 2
+                && t.elapsed() < Duration::from_secs(5)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let r = drive(sh, &s, secs, cs);
+            let _ = rec.join();
+            let _ = h.join();
+            let _ = Stream::remove(&n);
+            let _ = std::fs::remove_dir_all(&out);
+            r?
+        };
+        Ok(together)
+    }
 }
 
 impl PipelineReport {

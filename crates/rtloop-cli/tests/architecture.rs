@@ -630,3 +630,19 @@ fn the_demo_is_a_library_call_the_command_line_renders() {
     }
     assert!(cli.contains("rtloop_lab::demo::run("));
 }
+
+#[test]
+fn no_benchmark_is_one_long_script() {
+    // each benchmark's run() calls its parts; none grows back into a several-hundred-line
+    // script (runtime's was 383 lines, pipeline's 296)
+    for (path, text) in sources()
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("crates/rtloop-bench/src/"))
+    {
+        let lines: Vec<&str> = text.lines().collect();
+        if let Some(start) = lines.iter().position(|l| l.starts_with("pub fn run(")) {
+            let len = lines[start..].iter().position(|l| *l == "}").unwrap();
+            assert!(len <= 150, "{path}: run() is {len} lines");
+        }
+    }
+}
