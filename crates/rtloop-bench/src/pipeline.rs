@@ -290,8 +290,120 @@ fn consumer(
     }))
 }
 
-fn work_for(sh: &Shape) -> Work {
-    Work::bandpass(sh.sample_bytes() / 2, sh.rate, 300.0, 3000.0, -2000.0)
+/// The processing a reader does on every block: for int16 data, the spike path a lab runs
+/// on each probe ([`SpikePath`]); for other dtypes a band-pass biquad and threshold per
+/// channel over the samples' first two bytes (a stand-in of the same order of cost).
+fn work_for(sh: &Shape) -> Processing {
+    if sh.dtype == DType::I16 {
+        Processing::Spikes(SpikePath::new(sh))
+    } else {
+        Processing::Plain(Work::bandpass(
+            sh.sample_bytes() / 2,
+            sh.rate,
+            300.0,
+            3000.0,
+            -2000.0,
+        ))
+    }
+}
+
+enum Processing {
+    Spikes(SpikePath),
+    Plain(Work),
+}
+
+impl Processing {
+    /// Process sample-major bytes; the events found.
+    fn process(&mut self, bytes: &[u8]) -> u64 {
+        match self {
+            Processing::Spikes(s) => s.process(bytes),
+            Processing::Plain(w) => w.process(bytes),
+        }
+    }
+}
+
+/// Channels of a Neuropixels probe: the spike path runs per probe.
+const PROBE_CHANNELS: usize = 384;
+
+/// The spike path of rtloop-dsp on every probe of int16 data: to float32, a Butterworth
+/// band-pass 300-6000 Hz (order 2), a common average reference over the probe's channels,
+/// threshold-crossing detection at 5 noise sigmas (negative, 0.5 ms refractory).
+struct SpikePath {
+    channels: usize,
+    probes: Vec<ProbePath>,
+    /// One probe's samples as float32, reused (grown to the largest block once).
+    buf: Vec<f32>,
+}
+
+struct ProbePath {
+    first: usize,
+    channels: usize,
+    filter: rtloop_dsp::SosFilter<f32>,
+    reref: rtloop_dsp::Reref<f32>,
+    detect: rtloop_dsp::SpikeDetector<f32>,
+}
+
+impl SpikePath {
+    fn new(sh: &Shape) -> SpikePath {
+        let sections = rtloop_dsp::design(
+            rtloop_dsp::Band::Bandpass {
+                low: 300.0,
+                high: 6000.0_f64.min(sh.rate * 0.45),
+            },
+            2,
+            sh.rate,
+        )
+        .expect("a band-pass inside Nyquist");
+        let probes = (0..sh.channels)
+            .step_by(PROBE_CHANNELS)
+            .map(|first| {
+                let channels = PROBE_CHANNELS.min(sh.channels - first);
+                ProbePath {
+                    first,
+                    channels,
+                    filter: rtloop_dsp::SosFilter::new(&sections, channels).expect("a filter"),
+                    reref: rtloop_dsp::Reref::new(channels, None, rtloop_dsp::Reference::Average)
+                        .expect("a reference"),
+                    detect: rtloop_dsp::SpikeDetector::new(rtloop_dsp::SpikeConfig {
+                        channels,
+                        k: 5.0,
+                        sign: rtloop_dsp::Sign::Negative,
+                        refractory: (sh.rate / 2000.0) as usize,
+                        peak_window: (sh.rate / 2000.0) as usize,
+                        noise_window: sh.rate as usize,
+                    })
+                    .expect("a detector"),
+                }
+            })
+            .collect();
+        SpikePath {
+            channels: sh.channels,
+            probes,
+            buf: Vec::new(),
+        }
+    }
+
+    fn process(&mut self, bytes: &[u8]) -> u64 {
+        let row = self.channels * 2;
+        let samples = bytes.len() / row;
+        let mut spikes = 0;
+        for p in &mut self.probes {
+            self.buf.resize(samples * p.channels, 0.0);
+            for (s, out) in bytes
+                .chunks_exact(row)
+                .zip(self.buf.chunks_exact_mut(p.channels))
+            {
+                let v = &s[p.first * 2..(p.first + p.channels) * 2];
+                for (o, b) in out.iter_mut().zip(v.chunks_exact(2)) {
+                    *o = f32::from(i16::from_ne_bytes([b[0], b[1]]));
+                }
+            }
+            let _ = p.filter.process(&mut self.buf);
+            let _ = p.reref.process(&mut self.buf);
+            let _ = p.detect.process(&self.buf, |_| spikes += 1);
+        }
+        spikes
+    }
 }
 
 fn socket_sink(kind: &str) -> Result<(Box<dyn Write + Send>, std::thread::JoinHandle<()>)> {
@@ -612,7 +724,10 @@ impl Stages<'_> {
             let _ = Stream::remove(&n);
             self.add(&format!("stream read, {k} reader(s)"), r?, k == a.readers);
         }
-        self.say(p, "processing (band-pass + threshold per channel)");
+        self.say(
+            p,
+            "processing (int16: band-pass, common average reference and spike detection per probe)",
+        );
         {
             let mut w = work_for(sh);
             let block: Vec<u8> = sh.block().repeat(16);
@@ -861,4 +976,54 @@ fn spawn_recorder(
     std::thread::spawn(move || {
         rtloop_record::record(&name, &out, &cfg, &rtloop_record::Control::default())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spike_path_finds_spikes_on_each_probe_of_int16_data() {
+        let sh = Shape {
+            channels: 2 * PROBE_CHANNELS,
+            rate: 3_000.0,
+            dtype: DType::I16,
+        };
+        let mut path = SpikePath::new(&sh);
+        assert_eq!(path.probes.len(), 2);
+        // noise for the detector to learn (one second), then one deep spike on each probe
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut sample = |s: usize, c: usize| -> i16 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let noise = ((x >> 56) as i16) - 128;
+            let spike = match (s, c) {
+                (4_000..=4_004, 10) | (5_000..=5_004, 400) => -3000,
+                _ => 0,
+            };
+            noise / 8 + spike
+        };
+        let bytes: Vec<u8> = (0..6_000)
+            .flat_map(|s| (0..sh.channels).map(move |c| (s, c)))
+            .flat_map(|(s, c)| sample(s, c).to_ne_bytes())
+            .collect();
+        // (a slow rate keeps the test short: the detector learns its noise over a second)
+        // spikes found in each stretch of 1,000 samples (a band-passed spike rings
+        // for longer than the refractory period, so one spike may be found more than once)
+        let stretch = sh.sample_bytes() * 1_000;
+        let found: Vec<u64> = bytes
+            .chunks(stretch)
+            .map(|st| {
+                st.chunks(sh.sample_bytes() * 30)
+                    .map(|b| path.process(b))
+                    .sum()
+            })
+            .collect();
+        assert_eq!(found[..4], [0, 0, 0, 0], "noise alone: {found:?}");
+        assert!(
+            found[4] > 0 && found[5] > 0,
+            "a spike on each probe: {found:?}"
+        );
+    }
 }
