@@ -85,8 +85,8 @@ pub enum Command {
     /// line. Signals are rtloop streams named MODEL.SIGNAL (removed at the end unless
     /// --keep). Modules are Python files with a `step` function (numpy views, optionally
     /// numba) or Rust files with `pub fn step(t: &mut Tick)` (compiled with rustc). Drivers:
-    /// synthetic, udp_in, stream_in (sources); udp_out, stream_out, logger (SQLite), recorder
-    /// (sinks). During the run a summary line is printed every second; at the end a timing
+    /// synthetic, udp_in, stream_in (sources); udp_out, stream_out, logger (SQLite), recorder,
+    /// serial_out (sinks). During the run a summary line is printed every second; at the end a timing
     /// table (tick-start lateness, execution time per process, deadline misses), or JSON
     /// with --json, and with --out a directory with report.json and PNG histograms. Ctrl-C
     /// stops the model cleanly. Exit status: 0 ran to its limit or Ctrl-C; 1 a process

@@ -176,6 +176,7 @@ pub mod logger;
 pub mod lsl;
 #[cfg(feature = "recorder")]
 pub mod recorder;
+pub mod serial;
 pub mod stream_io;
 pub mod synthetic;
 pub mod udp;
@@ -290,6 +291,11 @@ pub const DRIVERS: &[Driver] = &[
         name: "lsl_out",
         check: lsl::check_out,
         open: Opener::Sink(lsl::open_out),
+    },
+    Driver {
+        name: "serial_out",
+        check: serial::check,
+        open: Opener::Sink(serial::open),
     },
 ];
 
@@ -433,7 +439,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n, "a driver named twice");
-        assert_eq!(n, 10);
+        assert_eq!(n, 11);
         for (name, feature) in LEFT_OUT {
             let e = check(name, Kind::Sink, &serde_json::Value::Null, &[]).unwrap_err();
             assert!(e.contains(&format!("feature {feature:?}")), "{e}");
