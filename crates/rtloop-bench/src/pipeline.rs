@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -873,8 +874,8 @@ impl Stages<'_> {
         Ok(())
     }
 
-    /// Everything at once: generator -> stream -> the processing readers, the recorder and a
-    /// reader sending to a UNIX socket. MB/s written.
+    /// Everything at once: generator -> stream -> the processing readers, the recorder, a
+    /// reader sending to a UNIX socket and the viewer's scope. MB/s written.
     fn together(&self, a: &Config) -> Result<f64> {
         let (sh, dir, secs) = (self.sh, self.dir, self.secs);
         let together = {
@@ -889,6 +890,43 @@ impl Stages<'_> {
             }
             let (mut sink, h) = socket_sink("unix")?;
             cs.push(consumer(&s, move |b| Ok(sink.write_all(b)?))?);
+            // the viewer: its scope decimating the first probe's channels to a 1024-column
+            // screen at 30 frames per second, as `rtloop view` does for an open page
+            let driven = Arc::new(AtomicBool::new(false));
+            let viewer = {
+                let driven = driven.clone();
+                let scope = rtloop_view::scope::Scope::new(
+                    Stream::open(&n)?,
+                    rtloop_view::scope::ScopeConfig {
+                        window_s: 2.0,
+                        columns: 1024,
+                        first_channel: 0,
+                        n_channels: sh.channels.min(PROBE_CHANNELS),
+                    },
+                )
+                .map_err(|e| {
+                    BenchError::config("viewer", "a 2 s, 1024-column page", e.to_string())
+                })?;
+                std::thread::spawn(move || {
+                    let mut scope = scope;
+                    let mut frames = 0u64;
+                    loop {
+                        std::hint::black_box(scope.frame());
+                        frames += 1;
+                        // Ordering: a flag with nothing published through it
+                        if driven.load(Ordering::Relaxed)
+                            || matches!(
+                                scope.status(),
+                                rtloop_view::scope::ScopeStatus::Closed
+                                    | rtloop_view::scope::ScopeStatus::Dead { .. }
+                            )
+                        {
+                            return frames;
+                        }
+                        std::thread::sleep(Duration::from_millis(33));
+                    }
+                })
+            };
             let out = dir.join(format!("rtloop-pipe-all-{}", sys::pid()));
             let rec = spawn_recorder(&n, &out);
             let t = Instant::now();
@@ -898,8 +936,10 @@ impl Stages<'_> {
                 std::thread::sleep(Duration::from_millis(5));
             }
             let r = drive(sh, &s, secs, cs);
+            driven.store(true, Ordering::Relaxed);
             let _ = rec.join();
             let _ = h.join();
+            let _ = viewer.join();
             let _ = Stream::remove(&n);
             let _ = std::fs::remove_dir_all(&out);
             r?
@@ -919,18 +959,21 @@ impl PipelineReport {
             "profile {}: {} channels x {} Hz {} = {:.1} MB/s",
             report.profile, report.channels, report.rate, report.dtype, required
         );
-        let mut t = Table::new(&["stage", "MB/s", "x needed"]);
+        // a stage that runs on one thread keeps up with the profile using this share of a core
+        let mut t = Table::new(&["stage", "MB/s", "x needed", "core at the needed rate"]);
         for s in &report.stages {
             t.row(&[
                 s.stage.clone(),
                 format!("{:.1}", s.mb_per_s),
                 format!("{:.1}", s.headroom),
+                format!("{:.1} %", 100.0 / s.headroom.max(1e-9)),
             ]);
         }
         t.row(&[
             "all together".to_string(),
             format!("{together:.1}"),
             format!("{:.1}", report.together_headroom),
+            "-".to_string(),
         ]);
         out += &t.render();
         out.push('\n');
