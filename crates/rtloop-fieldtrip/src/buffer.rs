@@ -11,6 +11,7 @@
 //! I/O, so the in-process client (the FieldTrip FAQ's "dma") calls it directly.
 
 use std::borrow::Cow;
+use std::io::{IoSlice, Write};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -67,6 +68,56 @@ pub enum After {
     Continue,
     /// Send the reply (if any), then close the connection.
     Close,
+}
+
+/// GET_DAT replies of at least this many value bytes are sent from the ring in place;
+/// smaller ones are copied. The held-back tail costs a second write, after which a client
+/// that already read the rest is woken once more (about 20 µs on a VM): measured over a
+/// UNIX socket, a 256 KiB reply took 17 % longer from the ring than copied, a 1 MiB one
+/// 14 % less.
+pub const RING_REPLY_MIN: usize = 1 << 20;
+
+/// Bytes at the end of a reply sent from the ring that are copied beforehand and sent only
+/// once the ring's part is known intact.
+const TAIL_MIN: usize = 1024;
+
+/// The values of a GET_DAT reply left in the stream's ring, to be sent from there after the
+/// reply's head (see [`Buffer::handle_for_socket`]): all but the last samples in place, the
+/// last ones copied and validated already.
+pub struct RingReply {
+    window: rtloop_stream::Window,
+    tail: Vec<u8>,
+}
+
+impl std::fmt::Debug for RingReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingReply")
+            .field("window", &self.window)
+            .field("tail_bytes", &self.tail.len())
+            .finish()
+    }
+}
+
+/// Why a reply sent from the ring did not go out whole.
+#[derive(Debug)]
+pub enum RingSendError {
+    /// The socket failed.
+    Io(std::io::Error),
+    /// The writer reached the samples while the kernel was taking them: the reply was cut
+    /// short before its last bytes, and the connection must be closed.
+    Lapped(rtloop_stream::ReadError),
+}
+
+impl std::fmt::Display for RingSendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RingSendError::Io(e) => write!(f, "{e}"),
+            RingSendError::Lapped(e) => write!(
+                f,
+                "the writer overwrote the samples while they were sent ({e}); the reply was cut short"
+            ),
+        }
+    }
 }
 
 /// One served stream and the FieldTrip view of it.
@@ -222,6 +273,11 @@ pub struct Buffer {
     /// Set by [`Buffer::end_waits`]: every WAIT_DAT ends (refused) and none waits again.
     // Ordering: a flag with no data published through it: Relaxed.
     waits_ended: AtomicBool,
+    /// GET_DAT replies sent from the ring in place, and those of them cut short because the
+    /// writer reached their samples while they were sent.
+    // Ordering: statistics; nothing is published through them: Relaxed.
+    ring_replies: AtomicU64,
+    cut_replies: AtomicU64,
 }
 
 impl std::fmt::Debug for Buffer {
@@ -247,6 +303,8 @@ impl Buffer {
             headers: Mutex::new(()),
             said_no_header: AtomicBool::new(false),
             waits_ended: AtomicBool::new(false),
+            ring_replies: AtomicU64::new(0),
+            cut_replies: AtomicU64::new(0),
         }
     }
 
@@ -312,6 +370,83 @@ impl Buffer {
     /// Handle one request message and append the reply (nothing for the NORESPONSE puts).
     /// `peer` names the client in log lines.
     pub fn handle(&self, prefix: &Prefix, payload: &[u8], out: &mut Vec<u8>, peer: &str) -> After {
+        self.handle_inner(prefix, payload, out, peer, None)
+    }
+
+    /// [`Buffer::handle`] for a server that writes the reply to a socket: a large GET_DAT
+    /// reply may leave its samples in the ring, returned here to be sent from there after
+    /// `out` by [`Buffer::send_ring_reply`].
+    pub fn handle_for_socket(
+        &self,
+        prefix: &Prefix,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+        peer: &str,
+    ) -> (After, Option<RingReply>) {
+        let mut ring = None;
+        let after = self.handle_inner(prefix, payload, out, peer, Some(&mut ring));
+        (after, ring)
+    }
+
+    /// GET_DAT replies sent from the ring in place so far, and how many of them were cut
+    /// short (connection closed) because the writer reached their samples while they were
+    /// being sent.
+    #[must_use]
+    pub fn ring_replies(&self) -> (u64, u64) {
+        (
+            self.ring_replies.load(Ordering::Relaxed),
+            self.cut_replies.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Write `head` and then `ring`'s values to `w` without copying them: head and the
+    /// ring's part in one vectored write, then, once the ring's part is checked intact after
+    /// the kernel took it, the held-back last samples. If the writer reached the samples
+    /// meanwhile the last bytes are not sent ([`RingSendError::Lapped`]): the caller closes
+    /// the connection, so its client sees a short reply, never one with overwritten values.
+    pub fn send_ring_reply<W: Write>(
+        &self,
+        head: &[u8],
+        ring: &RingReply,
+        w: &mut W,
+    ) -> Result<(), RingSendError> {
+        self.ring_replies.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the slice is only copied out by `w` (by the kernel, for a socket) and
+        // never acted on here. What was copied counts for the client only once the held-back
+        // tail follows, and that is sent only if `check` below, after every write returned,
+        // finds that the writer had not reserved these samples' slots: the speculative read
+        // `Window::bytes` allows. The window keeps its mapping alive as long as `ring`.
+        let body = unsafe { ring.window.bytes() };
+        let mut parts = [IoSlice::new(head), IoSlice::new(body)];
+        let mut parts = &mut parts[..];
+        while !parts.is_empty() {
+            match w.write_vectored(parts) {
+                Ok(0) => {
+                    return Err(RingSendError::Io(std::io::Error::new(
+                        std::io::ErrorKind::WriteZero,
+                        "the socket took no bytes",
+                    )))
+                }
+                Ok(n) => IoSlice::advance_slices(&mut parts, n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(RingSendError::Io(e)),
+            }
+        }
+        if let Err(e) = ring.window.check() {
+            self.cut_replies.fetch_add(1, Ordering::Relaxed);
+            return Err(RingSendError::Lapped(e));
+        }
+        w.write_all(&ring.tail).map_err(RingSendError::Io)
+    }
+
+    fn handle_inner(
+        &self,
+        prefix: &Prefix,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+        peer: &str,
+        ring: Option<&mut Option<RingReply>>,
+    ) -> After {
         let order = prefix.order;
         let parsed = match codec::parse_request(prefix, payload) {
             Ok(p) => p,
@@ -332,7 +467,7 @@ impl Buffer {
                 };
             }
         };
-        self.handle_request(order, &parsed, out, peer);
+        self.handle_parsed(order, &parsed, out, peer, ring);
         After::Continue
     }
 
@@ -344,6 +479,17 @@ impl Buffer {
         parsed: &Parsed<'_>,
         out: &mut Vec<u8>,
         peer: &str,
+    ) {
+        self.handle_parsed(order, parsed, out, peer, None);
+    }
+
+    fn handle_parsed(
+        &self,
+        order: ByteOrder,
+        parsed: &Parsed<'_>,
+        out: &mut Vec<u8>,
+        peer: &str,
+        mut ring: Option<&mut Option<RingReply>>,
     ) {
         let start = out.len();
         let result = match &parsed.request {
@@ -357,7 +503,7 @@ impl Buffer {
                 put_status(order, cmd::PUT_OK, out);
             }),
             Request::GetHdr => self.get_header(order, out),
-            Request::GetDat(sel) => self.get_data(order, *sel, out),
+            Request::GetDat(sel) => self.get_data(order, *sel, out, ring.as_deref_mut()),
             Request::GetEvt(sel) => self.get_events(order, *sel, out),
             Request::FlushHdr => self.flush_header().map(|()| {
                 put_status(order, cmd::FLUSH_OK, out);
@@ -385,6 +531,9 @@ impl Buffer {
         }
         if !parsed.respond {
             out.truncate(start);
+            if let Some(r) = ring {
+                *r = None;
+            }
         }
     }
 
@@ -751,6 +900,7 @@ impl Buffer {
         order: ByteOrder,
         sel: Option<Selection>,
         out: &mut Vec<u8>,
+        ring: Option<&mut Option<RingReply>>,
     ) -> Result<(), Refused> {
         let s = self.current(false).ok_or_else(|| self.no_header())?;
         let (n, _) = s.counts();
@@ -765,10 +915,35 @@ impl Buffer {
             data_type: s.data_type,
             bufsize: bytes as u32,
         };
+        let base = s.sample_base.load(Ordering::Relaxed);
+        if let Some(ring) = ring.filter(|_| bytes >= RING_REPLY_MIN && !order.is_foreign()) {
+            // the last samples, at least TAIL_MIN bytes, are copied (and validated) now and
+            // sent only once the ring's part is checked after the kernel took it
+            let tail = (TAIL_MIN.div_ceil(info.sample_bytes) as u64).min(count);
+            let mut held = Vec::with_capacity(tail as usize * info.sample_bytes);
+            let made = s
+                .stream
+                .window(base + begin, base + end - tail)
+                .and_then(|w| {
+                    s.stream
+                        .read_append(base + end - tail, base + end, &mut held)
+                        .map(|()| w)
+                })
+                .map_err(|e| format!("samples [{begin}, {}]: {e}", end - 1))?;
+            // far from the writer only: it must reserve more than half the ring before it
+            // reaches these samples, which a send of at most the ring takes far less than
+            if made.headroom() > cap / 2 {
+                codec::put_data_reply_head(order, &def, out);
+                *ring = Some(RingReply {
+                    window: made,
+                    tail: held,
+                });
+                return Ok(());
+            }
+        }
         codec::put_data_reply_head(order, &def, out);
         let at = out.len();
         if count > 0 {
-            let base = s.sample_base.load(Ordering::Relaxed);
             // appended, not zeroed then overwritten: each byte of a large reply is copied
             // once before the socket takes it
             s.stream

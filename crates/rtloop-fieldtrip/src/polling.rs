@@ -354,6 +354,11 @@ impl<S: Write> Write for PolledSocket<'_, S> {
         self.replied = Some(Instant::now());
         Ok(n)
     }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let n = self.sock.write_vectored(bufs)?;
+        self.replied = Some(Instant::now());
+        Ok(n)
+    }
     fn flush(&mut self) -> io::Result<()> {
         self.sock.flush()
     }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::buffer::{After, Buffer};
+use crate::buffer::{After, Buffer, RingSendError};
 use crate::codec::{cmd, put_status};
 use crate::framing::{phase, ConnState, FrameError, MemoryBudget, MessageReader};
 use crate::polling::{PollShared, PolledSocket, Polling};
@@ -512,6 +512,9 @@ impl Write for QuickAck {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.write(buf)
     }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.write_vectored(bufs)
+    }
     fn flush(&mut self) -> io::Result<()> {
         self.0.flush()
     }
@@ -553,8 +556,21 @@ fn serve_with<S: Read + Write>(buffer: &Buffer, sock: &mut S, peer: &str, mut rd
         match rd.next(sock) {
             Ok(None) => return,
             Ok(Some(prefix)) => {
-                let after = buffer.handle(&prefix, rd.payload(), &mut out, peer);
-                if !out.is_empty() {
+                let (after, ring) = buffer.handle_for_socket(&prefix, rd.payload(), &mut out, peer);
+                if let Some(ring) = ring {
+                    // a large GET_DAT: its values go from the ring straight to the socket
+                    match buffer.send_ring_reply(&out, &ring, sock) {
+                        Ok(()) => {}
+                        Err(RingSendError::Io(e)) => {
+                            tracing::info!(%peer, "reply not sent, closing: {e}");
+                            return;
+                        }
+                        Err(e @ RingSendError::Lapped(_)) => {
+                            tracing::warn!(%peer, "GET_DAT: {e}; closing the connection (a client this slow to read should ask for samples further from the writer, or the server should keep more: --capacity, --max-bytes)");
+                            return;
+                        }
+                    }
+                } else if !out.is_empty() {
                     if let Err(e) = sock.write_all(&out) {
                         tracing::info!(%peer, "reply not sent, closing: {e}");
                         return;

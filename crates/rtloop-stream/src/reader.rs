@@ -180,8 +180,14 @@ impl Window {
     /// a *lossless* reader's window at or after its cursor is safe (the writer waits for the
     /// cursor); for any other window, use the data only as a speculative read that is
     /// discarded unless [`Window::check`] succeeds afterwards (the seqlock pattern; the racy
-    /// contents are then never acted on). When in doubt, use [`Window::copy_to`] or
-    /// [`Window::to_vec`], which copy and validate.
+    /// contents are then never acted on). Handing the slice to the kernel (a `write` or
+    /// `send` that copies it) is such a read when what was sent counts only if
+    /// [`Window::check`] succeeds after the call returned: a server holds back the end of
+    /// its message until then, and closes the connection instead if the check fails. When
+    /// in doubt, use [`Window::copy_to`] or [`Window::to_vec`], which copy and validate.
+    ///
+    /// The slice is one piece even where the window wraps around the ring's end: the data
+    /// region is mapped twice back to back.
     #[must_use]
     pub unsafe fn bytes(&self) -> &[u8] {
         // SAFETY: the window lies inside the doubled data mapping, which `self.map` keeps
@@ -248,6 +254,16 @@ impl Window {
             lost: oldest.saturating_sub(self.first).min(self.end - self.first),
             oldest,
         }
+    }
+
+    /// Samples the writer may still reserve before it may store into the window's first
+    /// sample (0: it may have begun). A window whose bytes are handed to the kernel in
+    /// place (see [`Window::bytes`]) is checked only after the kernel took them, so a
+    /// sender takes that path only while this is large.
+    #[must_use]
+    pub fn headroom(&self) -> u64 {
+        let c = self.map.control();
+        (self.first + self.map.capacity()).saturating_sub(c.samples.reserved())
     }
 
     /// Was the window intact until now? `Err(Overrun)` if the writer may have overwritten
@@ -1006,16 +1022,7 @@ impl Reader<SharedMemory> {
     /// A zero-copy window of samples `[first, end)`; see [`Window`].
     pub fn window(&self, first: u64, end: u64) -> Result<Window, ReadError> {
         self.check_owner()?;
-        let c = self.stream.map.control();
-        let cap = self.stream.info().capacity;
-        match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
-            WindowCheck::Ok => Ok(Window {
-                map: self.stream.map.clone(),
-                first,
-                end,
-            }),
-            other => Err(window_error(other, first, end, cap)),
-        }
+        self.stream.window(first, end)
     }
 
     /// A typed zero-copy window; `T` must be the stream's dtype.
@@ -1070,6 +1077,27 @@ impl<B: Backing> Drop for Reader<B> {
             // SYNC: Release so the woken writer sees the slot freed.
             c.samples.space_wake.seq.fetch_add(1, Ordering::Release);
             c.samples.space_wake.seq.wake_all();
+        }
+    }
+}
+
+/// Zero-copy windows without a reader slot: a server sends samples from the ring in place.
+#[cfg(not(loom))]
+impl Stream<SharedMemory> {
+    /// A zero-copy window of samples `[first, end)`, as [`Reader::window`] but without a
+    /// reader slot. Its bytes are one slice of the ring (across the wrap too);
+    /// [`Window::headroom`] says how far the writer is from them and [`Window::check`]
+    /// whether they were intact until then.
+    pub fn window(&self, first: u64, end: u64) -> Result<Window, ReadError> {
+        let c = self.map.control();
+        let cap = self.map.capacity();
+        match ring::check_window(first, end, c.samples.written(), c.samples.reserved(), cap) {
+            WindowCheck::Ok => Ok(Window {
+                map: self.map.clone(),
+                first,
+                end,
+            }),
+            other => Err(window_error(other, first, end, cap)),
         }
     }
 }
@@ -1193,6 +1221,60 @@ mod tests {
         let name = format!("unit-{label}-{}", std::process::id());
         let s = Stream::create(&name, &StreamConfig::new(DType::U64, 1, 1000.0, 64)).unwrap();
         (Named(name), s)
+    }
+
+    /// The slot-free window a server sends from: one slice of the ring that holds the
+    /// samples in order even where they wrap around the ring's end, its headroom shrinking
+    /// as the writer comes closer, and its check failing once the writer stored into it.
+    #[test]
+    #[cfg_attr(miri, ignore = "miri cannot map a stream file")]
+    fn a_stream_window_is_one_slice_across_the_wrap_and_fails_its_check_once_lapped() {
+        let (_n, s) = stream("stream-window");
+        let cap = s.info().capacity;
+        let mut w = s.writer().unwrap();
+        let vals: Vec<u64> = (0..cap + cap / 2).collect();
+        w.write(&vals).unwrap();
+        // [cap - 10, cap + 10) lies on both sides of the ring's end
+        let win = s.window(cap - 10, cap + 10).unwrap();
+        assert_eq!(
+            (win.first(), win.end(), win.len_bytes()),
+            (cap - 10, cap + 10, 160)
+        );
+        assert_eq!(win.headroom(), cap / 2 - 10);
+        // SAFETY: this test's only writer is idle while the bytes are copied here.
+        let bytes = unsafe { win.bytes() }.to_vec();
+        let got: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, (cap - 10..cap + 10).collect::<Vec<_>>());
+        assert_eq!(win.check(), Ok(()));
+        // one sample short of reaching it: still intact
+        w.write(&vals[..(cap / 2 - 10) as usize]).unwrap();
+        assert_eq!((win.headroom(), win.check()), (0, Ok(())));
+        // the writer stores into sample cap - 10's slot
+        w.write(&[7u64]).unwrap();
+        assert_eq!(
+            win.check(),
+            Err(ReadError::Overrun {
+                lost: 1,
+                oldest: cap - 9
+            })
+        );
+        // windows that are not all kept are refused as the copying reads refuse them
+        assert!(matches!(
+            s.window(cap - 10, cap + 10),
+            Err(ReadError::TooOld { oldest, .. }) if oldest == cap - 9
+        ));
+        let written = s.written();
+        assert_eq!(
+            s.window(written, written + 1).unwrap_err(),
+            ReadError::NotYetWritten {
+                first: written,
+                end: written + 1,
+                written
+            }
+        );
     }
 
     /// What `w.end = …` could make before the range was private: the copy now checks the
