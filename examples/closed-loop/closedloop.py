@@ -4,16 +4,17 @@ what happened against the truth the input was made from.
 
 Measured, not assumed:
 
-* which file sample each model sample was: the model logs its input signal (`logger`), and
-  each tick's rows are found in the file by their values. `stream_in` hands a block the
-  newest rows of the stream each tick, so a tick the replay was late for repeats samples and
-  the next one skips some; both are counted and reported.
+* which file sample each model sample was: the model logs what `stream_in` took from the
+  stream (every new sample, in order) and what the jitter buffer gave the blocks, and each
+  tick's rows are found in the file by their values;
+* the tick each sample entered the model in: the tick whose `stream_in` rows held it;
 * the tick a trigger left in: the listener stamps each datagram with the kernel's receive
   time (SO_TIMESTAMPNS) and finds the tick that had started by then in the log's `ticks`
   table (the timer's start of each tick).
-* the tick whose rows held the event's sample: the event's `sample` (its index in the block's
+* the tick whose rows held an event's sample: the event's `sample` (its index in the block's
   input stream, which begins with the signal's history of zero ticks) divided by the rows per
-  tick.
+  tick gives the tick the blocks got it in; that tick's rows, found in the file, give the
+  file sample, and so the tick it entered the model in.
 """
 
 from __future__ import annotations
