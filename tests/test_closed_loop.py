@@ -50,7 +50,7 @@ def latency_reported(out: str, fig: Dict[str, Any], triggers: int) -> None:
     lat = fig["latency_ticks"]
     assert lat["n"] + lat["not_found"] == triggers > 0
     assert lat["n"] >= 0.8 * triggers
-    assert sum(lat["histogram"].values()) == triggers
+    assert sum(lat["histogram"].values()) == lat["n"]
     assert min(int(k) for k in lat["histogram"]) >= 0, "a trigger cannot leave before its input arrived"
     p50, p99 = printed(out, r"latency in ticks over \d+ triggers: p50 (\S+), p99 (\S+),")
     assert (float(p50), float(p99)) == pytest.approx((lat["p50"], lat["p99"]), rel=1e-3)
@@ -64,14 +64,14 @@ def test_spike_triggered_stimulation_on_a_replayed_spikeglx_recording(tmp_path: 
     precision, recall, detectable = printed(out, r"precision (\S+), recall (\S+) of all units, recall (\S+) of the")
     assert float(recall) == pytest.approx(fig["recall"], abs=1e-3)
     assert float(precision) == pytest.approx(fig["precision"], abs=1e-3)
+    assert float(detectable) == pytest.approx(fig["recall_detectable"], abs=1e-3)
     assert fig["true_spikes"] > 100
     # the units deeper than the threshold are found; the generator's faintest unit (about 3
     # noise sigmas) mostly is not, which the recall of all units shows
     assert fig["recall_detectable"] > 0.8 and fig["precision"] > 0.85, out
     assert sum(u["snr"] >= 5 for u in fig["units"].values()) >= 3
-    assert fig["recall"] >= fig["recall_detectable"] * 0.5
     # every event the detector logged left as a datagram the listener received
-    assert fig["datagrams"] == fig["events_logged"] > 0
+    assert fig["datagrams"] == fig["events_logged"] > 0, out
     latency_reported(out, fig, fig["datagrams"])
     assert "rtloop view spike-loop-" in out
 
@@ -83,7 +83,7 @@ def test_ripple_triggered_stimulation_on_synthetic_lfp(tmp_path: Path) -> None:
     assert (float(recall), float(precision)) == pytest.approx((fig["recall"], fig["precision"]), abs=1e-3)
     assert fig["true_ripples"] >= 4
     assert fig["recall"] >= 0.7 and fig["precision"] >= 0.7, out
-    assert fig["datagrams"] == fig["events_logged"] > 0
+    assert fig["datagrams"] == fig["events_logged"] > 0, out
     latency_reported(out, fig, fig["datagrams"])
 
 
@@ -97,7 +97,7 @@ def test_alpha_phase_locked_stimulation_on_eeg(tmp_path: Path) -> None:
     # without bound)
     assert fig["triggers"] > 0.3 * fig["alpha_cycles"], out
     assert abs(fig["phase_error_mean_rad"]) < 0.8 and fig["phase_error_spread_rad"] < 1.05, out
-    assert fig["datagrams"] == fig["events_logged"] > 0
+    assert fig["datagrams"] == fig["events_logged"] > 0, out
     latency_reported(out, fig, fig["datagrams"])
 
 
@@ -115,3 +115,60 @@ def test_alpha_band_power_neurofeedback_over_lsl(tmp_path: Path) -> None:
     assert min(int(k) for k in lat["histogram"]) >= 0
     p50, p99 = printed(out, r"input-to-feedback latency in ticks over \d+ values: p50 (\S+), p99 (\S+),")
     assert (float(p50), float(p99)) == pytest.approx((lat["p50"], lat["p99"]), rel=1e-3)
+
+
+def jitter_buffer(depth: int, rows: int, width: int) -> Any:
+    """The examples' jitter buffer module, loaded fresh, after its init."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location(f"jb_{uuid.uuid4().hex}", EXAMPLES / "jitter_buffer.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.init(SimpleNamespace(outputs={"out": SimpleNamespace(shape=(rows, width))}), depth=depth, gain=1.0)
+    return mod
+
+
+def test_the_jitter_buffer_gives_every_sample_once_however_it_arrives() -> None:
+    """What stream_in's fixed signal does not: samples arriving 0 to 3 ticks' worth at a time
+    come out `rows` a tick, each once, in order, `depth` ticks behind."""
+    np = pytest.importorskip("numpy")
+    rows, width, depth = 3, 2, 3
+    mod = jitter_buffer(depth, rows, width)
+    source = np.arange(600 * width, dtype=np.float32).reshape(-1, width)
+    # arrivals in bursts of 0 to 3 ticks' worth, 3 samples a tick on average
+    sizes = [0, 6, 0, 3, 0, 9, 3, 0, 3, 3, 3, 0, 6, 0, 3, 9] * 12
+    at, out = 0, []
+    for n in sizes:
+        n = min(n, len(source) - at)
+        chunk = source[at : at + n]
+        at += n
+        buf = np.empty((rows, width), dtype=np.float32)
+        mod.step(chunk, buf)
+        out.append(buf.copy())
+    got = np.concatenate(out)
+    assert mod.STATE[2] == 0 and mod.STATE[4] == 0, "never ran dry, dropped nothing"
+    first = int(np.flatnonzero((got == source[0]).all(axis=1))[0])
+    assert (got[:first] == 0).all(), "held zeros until depth ticks of samples were queued"
+    released = got[first:]
+    np.testing.assert_array_equal(released, source[: len(released)])
+
+
+def test_the_jitter_buffer_holds_when_dry_and_drops_a_backlog() -> None:
+    np = pytest.importorskip("numpy")
+    rows, width, depth = 2, 1, 2
+    mod = jitter_buffer(depth, rows, width)
+    source = np.arange(1, 200, dtype=np.float32).reshape(-1, 1)
+    buf = np.empty((rows, width), dtype=np.float32)
+    mod.step(source[:4], buf)  # primed: 2 ticks queued; releases samples 1, 2
+    np.testing.assert_array_equal(buf[:, 0], [1, 2])
+    mod.step(source[:0], buf)  # nothing new: releases 3, 4
+    np.testing.assert_array_equal(buf[:, 0], [3, 4])
+    mod.step(source[:0], buf)  # dry: the last sample held, counted
+    np.testing.assert_array_equal(buf[:, 0], [4, 4])
+    assert mod.STATE[2] == 1 and mod.STATE[3] == 2
+    # a backlog after a stall: 20 samples at once; the oldest go so that 2 ticks stay queued
+    mod.step(source[4:24], buf)
+    assert mod.STATE[4] == 20 - 2 * rows
+    np.testing.assert_array_equal(buf[:, 0], [21, 22])
