@@ -30,15 +30,13 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 import rtloop
 
-HERE = Path(__file__).resolve().parent
 # Linux's SO_TIMESTAMPNS (asm-generic/socket.h), which Python's socket module does not name
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
@@ -379,20 +377,11 @@ def merge(samples: np.ndarray, within: int) -> np.ndarray:
     return s[keep]
 
 
-def unique_tag() -> str:
-    return uuid.uuid4().hex[:8]
-
-
 def summary_of(report: Dict[str, Any], process: str) -> str:
     for p in report.get("processes", []):
         if p.get("name") == process:
             return str(p.get("summary") or p.get("error") or "")
     return ""
-
-
-def note(lines: Sequence[str]) -> None:
-    for line in lines:
-        print(line)
 
 
 def write_nwb(path: Path, data: np.ndarray, rate: float, series: str, description: str) -> Path:
