@@ -682,3 +682,45 @@ fn without_realtime_permissions_one_warning_says_what_is_missing_and_the_model_r
     assert_eq!(v["realtime"]["fifo"], false);
     assert_eq!(v["ticks"], 100);
 }
+
+#[test]
+fn check_accepts_state_from_init_and_refuses_a_step_without_it() {
+    // the documented way to keep state (docs/runtime-model.md): init returns arrays, step
+    // takes them after its inputs and outputs
+    let d = dir("check-state");
+    let model = write(
+        &d,
+        "lp.yaml",
+        "config: {name: lowpass}\nsignals:\n  raw: {shape: [30, 4], dtype: float32}\n  smooth: {shape: [30, 4], dtype: float32}\n\
+         sources:\n  gen: {driver: synthetic, out: [raw]}\n\
+         modules:\n  lp: {language: python, code: lowpass.py, options: {alpha: 0.1}, in: [raw], out: [smooth]}\n",
+    );
+    write(
+        &d,
+        "lowpass.py",
+        "import numpy as np\n\ndef init(ctx, alpha=0.1):\n    return np.zeros(4, dtype=np.float32), np.array([alpha], dtype=np.float32)\n\n\
+         def step(raw, smooth, y, alpha):\n    smooth[:] = raw\n",
+    );
+    let o = run(&["run", "--check", model.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // without an init, a step that wants more than its inputs and outputs is refused
+    write(
+        &d,
+        "lowpass.py",
+        "def step(raw, smooth, y, alpha):\n    smooth[:] = raw\n",
+    );
+    let model2 = write(
+        &d,
+        "lp2.yaml",
+        "config: {name: lowpass}\nsignals:\n  raw: {shape: [30, 4], dtype: float32}\n  smooth: {shape: [30, 4], dtype: float32}\n\
+         sources:\n  gen: {driver: synthetic, out: [raw]}\n\
+         modules:\n  lp: {language: python, code: lowpass.py, in: [raw], out: [smooth]}\n",
+    );
+    let o = run(&["run", "--check", model2.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("does not take the 2 arguments the model passes"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -335,13 +335,15 @@ except SyntaxError as e:
 steps = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "step"]
 if not steps:
     print(f"{path} has no top-level `def step({', '.join(names)}): ...`"); sys.exit(3)
+inits = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "init"]
 a = steps[-1].args
 params = [x.arg for x in a.posonlyargs + a.args]
 required = len(params) - len(a.defaults)
 n = len(names)
-if (len(params) < n and a.vararg is None) or required > n or a.kwonlyargs and len(a.kwonlyargs) > len([d for d in a.kw_defaults if d is not None]):
-    print(f"{path}:{steps[-1].lineno}: step({', '.join(params)}) does not take the {n} arguments the model passes: {', '.join(names)} (its inputs, then its outputs)"); sys.exit(3)
-inits = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "init"]
+# with an init, step also takes the state init returns after its outputs: how many arrays
+# that is shows only when init runs
+if (len(params) < n and a.vararg is None) or (required > n and not inits) or a.kwonlyargs and len(a.kwonlyargs) > len([d for d in a.kw_defaults if d is not None]):
+    print(f"{path}:{steps[-1].lineno}: step({', '.join(params)}) does not take the {n} arguments the model passes: {', '.join(names)} (its inputs, then its outputs{', then the state init returns' if inits else ''})"); sys.exit(3)
 if options and not inits:
     print(f"{path} has no top-level `def init(ctx, {', '.join(options)}): ...` to receive the module's options: {', '.join(options)}"); sys.exit(3)
 if inits:
