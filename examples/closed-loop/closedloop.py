@@ -137,10 +137,26 @@ class Example:
         self.replay_proc = None
 
     def start(self, model: Path) -> "subprocess.Popen[str]":
-        """Start `rtloop run MODEL --seconds S --out DIR --json --quiet`."""
+        """Start `rtloop run MODEL --seconds S --out DIR --json --quiet` and return once the
+        model runs (its signals' streams exist). rtloop refuses a tick the machine cannot hold
+        at that moment (it measures before it starts); then this says so and tries again, up
+        to three times, as a user would."""
         cmd = [rtloop_exe(), "run", str(model), "--seconds", str(self.args.seconds), "--out", str(self.out), "--json", "--quiet"]
         print("$", " ".join(cmd[1:]))
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+        for attempt in range(1, 4):
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+            while p.poll() is None and not any(s.startswith(f"{self.name}.") for s in rtloop.Stream.list()):
+                time.sleep(0.02)
+            if p.poll() is None or p.returncode == 0:
+                return p
+            out, err = p.communicate()
+            if "below what this machine can schedule" in err and attempt < 3:
+                print(f"the machine is too loaded for the model's tick just now ({err.strip().splitlines()[-1]}); trying again in 2 s")
+                time.sleep(2)
+                continue
+            self.stop_replay()
+            sys.exit(f"rtloop run failed ({p.returncode}):\n{err}\n{out}")
+        raise AssertionError("unreachable")
 
     def wait(self, p: "subprocess.Popen[str]") -> Dict[str, Any]:
         """Wait for the model to end; stop the replay; the run's report."""

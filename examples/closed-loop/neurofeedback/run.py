@@ -3,8 +3,9 @@
 1. numpy makes two EEG channels at 1 kHz: a 10 Hz alpha whose amplitude waxes and wanes (the
    truth), on 1/f background and noise; pynwb writes them to NWB.
 2. `rtloop replay` plays the file into the stream `alpha-feedback-eeg` at the recorded pace.
-3. `rtloop run model.yaml` sends the alpha band's moving RMS to the LSL outlet
-   `alpha-feedback`; this script reads it with pylsl, as a feedback display would.
+3. `rtloop run model.yaml` sends the alpha band's moving RMS as LSL markers (an irregular-rate
+   outlet `alpha-feedback` of type Markers, one every 20 ms); this script reads them with
+   pylsl, as a feedback display would.
 4. Afterwards: the correlation of the feedback value with the true alpha amplitude, and the
    latency from the tick whose rows held a sample to the tick its feedback value arrived in.
 
@@ -46,6 +47,8 @@ def main() -> None:
         found = pylsl.resolve_byprop("name", ex.name, 1, 60)
         if not found:
             sys.exit(f"no LSL outlet named {ex.name} appeared")
+        outlet_type, outlet_rate = found[0].type(), found[0].nominal_srate()
+        print(f"LSL outlet {ex.name}: type {outlet_type}, nominal rate {outlet_rate:g} (0: irregular, markers)")
         inlet = pylsl.StreamInlet(found[0], max_buflen=60)
         inlet.open_stream(10)
         while run.poll() is None:
@@ -64,8 +67,8 @@ def main() -> None:
     finally:
         report = ex.wait(run)
     log = ex.log()
-    fb = np.concatenate(values) if values else np.zeros((0, 2), dtype=np.float32)
-    print(f"feedback: {len(fb)} values received over LSL")
+    fb = np.concatenate(values) if values else np.zeros((0, 1), dtype=np.float32)
+    print(f"feedback: {len(fb)} markers received over LSL")
 
     inc = log.signals["incoming"]
     arrivals = cl.Arrivals(inc.tick, inc.rows, inc.data, eeg)
@@ -79,7 +82,7 @@ def main() -> None:
     at = np.array([tmap.file_sample(t, 0) if t >= WARMUP_TICKS else None for t in tick], dtype=object)
     ok = np.array([a is not None for a in at], dtype=bool)
     samples = np.array(list(at[ok]), dtype=np.int64)
-    nf = fb[ok].mean(axis=1)  # the display shows the mean of O1 and O2
+    nf = fb[ok, 0]  # each marker: the mean of O1 and O2
     r = float(np.corrcoef(nf, amplitude[samples])[0, 1]) if len(samples) > 10 else float("nan")
     print(f"quality: {len(samples)} feedback values after the first second; correlation with the true alpha amplitude r = {r:.3f}")
 
@@ -98,6 +101,7 @@ def main() -> None:
     print(f"view it: rtloop view {ex.name}-alpha (while the model runs)")
     ex.figures = {
         "correlation": r, "values": int(len(samples)), "received": int(len(fb)), "latency_ticks": hist,
+        "lsl_type": outlet_type, "lsl_rate": outlet_rate,
         "repeated_ticks": tmap.repeated_ticks, "skipped_samples": tmap.skipped_samples,
         "report_processes": [p.get("name") for p in report.get("processes", [])],
     }
