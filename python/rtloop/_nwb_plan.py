@@ -12,6 +12,7 @@ for a series with timestamps), channel names, units, gains and offsets, and even
 import json
 import os
 import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -23,9 +24,9 @@ DTYPES = {
 VOLTS = ("volts", "volt", "v")
 
 
-def replayable(obj):
-    from pynwb import TimeSeries
-    from pynwb.misc import AnnotationSeries
+def replayable(obj: Any) -> bool:
+    from pynwb import TimeSeries  # type: ignore[import-untyped]
+    from pynwb.misc import AnnotationSeries  # type: ignore[import-untyped]
 
     if not isinstance(obj, TimeSeries) or isinstance(obj, AnnotationSeries):
         return False
@@ -33,10 +34,10 @@ def replayable(obj):
     return hasattr(d, "dtype") and d.dtype.kind in "iuf" and len(d.shape) in (1, 2)
 
 
-def all_series(nwb):
-    out = {}
+def all_series(nwb: Any) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
 
-    def add(prefix, name, obj):
+    def add(prefix: str, name: str, obj: Any) -> None:
         if replayable(obj):
             out[prefix + name] = obj
         for attr in ("electrical_series", "time_series"):
@@ -54,7 +55,7 @@ def all_series(nwb):
     return out
 
 
-def pick(names, wanted):
+def pick(names: List[str], wanted: Optional[str]) -> Optional[str]:
     if wanted is None:
         return names[0] if len(names) == 1 else None
     if wanted in names:
@@ -63,7 +64,7 @@ def pick(names, wanted):
     return tail[0] if len(tail) == 1 else None
 
 
-def text(v):
+def text(v: Any) -> str:
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     if isinstance(v, (list, tuple, np.ndarray)):
@@ -71,18 +72,18 @@ def text(v):
     return str(v)
 
 
-def events_of(nwb, row_of):
+def events_of(nwb: Any, row_of: Callable[[float], int]) -> List[Dict[str, Any]]:
     """Interval tables (trials, epochs, ...), annotation series and events tables."""
-    evs = []
+    evs: List[Dict[str, Any]] = []
     skip = {"start_time", "stop_time", "timeseries", "timestamp", "duration", "id"}
 
-    def label_column(table):
+    def label_column(table: Any) -> Optional[str]:
         for c in table.colnames:
             if c in skip:
                 continue
             vals = table[c][:]
             if len(vals) and isinstance(vals[0], (str, bytes, list, np.ndarray)):
-                return c
+                return str(c)
         return None
 
     for tname, table in (nwb.intervals or {}).items():
@@ -111,7 +112,7 @@ def events_of(nwb, row_of):
     return evs
 
 
-def plan(path, s, name, out):
+def plan(path: str, s: Any, name: str, out: str) -> Tuple[Dict[str, Any], Callable[[float], int]]:
     data = s.data
     dt = np.dtype(data.dtype)
     if dt.name not in DTYPES:
@@ -139,7 +140,7 @@ def plan(path, s, name, out):
     if s.rate is not None:
         rate, t0 = float(s.rate), float(s.starting_time or 0.0)
 
-        def row_of(t):
+        def row_of(t: float) -> int:
             return int(round((t - t0) * rate))
     else:
         ts = np.asarray(s.timestamps[:], dtype=np.float64)
@@ -148,7 +149,7 @@ def plan(path, s, name, out):
         stamps = os.path.join(out, "stamps.bin")
         np.round((ts - t0) * 1e9).astype("<u8").tofile(stamps)
 
-        def row_of(t):
+        def row_of(t: float) -> int:
             return int(np.searchsorted(ts, t - 1e-12))
     names = [f"ch{i}" for i in range(nch)]
     electrodes = getattr(s, "electrodes", None)
@@ -187,7 +188,7 @@ def plan(path, s, name, out):
     }, row_of
 
 
-def main(path, wanted, out):
+def main(path: str, wanted: Optional[str], out: str) -> None:
     try:
         from pynwb import NWBHDF5IO
     except ImportError:
@@ -197,7 +198,7 @@ def main(path, wanted, out):
         series = all_series(nwb)
         names = list(series)
         name = pick(names, wanted)
-        result = {"series": names, "plan": None}
+        result: Dict[str, Any] = {"series": names, "plan": None}
         if name is not None:
             p, row_of = plan(path, series[name], name, out)
             p["series"] = name
