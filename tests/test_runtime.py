@@ -856,7 +856,10 @@ def test_every_key_of_the_model_reference_is_in_its_full_example(tmp_path: Path)
     keys = set()
     for section in ("config:", "signals:", "sources:", "modules:", "sinks:", "in:"):
         start = doc.index(f"## `{section}`")
-        table = doc[start:doc.index("\n## ", start + 3)]
+        # the section's key table: before the next section or the section's first subsection
+        end = doc.index("\n## ", start + 3)
+        sub = doc.find("\n### ", start + 3)
+        table = doc[start:sub if 0 <= sub < end else end]
         keys |= {line.split("|")[1].strip().strip("`") for line in table.splitlines()
                  if line.startswith("| `")}
     start = doc.index("<!-- doc-test: file model.yaml -->")

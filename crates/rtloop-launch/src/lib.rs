@@ -116,7 +116,9 @@ pub fn play(name: &str, json: &str) -> Result<(), PlayError> {
 
 /// At the top of a program's `main`: if this process was started as a child (`PROGRAM child
 /// NAME JSON`), play the role and say how the process should exit; else `None`, and `main`
-/// goes on. A child that fails prints why on stderr and exits with 1.
+/// goes on. A child that fails prints why on stderr and exits with 1. Set up the program's
+/// logging (a `tracing` subscriber) before it: the roles report warnings through `tracing`,
+/// and without a subscriber they are lost.
 #[must_use]
 pub fn play_if_child() -> Option<std::process::ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).take(4).collect();
