@@ -1,56 +1,55 @@
 //! iceoryx2 publish/subscribe (zero-copy shared memory, from crates.io) on the same payloads
 //! as the stream benchmarks, in the same run: the peer column of the stream benchmark.
-//! Delivery blocks rather than drops (`UnableToDeliverStrategy::Block`, no safe overflow),
-//! which matches a lossless stream; the subscriber checks every message's sequence word.
+//! The ports are rtloop-peers' iceoryx2 transport (the one place rtloop sets up iceoryx2),
+//! with spinning readers. Delivery blocks rather than drops (no safe overflow), which
+//! matches a lossless stream; the subscriber checks every message's sequence word.
 
 use std::io::BufRead;
 use std::time::Duration;
 
-use iceoryx2::port::unable_to_deliver_strategy::UnableToDeliverStrategy;
-use iceoryx2::prelude::*;
 use rtloop_metrics::LatencyHistogram;
+use rtloop_peers::transport::iceoryx2::{Ix2Config, Ix2Receiver, Ix2Sender};
+use rtloop_peers::transport::{Receiver, Sender};
+use rtloop_peers::Wait;
 use rtloop_sys as sys;
 
 use crate::{ensure, BenchError, Context};
 
+/// Messages each subscriber's buffer holds before the publisher blocks.
 const BUFFER: usize = 128;
 
-/// An iceoryx2 error (they implement Debug only) with what failed.
-fn ix<E: std::fmt::Debug>(what: &str) -> impl FnOnce(E) -> BenchError + '_ {
-    move |e| BenchError::Iceoryx2 {
-        what: what.to_string(),
-        error: format!("{e:?}"),
+/// How long a writer waits for its reader to subscribe.
+const CONNECT: Duration = Duration::from_secs(10);
+
+fn config(service: &str, message_bytes: usize) -> Ix2Config {
+    Ix2Config {
+        service: service.to_string(),
+        message_bytes,
+        buffer: BUFFER,
+        readers: 1,
+        wait: Wait::Spin,
     }
 }
 
-fn node() -> Result<Node<ipc::Service>, BenchError> {
-    // its default-config notice is noise here; errors still show
-    set_log_level(LogLevel::Error);
-    NodeBuilder::new()
-        .create::<ipc::Service>()
-        .map_err(ix("iceoryx2 node"))
+/// `f` of the next message, spinning on `receive` until one is there.
+fn on_next<T>(rx: &mut Ix2Receiver, f: impl FnOnce(&[u8]) -> T) -> Result<T, BenchError> {
+    loop {
+        let message = rx
+            .recv(Duration::ZERO)
+            .map_err(rtloop_peers::PeerError::from)?;
+        if !message.is_empty() {
+            return Ok(f(message));
+        }
+        std::hint::spin_loop();
+    }
 }
 
-fn service(
-    node: &Node<ipc::Service>,
-    name: &str,
-) -> Result<
-    iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>,
-    BenchError,
-> {
-    let sn: ServiceName = name.try_into().map_err(ix("iceoryx2 service name"))?;
-    node.service_builder(&sn)
-        .publish_subscribe::<[u8]>()
-        .max_publishers(1)
-        .max_subscribers(1)
-        .history_size(0)
-        .subscriber_max_buffer_size(BUFFER)
-        .enable_safe_overflow(false)
-        .open_or_create()
-        .map_err(|e| BenchError::Iceoryx2 {
-            what: format!("service {name}"),
-            error: format!("{e:?}"),
-        })
+fn sequence(message: &[u8]) -> u64 {
+    u64::from_ne_bytes(
+        message[..8]
+            .try_into()
+            .expect("messages hold at least 8 bytes"),
+    )
 }
 
 /// Messages per second and GB/s of `n` messages of `bytes` from a publisher process to a
@@ -60,6 +59,7 @@ pub fn throughput(n: u64, bytes: usize) -> Result<(f64, f64), BenchError> {
     let (mut sub, mut sub_out) = rtloop_launch::spawn_ready(&SubRole {
         service: name.clone(),
         messages: n,
+        bytes,
         cpu: Some(1),
     })?;
     let (mut pubp, mut pub_out) = rtloop_launch::spawn_ready(&PubRole {
@@ -86,15 +86,15 @@ pub fn throughput(n: u64, bytes: usize) -> Result<(f64, f64), BenchError> {
     Ok((n as f64 / secs, n as f64 * bytes as f64 / secs / 1e9))
 }
 
-/// `ix2-pub NAME N BYTES CPU`: prints its start time (ns), sends N messages.
-/// The iceoryx2 publisher of the throughput peer column.
+/// The iceoryx2 publisher of the throughput peer column: prints its start time (ns) and
+/// sends `messages` messages.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PubRole {
     /// The service.
     pub service: String,
     /// Messages to publish.
     pub messages: u64,
-    /// Bytes per message.
+    /// Bytes per message (at least 8: the sequence word).
     pub bytes: usize,
     /// The CPU to pin to.
     pub cpu: Option<usize>,
@@ -104,13 +104,16 @@ impl rtloop_launch::ChildRole for PubRole {
     const NAME: &'static str = "ix2-pub";
 }
 
-/// The iceoryx2 subscriber of the throughput peer column.
+/// The iceoryx2 subscriber of the throughput peer column: receives `messages` messages in
+/// order and prints the end time (ns).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SubRole {
     /// The service.
     pub service: String,
     /// Messages to receive.
     pub messages: u64,
+    /// Bytes per message.
+    pub bytes: usize,
     /// The CPU to pin to.
     pub cpu: Option<usize>,
 }
@@ -119,7 +122,8 @@ impl rtloop_launch::ChildRole for SubRole {
     const NAME: &'static str = "ix2-sub";
 }
 
-/// The iceoryx2 echo of the latency peer column.
+/// The iceoryx2 echo of the latency peer column: echoes every message of service `from`
+/// to service `to` until `u64::MAX`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct EchoRole {
     /// The service read.
@@ -140,52 +144,35 @@ rtloop_launch::register_role!(EchoRole, echo_role);
 
 /// Run [`PubRole`].
 pub fn pub_role(role: &PubRole) -> Result<(), BenchError> {
-    let (name, n, bytes) = (&role.service, role.messages, role.bytes);
+    ensure!(
+        role.bytes >= 8,
+        "a message",
+        "must hold the 8-byte sequence word"
+    );
     crate::pin(role.cpu);
-    let node = node()?;
-    let svc = service(&node, name)?;
-    let publisher = svc
-        .publisher_builder()
-        .initial_max_slice_len(bytes)
-        .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
-        .create()
-        .map_err(ix("iceoryx2 publisher"))?;
+    let mut tx = Ix2Sender::with(&config(&role.service, role.bytes))?;
     rtloop_launch::ready();
-    let mut hot = vec![0x5au8; bytes];
+    tx.prepare(1, CONNECT)
+        .map_err(rtloop_peers::PeerError::from)?;
+    let mut hot = vec![0x5au8; role.bytes];
     let start = sys::monotonic_ns();
-    for seq in 0..n {
+    for seq in 0..role.messages {
         hot[..8].copy_from_slice(&seq.to_ne_bytes());
-        let s = publisher.loan_slice_uninit(bytes).map_err(ix("loan"))?;
-        s.write_from_slice(&hot).send().map_err(ix("send"))?;
+        tx.send(&hot).map_err(rtloop_peers::PeerError::from)?;
     }
     println!("{start}");
     Ok(())
 }
 
-/// `ix2-sub NAME N BYTES CPU`: receives N messages in order, prints the end time (ns).
 /// Run [`SubRole`].
 pub fn sub_role(role: &SubRole) -> Result<(), BenchError> {
-    let (name, n) = (&role.service, role.messages);
     crate::pin(role.cpu);
-    let node = node()?;
-    let svc = service(&node, name)?;
-    let sub = svc
-        .subscriber_builder()
-        .create()
-        .map_err(ix("iceoryx2 subscriber"))?;
+    let mut rx = Ix2Receiver::with(&config(&role.service, role.bytes))?;
     rtloop_launch::ready();
-    let mut next = 0u64;
-    while next < n {
-        match sub.receive().map_err(ix("receive"))? {
-            Some(s) => {
-                let p = s.payload();
-                let seq = u64::from_ne_bytes(p[..8].try_into().expect("8 bytes"));
-                if seq != next {
-                    return Err(BenchError::mismatch("iceoryx2's sequence", seq, next));
-                }
-                next += 1;
-            }
-            None => std::hint::spin_loop(),
+    for next in 0..role.messages {
+        let seq = on_next(&mut rx, sequence)?;
+        if seq != next {
+            return Err(BenchError::mismatch("iceoryx2's sequence", seq, next));
         }
     }
     println!("{}", sys::monotonic_ns());
@@ -199,43 +186,27 @@ pub fn pingpong(rounds: u64) -> Result<LatencyHistogram, BenchError> {
         format!("rtloop-pp-a-{}", sys::pid()),
         format!("rtloop-pp-b-{}", sys::pid()),
     );
-    let node = node()?;
-    let sa = service(&node, &a)?;
-    let sb = service(&node, &b)?;
-    let publisher = sa
-        .publisher_builder()
-        .initial_max_slice_len(8)
-        .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
-        .create()
-        .map_err(ix("iceoryx2 publisher"))?;
-    let sub = sb
-        .subscriber_builder()
-        .create()
-        .map_err(ix("iceoryx2 subscriber"))?;
+    let mut tx = Ix2Sender::with(&config(&a, 8))?;
+    let mut rx = Ix2Receiver::with(&config(&b, 8))?;
     let (mut child, _out) = rtloop_launch::spawn_ready(&EchoRole {
         from: a,
         to: b,
         cpu: Some(1),
     })?;
+    tx.prepare(1, CONNECT)
+        .map_err(rtloop_peers::PeerError::from)?;
     let mut h = LatencyHistogram::new();
     let warm = (rounds / 10).max(10);
     for i in 1..=rounds + warm + 1 {
         let last = i == rounds + warm + 1;
         let v = if last { u64::MAX } else { i };
         let t0 = sys::monotonic_ns();
-        let s = publisher.loan_slice_uninit(8).map_err(ix("loan"))?;
-        s.write_from_slice(&v.to_ne_bytes())
-            .send()
-            .map_err(ix("send"))?;
+        tx.send(&v.to_ne_bytes())
+            .map_err(rtloop_peers::PeerError::from)?;
         if last {
             break;
         }
-        let got = loop {
-            if let Some(s) = sub.receive().map_err(ix("receive"))? {
-                break u64::from_ne_bytes(s.payload()[..8].try_into().expect("8 bytes"));
-            }
-            std::hint::spin_loop();
-        };
+        let got = on_next(&mut rx, sequence)?;
         let t1 = sys::monotonic_ns();
         if got != i {
             return Err(BenchError::mismatch("the iceoryx2 echo", got, i));
@@ -266,36 +237,19 @@ impl WaitOrKill for std::process::Child {
     }
 }
 
-/// `ix2-echo A B CPU`: echo every message of service A to service B until u64::MAX.
 /// Run [`EchoRole`].
 pub fn echo_role(role: &EchoRole) -> Result<(), BenchError> {
-    let (a, b) = (&role.from, &role.to);
     crate::pin(role.cpu);
-    let node = node()?;
-    let sa = service(&node, a)?;
-    let sb = service(&node, b)?;
-    let sub = sa
-        .subscriber_builder()
-        .create()
-        .map_err(ix("iceoryx2 subscriber"))?;
-    let publisher = sb
-        .publisher_builder()
-        .initial_max_slice_len(8)
-        .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
-        .create()
-        .map_err(ix("iceoryx2 publisher"))?;
+    let mut rx = Ix2Receiver::with(&config(&role.from, 8))?;
+    let mut tx = Ix2Sender::with(&config(&role.to, 8))?;
     rtloop_launch::ready();
+    tx.prepare(1, CONNECT)
+        .map_err(rtloop_peers::PeerError::from)?;
     loop {
-        let Some(s) = sub.receive().map_err(ix("receive"))? else {
-            std::hint::spin_loop();
-            continue;
-        };
-        let v: [u8; 8] = s.payload()[..8].try_into().expect("8 bytes");
-        drop(s);
+        let v: [u8; 8] = on_next(&mut rx, |m| m[..8].try_into().expect("8-byte messages"))?;
         if u64::from_ne_bytes(v) == u64::MAX {
             return Ok(());
         }
-        let out = publisher.loan_slice_uninit(8).map_err(ix("loan"))?;
-        out.write_from_slice(&v).send().map_err(ix("send"))?;
+        tx.send(&v).map_err(rtloop_peers::PeerError::from)?;
     }
 }

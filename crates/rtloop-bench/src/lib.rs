@@ -136,14 +136,6 @@ pub enum BenchError {
     /// A PNG chart.
     #[error(transparent)]
     Chart(#[from] rtloop_metrics::charts::ChartError),
-    /// iceoryx2 (its errors are reported by their debug text).
-    #[error("iceoryx2: {what}: {error}")]
-    Iceoryx2 {
-        /// What was being done.
-        what: String,
-        /// iceoryx2's error, by its debug text.
-        error: String,
-    },
     /// An error with what was being done when it happened (the message holds both, so
     /// the error is not also its source).
     #[error("{what}: {error}")]

@@ -229,6 +229,41 @@ fn one_transport_abstraction_serves_the_lab_and_the_peers_benchmark() {
     assert!(heavy.is_empty(), "the lab links {heavy:?}");
 }
 
+#[test]
+fn iceoryx2_is_set_up_in_one_place() {
+    // the peers benchmark's transport and the stream benchmark's peer column both open their
+    // ports through rtloop-peers' iceoryx2 module; no other crate links iceoryx2 itself
+    // the crate imported (`use iceoryx2::prelude::*`), not rtloop's module of that name
+    let mut using: Vec<String> = files_with(&["use iceoryx2::"]);
+    using.sort();
+    assert_eq!(
+        using,
+        ["crates/rtloop-peers/src/transport/iceoryx2.rs"],
+        "files that use iceoryx2 directly"
+    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut manifests: Vec<String> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|c| c.unwrap().path().join("Cargo.toml"))
+        .filter(|m| {
+            std::fs::read_to_string(m)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.starts_with("iceoryx2 = {"))
+        })
+        .map(|m| {
+            let krate = m.parent().unwrap().file_name().unwrap();
+            format!("crates/{}/Cargo.toml", krate.to_string_lossy())
+        })
+        .collect();
+    manifests.sort();
+    assert_eq!(
+        manifests,
+        ["crates/rtloop-peers/Cargo.toml"],
+        "crates that depend on iceoryx2"
+    );
+}
+
 /// The realtime runtime built with no features links no plotting, SQLite, liblsl or BrainFlow loader,
 /// recorder or web server: a model that uses none of them carries none of them.
 #[test]

@@ -36,26 +36,61 @@ struct Services {
     _node: Node<ipc::Service>,
 }
 
-fn services(t: &Trial, name: &str) -> Result<Services, PeerError> {
+/// How rtloop sets up iceoryx2 (the one place it does): a publish/subscribe service of
+/// byte slices and an event service to wake readers. The peers benchmark's trials and the
+/// stream benchmark's peer column both open their ports through it.
+#[derive(Debug, Clone)]
+pub struct Ix2Config {
+    /// The data service's name; the event service is `NAME-wake`.
+    pub service: String,
+    /// Bytes of every message: the writer's slice length, and what a reader accepts.
+    pub message_bytes: usize,
+    /// Messages each reader's buffer holds before the writer blocks.
+    pub buffer: usize,
+    /// Reader processes.
+    pub readers: usize,
+    /// How readers wait: blocking readers sleep on the event service, which the writer
+    /// then notifies on every send; spinning readers poll `receive` and need no notification.
+    pub wait: Wait,
+}
+
+impl Ix2Config {
+    /// A trial's services (`rtloop-peers-TAG` unless `service` is given): as many messages
+    /// per reader as the stream's history holds.
+    #[must_use]
+    pub fn of_trial(t: &Trial, service: Option<&str>) -> Ix2Config {
+        Ix2Config {
+            service: service.map_or_else(|| format!("rtloop-peers-{}", t.tag), str::to_string),
+            message_bytes: t.chunk_bytes(),
+            buffer: history_bytes(t) / t.chunk_bytes(),
+            readers: t.readers,
+            wait: t.wait,
+        }
+    }
+}
+
+fn services(c: &Ix2Config) -> Result<Services, PeerError> {
     // its default-config notice is noise here; errors still show
     set_log_level(LogLevel::Error);
     let node = NodeBuilder::new()
         .create::<ipc::Service>()
         .map_err(err("create the node"))?;
-    let data_name: ServiceName = name.try_into().map_err(err("name the service"))?;
-    let wake_name: ServiceName = format!("{name}-wake")
+    let data_name: ServiceName = c
+        .service
         .as_str()
         .try_into()
         .map_err(err("name the service"))?;
-    // as many samples per reader as the stream's history holds
-    let buffer = history_bytes(t) / t.chunk_bytes();
+    let wake_name: ServiceName = format!("{}-wake", c.service)
+        .as_str()
+        .try_into()
+        .map_err(err("name the service"))?;
     let data = node
         .service_builder(&data_name)
         .publish_subscribe::<[u8]>()
         .max_publishers(1)
-        .max_subscribers(t.readers)
+        .max_subscribers(c.readers)
         .history_size(0)
-        .subscriber_max_buffer_size(buffer)
+        .subscriber_max_buffer_size(c.buffer)
         .enable_safe_overflow(false)
         .open_or_create()
         .map_err(err("open the data service"))?;
@@ -63,7 +98,7 @@ fn services(t: &Trial, name: &str) -> Result<Services, PeerError> {
         .service_builder(&wake_name)
         .event()
         .max_notifiers(1)
-        .max_listeners(t.readers)
+        .max_listeners(c.readers)
         .open_or_create()
         .map_err(err("open the event service"))?;
     Ok(Services {
@@ -83,18 +118,22 @@ pub struct Ix2Sender {
 }
 
 impl Ix2Sender {
-    /// Create the services and the writer's ports.
+    /// Create a trial's services and the writer's ports.
     pub fn open(t: &Trial) -> Result<Ix2Sender, PeerError> {
-        let name = format!("rtloop-peers-{}", t.tag);
-        let svc = services(t, &name)?;
+        Ix2Sender::with(&Ix2Config::of_trial(t, None))
+    }
+
+    /// Create the services `c` names and the writer's ports.
+    pub fn with(c: &Ix2Config) -> Result<Ix2Sender, PeerError> {
+        let svc = services(c)?;
         let publisher = svc
             .data
             .publisher_builder()
-            .initial_max_slice_len(t.chunk_bytes())
+            .initial_max_slice_len(c.message_bytes)
             .unable_to_deliver_strategy(UnableToDeliverStrategy::Block)
             .create()
             .map_err(err("create the publisher"))?;
-        let notifier = match t.wait {
+        let notifier = match c.wait {
             Wait::Block => Some(
                 svc.wake
                     .notifier_builder()
@@ -107,7 +146,7 @@ impl Ix2Sender {
             publisher,
             notifier,
             svc,
-            name,
+            name: c.service.clone(),
         })
     }
 }
@@ -164,9 +203,14 @@ pub struct Ix2Receiver {
 }
 
 impl Ix2Receiver {
-    /// Open the services and the reader's ports.
+    /// Open a trial's services at the writer's `endpoint` and the reader's ports.
     pub fn open(t: &Trial, endpoint: &str) -> Result<Ix2Receiver, PeerError> {
-        let svc = services(t, endpoint)?;
+        Ix2Receiver::with(&Ix2Config::of_trial(t, Some(endpoint)))
+    }
+
+    /// Open the services `c` names and the reader's ports.
+    pub fn with(c: &Ix2Config) -> Result<Ix2Receiver, PeerError> {
+        let svc = services(c)?;
         let sub = svc
             .data
             .subscriber_builder()
@@ -182,7 +226,7 @@ impl Ix2Receiver {
             listener,
             held: None,
             _svc: svc,
-            chunk_bytes: t.chunk_bytes(),
+            chunk_bytes: c.message_bytes,
         })
     }
 }
