@@ -5,76 +5,9 @@
 //! `min_interval_ms` drops the same events on a busy machine).
 
 mod common;
-use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use rustix::fs::{Mode, OFlags};
-use rustix::pty::OpenptFlags;
-
-/// Written by the test after the run: never an event byte here.
-const MARK: u8 = 0xEE;
-
-/// A pseudo-terminal pair; the test keeps a follower fd of its own, so the pty and what the
-/// model wrote outlive the sink's fd.
-struct Pty {
-    leader: OwnedFd,
-    follower: OwnedFd,
-    path: String,
-}
-
-fn pty() -> Pty {
-    let leader =
-        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
-            .unwrap();
-    rustix::pty::grantpt(&leader).unwrap();
-    rustix::pty::unlockpt(&leader).unwrap();
-    let path = rustix::pty::ptsname(&leader, Vec::new())
-        .unwrap()
-        .into_string()
-        .unwrap();
-    let follower = rustix::fs::open(
-        path.as_str(),
-        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::empty(),
-    )
-    .unwrap();
-    rustix::fs::fcntl_setfl(&leader, OFlags::NONBLOCK | OFlags::RDWR).unwrap();
-    Pty {
-        leader,
-        follower,
-        path,
-    }
-}
-
-impl Pty {
-    /// Everything the model wrote: a mark after it, the leader read up to the mark.
-    fn take(&self) -> Vec<u8> {
-        assert_eq!(rustix::io::write(&self.follower, &[MARK]).unwrap(), 1);
-        let start = Instant::now();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            match rustix::io::read(&self.leader, &mut buf) {
-                Ok(n) => {
-                    got.extend_from_slice(&buf[..n]);
-                    if got.last() == Some(&MARK) {
-                        got.pop();
-                        return got;
-                    }
-                }
-                Err(rustix::io::Errno::AGAIN) => {
-                    assert!(
-                        start.elapsed() < Duration::from_secs(20),
-                        "the mark did not come through; got {got:?}"
-                    );
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(e) => panic!("reading the pty leader: {e}"),
-            }
-        }
-    }
-}
+use rtloop_testkit::pty::Pty;
 
 fn proc<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     v["processes"]
@@ -109,7 +42,7 @@ fn model(d: &Path, name: &str, sinks: &str) -> std::path::PathBuf {
 #[test]
 fn a_model_sends_one_byte_per_event_to_a_serial_port_and_reports_the_latency() {
     let d = rtloop_testkit::TempDir::new("cli-serial");
-    let (a, b) = (pty(), pty());
+    let (a, b) = (Pty::open(), Pty::open());
     let name = format!("ser{}", std::process::id());
     let m = model(
         d.path(),

@@ -1,99 +1,18 @@
-//! The `serial_out` sink against real pseudo-terminal pairs: the driver opens the pty's
-//! follower path like a serial device, the test reads the leader side. To know where one
-//! tick's bytes end, the test writes a marker byte through its own follower fd after the
-//! tick and reads up to it (a tty keeps the order of what is written to it). No timing
-//! thresholds: only bytes, counts and messages.
+//! The `serial_out` sink against real pseudo-terminal pairs (rtloop-testkit's `Pty`): the
+//! driver opens the pty's follower path like a serial device, the test reads the leader side
+//! up to a mark written after each tick. No timing thresholds: only bytes, counts and
+//! messages.
 
-use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rtloop_runtime::drivers::{self, DriverCtx, InView, Sink, TickInfo};
 use rtloop_runtime::model::{Kind, Signal};
 use rtloop_stream::DType;
+use rtloop_testkit::pty::Pty;
 use rustix::fs::{Mode, OFlags};
-use rustix::pty::OpenptFlags;
 use rustix::termios::{self, ControlModes, InputModes, OutputModes};
 use serde_json::json;
-
-/// How long a test waits for bytes through the pty before failing (never reached normally).
-const PATIENCE: Duration = Duration::from_secs(20);
-
-/// Written by the test after a tick's events: never an event byte in these tests.
-const MARK: u8 = 0xEE;
-
-/// A pseudo-terminal pair. The test keeps a follower fd of its own open, so the pty stays
-/// up when the sink closes its fd, and writes its marks through it.
-struct Pty {
-    leader: OwnedFd,
-    follower: OwnedFd,
-    path: String,
-}
-
-fn pty() -> Pty {
-    let leader =
-        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)
-            .unwrap();
-    rustix::pty::grantpt(&leader).unwrap();
-    rustix::pty::unlockpt(&leader).unwrap();
-    let path = rustix::pty::ptsname(&leader, Vec::new())
-        .unwrap()
-        .into_string()
-        .unwrap();
-    let follower = rustix::fs::open(
-        path.as_str(),
-        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .unwrap();
-    // the test never blocks on the pty: it reads with a deadline
-    rustix::fs::fcntl_setfl(&leader, OFlags::NONBLOCK | OFlags::RDWR).unwrap();
-    rustix::fs::fcntl_setfl(&follower, OFlags::NONBLOCK | OFlags::RDWR).unwrap();
-    Pty {
-        leader,
-        follower,
-        path,
-    }
-}
-
-impl Pty {
-    /// Everything written to the follower since the last call: writes a mark and reads the
-    /// leader up to it. Both fds are non-blocking: when the sink filled the pty, the mark
-    /// goes in once reading made room.
-    fn take(&self) -> Vec<u8> {
-        let start = Instant::now();
-        let (mut marked, mut got) = (false, Vec::new());
-        let mut buf = [0u8; 4096];
-        loop {
-            if !marked {
-                match rustix::io::write(&self.follower, &[MARK]) {
-                    Ok(n) => marked = n == 1,
-                    Err(rustix::io::Errno::AGAIN) => {}
-                    Err(e) => panic!("writing the mark: {e}"),
-                }
-            }
-            match rustix::io::read(&self.leader, &mut buf) {
-                Ok(n) => {
-                    got.extend_from_slice(&buf[..n]);
-                    if got.last() == Some(&MARK) {
-                        got.pop();
-                        assert!(!got.contains(&MARK), "one mark per call: {got:?}");
-                        return got;
-                    }
-                }
-                Err(rustix::io::Errno::AGAIN) => {
-                    assert!(
-                        start.elapsed() < PATIENCE,
-                        "the mark did not come through the pty; got {} bytes",
-                        got.len()
-                    );
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(e) => panic!("reading the pty leader: {e}"),
-            }
-        }
-    }
-}
 
 fn sig(shape: &[usize], dtype: DType, variable: bool) -> Signal {
     Signal {
@@ -147,7 +66,7 @@ fn tick(sink: &mut dyn Sink, s: &Signal, k: u64, bytes: &[u8], rows: usize) {
 
 #[test]
 fn one_byte_per_nonzero_row_of_a_fixed_signal_and_nothing_for_zero_rows() {
-    let p = pty();
+    let p = Pty::open();
     // int32: 256 has a zero low byte, still an event; -1 too
     let s = sig(&[4, 1], DType::I32, false);
     let mut sink = open(&json!({"port": p.path, "byte": 0x41}), &s);
@@ -175,7 +94,7 @@ fn one_byte_per_nonzero_row_of_a_fixed_signal_and_nothing_for_zero_rows() {
 
 #[test]
 fn a_variable_signal_sends_for_the_rows_it_carries() {
-    let p = pty();
+    let p = Pty::open();
     let s = sig(&[8, 1], DType::U16, true);
     let mut sink = open(&json!({"port": p.path, "byte": 200}), &s);
     // 8 rows of room, 3 carried (one of them zero); the rows past them are stale bytes
@@ -190,7 +109,7 @@ fn a_variable_signal_sends_for_the_rows_it_carries() {
 
 #[test]
 fn a_message_goes_out_byte_for_byte_in_raw_mode() {
-    let p = pty();
+    let p = Pty::open();
     // cooked mode would turn "\n" into "\r\n" (OPOST/ONLCR) and eat 0x03 as an interrupt
     // on input: the driver must set raw mode
     let s = sig(&[1], DType::U8, false);
@@ -209,7 +128,7 @@ fn a_message_goes_out_byte_for_byte_in_raw_mode() {
 
 #[test]
 fn the_port_is_set_raw_8n1_at_the_baud_rate_without_flow_control() {
-    let p = pty();
+    let p = Pty::open();
     // start from a port set up otherwise: 7E2, RTS/CTS and XON/XOFF, 9600, cooked output
     let mut t = termios::tcgetattr(&p.follower).unwrap();
     t.control_modes &= !ControlModes::CSIZE;
@@ -253,7 +172,7 @@ fn the_port_is_set_raw_8n1_at_the_baud_rate_without_flow_control() {
 
 #[test]
 fn min_interval_drops_events_closer_than_it_after_the_last_sent_one() {
-    let p = pty();
+    let p = Pty::open();
     let s = sig(&[1], DType::U8, false);
     let mut sink = open(
         &json!({"port": p.path, "byte": 7, "min_interval_ms": 4}),
@@ -282,7 +201,7 @@ fn min_interval_drops_events_closer_than_it_after_the_last_sent_one() {
 
 #[test]
 fn a_full_port_never_blocks_the_tick_its_events_are_counted_as_dropped() {
-    let p = pty();
+    let p = Pty::open();
     let s = sig(&[4096, 1], DType::U8, false);
     let mut sink = open(&json!({"port": p.path, "byte": 1}), &s);
     // nobody reads the leader: the pty's buffer fills and later events cannot be written
@@ -319,7 +238,7 @@ fn refused(options: serde_json::Value, s: &Signal) -> String {
 
 #[test]
 fn bad_options_say_what_is_wrong_and_what_is_allowed() {
-    let p = pty();
+    let p = Pty::open();
     let s = sig(&[1], DType::U8, false);
     let e = refused(json!({"byte": 1}), &s);
     assert!(
@@ -388,7 +307,7 @@ fn bad_options_say_what_is_wrong_and_what_is_allowed() {
 
 #[test]
 fn signals_it_cannot_read_events_from_are_refused() {
-    let p = pty();
+    let p = Pty::open();
     let o = json!({"port": p.path, "byte": 1});
     let e = refused(o.clone(), &sig(&[1], DType::F32, false));
     assert!(

@@ -8,7 +8,8 @@
 //! * [`spawn_role`] / [`role`] — run the current test executable again as a child process
 //!   that plays a role (writer, reader, ...) in a multi-process test;
 //! * [`StreamGuard`] — removes a stream when the test ends, pass or fail;
-//! * [`report`] / [`parse_reports`] — pass results from a child back to the parent.
+//! * [`report`] / [`parse_reports`] — pass results from a child back to the parent;
+//! * [`pty::Pty`] — a pseudo-terminal pair a serial sink writes to and the test reads.
 //!
 //! A multi-process test looks like this:
 //!
@@ -38,6 +39,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod pty;
 mod small_shm;
 pub use small_shm::SmallShm;
 
