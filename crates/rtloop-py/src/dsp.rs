@@ -224,6 +224,50 @@ fn channels_i64(v: &[usize]) -> Vec<i64> {
         .collect()
 }
 
+/// A detector's events as a structured array: `channel` (int64), then `names[0]` (a sample
+/// number, int64), then `names[1]` (what `third` makes of the events' third values).
+fn events_array<'py, V>(
+    py: Python<'py>,
+    names: [&'static str; 2],
+    events: Vec<(usize, u64, V)>,
+    third: impl FnOnce(Python<'py>, Vec<V>) -> Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let n = events.len();
+    let mut channel = Vec::with_capacity(n);
+    let mut sample = Vec::with_capacity(n);
+    let mut value = Vec::with_capacity(n);
+    for (c, s, v) in events {
+        channel.push(c);
+        sample.push(s);
+        value.push(v);
+    }
+    event_array(
+        py,
+        n,
+        vec![
+            (
+                "channel",
+                PyArray1::from_vec(py, channels_i64(&channel)).into_any(),
+            ),
+            (
+                names[0],
+                PyArray1::from_vec(py, samples_i64(&sample)).into_any(),
+            ),
+            (names[1], third(py, value)),
+        ],
+    )
+}
+
+/// Values as a numpy array of their own dtype.
+fn values_array<V: Element>(py: Python<'_>, v: Vec<V>) -> Bound<'_, PyAny> {
+    PyArray1::from_vec(py, v).into_any()
+}
+
+/// Sample numbers as an int64 numpy array.
+fn samples_array(py: Python<'_>, v: Vec<u64>) -> Bound<'_, PyAny> {
+    PyArray1::from_vec(py, samples_i64(&v)).into_any()
+}
+
 // ---------------------------------------------------------------------------------------
 
 /// An IIR filter (cascaded second-order sections, as ``scipy.signal.sosfilt``) with each
@@ -479,57 +523,18 @@ pub(crate) struct PySpikeDetector {
     block: Pinned<SpikeDetector<f32>, SpikeDetector<f64>>,
 }
 
-/// The spikes of one call, field by field.
-struct Found<T> {
-    channel: Vec<usize>,
-    sample: Vec<u64>,
-    peak: Vec<T>,
-}
-
-impl<T> Found<T> {
-    fn new() -> Self {
-        Found {
-            channel: Vec::new(),
-            sample: Vec::new(),
-            peak: Vec::new(),
-        }
-    }
-}
-
+/// The spikes whose peak `chunk` made known, as (channel, sample, peak).
 fn spikes_of<T: num_traits::Float + Send>(
     py: Python<'_>,
     d: &mut SpikeDetector<T>,
     a: &mut Array2<T>,
-) -> PyResult<Found<T>> {
+) -> PyResult<Vec<(usize, u64, T)>> {
     crate::exit::detach(py, || {
-        let mut f = Found::new();
-        d.process(values(a), |s| {
-            f.channel.push(s.channel);
-            f.sample.push(s.sample);
-            f.peak.push(s.peak);
-        })
-        .map(|()| f)
+        let mut found = Vec::new();
+        d.process(values(a), |s| found.push((s.channel, s.sample, s.peak)))
+            .map(|()| found)
     })
     .map_err(value_error)
-}
-
-fn spike_array<T: Element>(py: Python<'_>, f: Found<T>) -> PyResult<Bound<'_, PyAny>> {
-    let n = f.channel.len();
-    event_array(
-        py,
-        n,
-        vec![
-            (
-                "channel",
-                PyArray1::from_vec(py, channels_i64(&f.channel)).into_any(),
-            ),
-            (
-                "sample",
-                PyArray1::from_vec(py, samples_i64(&f.sample)).into_any(),
-            ),
-            ("peak", PyArray1::from_vec(py, f.peak).into_any()),
-        ],
-    )
 }
 
 #[pymethods]
@@ -578,13 +583,13 @@ impl PySpikeDetector {
                 let d = self
                     .block
                     .f32(what, || SpikeDetector::new(cfg).map_err(value_error))?;
-                let f = spikes_of(py, d, &mut a)?;
-                spike_array(py, f)
+                let found = spikes_of(py, d, &mut a)?;
+                events_array(py, ["sample", "peak"], found, values_array)
             }
             Chunk::F64(mut a) => {
                 let d = self.block.f64(what)?;
-                let f = spikes_of(py, d, &mut a)?;
-                spike_array(py, f)
+                let found = spikes_of(py, d, &mut a)?;
+                events_array(py, ["sample", "peak"], found, values_array)
             }
         }
     }
@@ -858,35 +863,14 @@ impl PyRippleDetector {
     ) -> PyResult<Bound<'py, PyAny>> {
         let chunk = take_chunk(chunk, self.cfg.channels, "RippleDetector")?;
         let b = &mut self.block;
-        let (mut channel, mut onset, mut detected) = (Vec::new(), Vec::new(), Vec::new());
-        let mut emit = |r: rtloop_dsp::Ripple| {
-            channel.push(r.channel);
-            onset.push(r.onset);
-            detected.push(r.detected);
-        };
+        let mut found = Vec::new();
+        let mut emit = |r: rtloop_dsp::Ripple| found.push((r.channel, r.onset, r.detected));
         crate::exit::detach(py, || match chunk {
             Chunk::F32(mut a) => b.process(values(&mut a), &mut emit),
             Chunk::F64(mut a) => b.process(values(&mut a), &mut emit),
         })
         .map_err(value_error)?;
-        event_array(
-            py,
-            channel.len(),
-            vec![
-                (
-                    "channel",
-                    PyArray1::from_vec(py, channels_i64(&channel)).into_any(),
-                ),
-                (
-                    "onset",
-                    PyArray1::from_vec(py, samples_i64(&onset)).into_any(),
-                ),
-                (
-                    "detected",
-                    PyArray1::from_vec(py, samples_i64(&detected)).into_any(),
-                ),
-            ],
-        )
+        events_array(py, ["onset", "detected"], found, samples_array)
     }
 
     /// Back to before the first sample.
@@ -962,32 +946,14 @@ impl PyPhaseTracker {
     ) -> PyResult<Bound<'py, PyAny>> {
         let chunk = take_chunk(chunk, self.cfg.channels, "PhaseTracker")?;
         let b = &mut self.block;
-        let (mut channel, mut sample, mut phase) = (Vec::new(), Vec::new(), Vec::new());
-        let mut emit = |t: rtloop_dsp::PhaseTrigger| {
-            channel.push(t.channel);
-            sample.push(t.sample);
-            phase.push(t.phase);
-        };
+        let mut found = Vec::new();
+        let mut emit = |t: rtloop_dsp::PhaseTrigger| found.push((t.channel, t.sample, t.phase));
         crate::exit::detach(py, || match chunk {
             Chunk::F32(mut a) => b.process(values(&mut a), &mut emit),
             Chunk::F64(mut a) => b.process(values(&mut a), &mut emit),
         })
         .map_err(value_error)?;
-        event_array(
-            py,
-            channel.len(),
-            vec![
-                (
-                    "channel",
-                    PyArray1::from_vec(py, channels_i64(&channel)).into_any(),
-                ),
-                (
-                    "sample",
-                    PyArray1::from_vec(py, samples_i64(&sample)).into_any(),
-                ),
-                ("phase", PyArray1::from_vec(py, phase).into_any()),
-            ],
-        )
+        events_array(py, ["sample", "phase"], found, values_array)
     }
 
     /// Back to before the first sample.
