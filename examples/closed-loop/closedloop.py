@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -472,3 +473,49 @@ def trigger_latency(listener: Listener, log: "rtloop.log.Log", tmap: TickMap, ar
     hist["datagrams"] = int(len(sent))
     hist["not_found"] = int(len(sent) - len(ok_idx))
     return hist
+
+
+@dataclass
+class LoopRun:
+    """One run of an example's closed loop, measured: its report and log, the trigger
+    listener, which file samples `stream_in` took in which tick, and which the blocks got."""
+
+    report: Dict[str, Any]
+    log: "rtloop.log.Log"
+    listener: Listener
+    arrivals: Arrivals
+    tmap: TickMap
+
+    def events(self, signal: str, rows: int, warmup_ticks: int) -> Tuple[np.ndarray, np.ndarray]:
+        """The events a detector logged in `signal` (rows ``[channel, sample, value]``) and the
+        file sample of each one from tick `warmup_ticks` on whose rows are found in the file."""
+        ev_rows = self.log.signals[signal].data.reshape(-1, 3)
+        sample = ev_rows[:, 1].astype(np.int64)
+        in_tick = event_ticks(sample, rows)
+        at = [self.tmap.file_sample(int(t), int(s % rows)) if t >= warmup_ticks else None for t, s in zip(in_tick, sample)]
+        return ev_rows, np.array([a for a in at if a is not None], dtype=np.int64)
+
+    def trigger_latency(self) -> Dict[str, Any]:
+        return trigger_latency(self.listener, self.log, self.tmap, self.arrivals)
+
+
+def run_loop(
+    ex: Example, recording: Path, stream: str, replay_extra: Tuple[str, ...],
+    incoming: Tuple[str, np.ndarray], blocks_input: Tuple[str, np.ndarray],
+) -> LoopRun:
+    """Replay `recording` into `stream`, run the example's model with a trigger listener, and
+    map what it logged back to the file: `incoming` is the logged signal of what `stream_in`
+    took and the file's samples as stored; `blocks_input` the logged signal the blocks got and
+    the file's samples as the model sees them."""
+    listener = Listener()
+    model = ex.model(port=listener.port)
+    ex.replay(recording, stream, *replay_extra)
+    report = ex.run(model)
+    listener.close()
+    log = ex.log()
+    inc = log.signals[incoming[0]]
+    arrivals = Arrivals(inc.tick, inc.rows, inc.data, incoming[1])
+    tmap = TickMap(log.signals[blocks_input[0]].tick, log.signals[blocks_input[0]].data, blocks_input[1])
+    print(f"stream_in: {arrivals.arrived} samples of the file arrived, in order")
+    print(tmap.describe())
+    return LoopRun(report, log, listener, arrivals, tmap)

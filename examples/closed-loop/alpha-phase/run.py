@@ -35,26 +35,9 @@ def main() -> None:
     path = cl.write_nwb(ex.out / "recording" / "eeg.nwb", eeg, RATE, "EEG", "occipital EEG with a known alpha rhythm")
     print(f"recording: {path} ({len(eeg)} samples of O1, O2)")
 
-    listener = cl.Listener()
-    model = ex.model(port=listener.port)
-    ex.replay(path, "alpha-loop-eeg")
-    report = ex.run(model)
-    listener.close()
-    log = ex.log()
-
-    inc = log.signals["incoming"]
-    arrivals = cl.Arrivals(inc.tick, inc.rows, inc.data, eeg)
-    tmap = cl.TickMap(log.signals["eeg"].tick, log.signals["eeg"].data, eeg)
-    print(f"stream_in: {arrivals.arrived} samples of the file arrived, in order")
-    print(tmap.describe())
-
-    ev = log.signals["peaks"]
-    ev_rows = ev.data.reshape(-1, 3)
-    sample = ev_rows[:, 1].astype(np.int64)
-    in_tick = cl.event_ticks(sample, ROWS)
-    at = [tmap.file_sample(t, s % ROWS) for t, s in zip(in_tick, sample)]
-    keep = np.array([a is not None and t >= WARMUP_TICKS for a, t in zip(at, in_tick)], dtype=bool)
-    file_samples = np.array([a for a, k in zip(at, keep) if k], dtype=np.int64)
+    loop = cl.run_loop(ex, path, "alpha-loop-eeg", (), ("incoming", eeg), ("eeg", eeg))
+    tmap = loop.tmap
+    ev_rows, file_samples = loop.events("peaks", ROWS, WARMUP_TICKS)
     err = np.angle(np.exp(1j * (phase[file_samples] - TARGET)))
     resultant = np.mean(np.exp(1j * err)) if len(err) else 0j
     mean_err = float(np.angle(resultant))
@@ -67,13 +50,13 @@ def main() -> None:
     )
 
     print(f"events: {len(ev_rows)} logged")
-    hist = cl.trigger_latency(listener, log, tmap, arrivals)
+    hist = loop.trigger_latency()
     print(f"view it: rtloop view {ex.name}-alpha (while the model runs)")
     ex.figures = {
         "triggers": int(len(err)), "alpha_cycles": cycles, "phase_error_mean_rad": mean_err,
         "phase_error_spread_rad": spread, "datagrams": hist["datagrams"], "events_logged": int(len(ev_rows)),
         "latency_ticks": hist, "repeated_ticks": tmap.repeated_ticks, "skipped_samples": tmap.skipped_samples,
-        "report_processes": [p.get("name") for p in report.get("processes", [])],
+        "report_processes": [p.get("name") for p in loop.report.get("processes", [])],
     }
     ex.finish()
 

@@ -55,27 +55,9 @@ def main() -> None:
     path = cl.write_nwb(ex.out / "recording" / "lfp.nwb", lfp, RATE, "LFP", "CA1 LFP with ripples at known times")
     print(f"recording: {path} ({len(lfp)} samples, {len(truth)} ripples)")
 
-    listener = cl.Listener()
-    model = ex.model(port=listener.port)
-    ex.replay(path, "ripple-loop-lfp")
-    report = ex.run(model)
-    listener.close()
-    log = ex.log()
-
-    inc = log.signals["incoming"]
-    arrivals = cl.Arrivals(inc.tick, inc.rows, inc.data, lfp)
-    tmap = cl.TickMap(log.signals["lfp"].tick, log.signals["lfp"].data, lfp)
-    print(f"stream_in: {arrivals.arrived} samples of the file arrived, in order")
-    print(tmap.describe())
-
-    ev = log.signals["ripples"]
-    ev_rows = ev.data.reshape(-1, 3)
-    sample = ev_rows[:, 1].astype(np.int64)
-    in_tick = cl.event_ticks(sample, ROWS)
-    detected = np.array(
-        [f for f in (tmap.file_sample(t, s % ROWS) for t, s in zip(in_tick, sample) if t >= WARMUP_TICKS) if f is not None],
-        dtype=np.int64,
-    )
+    loop = cl.run_loop(ex, path, "ripple-loop-lfp", (), ("incoming", lfp), ("lfp", lfp))
+    tmap = loop.tmap
+    ev_rows, detected = loop.events("ripples", ROWS, WARMUP_TICKS)
     seen = tmap.seen(WARMUP_TICKS)
     centre = (truth[:, 0] + truth[:, 1]) // 2
     shown = np.isin(centre, seen)
@@ -98,14 +80,14 @@ def main() -> None:
     )
 
     print(f"events: {len(ev_rows)} logged")
-    hist = cl.trigger_latency(listener, log, tmap, arrivals)
+    hist = loop.trigger_latency()
     print(f"view it: rtloop view {ex.name}-band (while the model runs)")
     ex.figures = {
         "recall": recall, "precision": precision, "true_ripples": int(len(truth_seen)),
         "detections": int(len(detected)), "datagrams": hist["datagrams"], "events_logged": int(len(ev_rows)),
         "latency_ticks": hist, "median_delay_ms": float(np.median(delay_ms)) if delay_ms else None,
         "repeated_ticks": tmap.repeated_ticks, "skipped_samples": tmap.skipped_samples,
-        "report_processes": [p.get("name") for p in report.get("processes", [])],
+        "report_processes": [p.get("name") for p in loop.report.get("processes", [])],
     }
     ex.finish()
 

@@ -66,29 +66,14 @@ def main() -> None:
     truth = np.sort(np.concatenate(list(units.values())))
     print(f"recording: {bin_path} ({len(data)} samples, {len(truth)} spikes of 5 units)")
 
-    listener = cl.Listener()
-    model = ex.model(port=listener.port)
-    ex.replay(bin_path.parent.parent, "spike-loop-probe", "--series", "imec0.ap")
-    report = ex.run(model)
-    listener.close()
-    log = ex.log()
-
     rows = 30
-    counts = log.signals["counts"]
-    arrivals = cl.Arrivals(counts.tick, counts.rows, counts.data, data)
     uv = (data[:, :N_AP].astype(np.float32) * np.float32(UV_PER_COUNT)).astype(np.float32)
-    tmap = cl.TickMap(log.signals["uv"].tick, log.signals["uv"].data, uv)
-    print(f"stream_in: {arrivals.arrived} samples of the file arrived, in order")
-    print(tmap.describe())
-
+    loop = cl.run_loop(
+        ex, bin_path.parent.parent, "spike-loop-probe", ("--series", "imec0.ap"), ("counts", data), ("uv", uv)
+    )
+    tmap = loop.tmap
     # every event the detector logged, its sample as a file sample
-    ev = log.signals["spikes"]
-    ev_rows = ev.data.reshape(-1, 3)
-    sample = ev_rows[:, 1].astype(np.int64)
-    in_tick = cl.event_ticks(sample, rows)
-    in_row = (sample - rows) % rows
-    at = [tmap.file_sample(t, r) if t >= WARMUP_TICKS else None for t, r in zip(in_tick, in_row)]
-    detected = np.array([a for a in at if a is not None], dtype=np.int64)
+    ev_rows, detected = loop.events("spikes", rows, WARMUP_TICKS)
 
     seen = tmap.seen(WARMUP_TICKS)
     # a spike's time is the generator's; the trough a channel sees comes up to 2 ms after it
@@ -120,13 +105,13 @@ def main() -> None:
     for u, f in per_unit.items():
         print(f"  unit {u}: SNR {f['snr']:.1f}, {f['spikes']} spikes, recall {f['recall']:.3f}")
     print(f"events: {len(ev_rows)} logged")
-    hist = cl.trigger_latency(listener, log, tmap, arrivals)
+    hist = loop.trigger_latency()
     print(f"view it: rtloop view {ex.name}-filtered (while the model runs)")
     ex.figures = {
         "recall": recall, "recall_detectable": recall_big, "precision": precision, "units": per_unit, "true_spikes": int(len(truth_seen)),
         "detections": int(len(detected)), "datagrams": hist["datagrams"], "events_logged": int(len(ev_rows)),
         "latency_ticks": hist, "repeated_ticks": tmap.repeated_ticks, "skipped_samples": tmap.skipped_samples,
-        "report_processes": [p.get("name") for p in report.get("processes", [])],
+        "report_processes": [p.get("name") for p in loop.report.get("processes", [])],
     }
     ex.finish()
 
