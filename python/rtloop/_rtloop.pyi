@@ -5,7 +5,7 @@ Arrays are ``(n_samples, n_channels)``; timestamps float64 seconds of CLOCK_MONO
 
 import os
 import pathlib
-from typing import Callable, Any, Final, List, Optional, Sequence, Tuple, Union, final
+from typing import Callable, Any, Dict, Final, List, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,6 +34,11 @@ __all__ = [
     "FieldTripClient",
     "FieldTripServer",
     "fieldtrip_address",
+    "fieldtrip_dtype_code",
+    "FIELDTRIP_VERSION",
+    "FIELDTRIP_COMMANDS",
+    "FIELDTRIP_CHUNKS",
+    "FIELDTRIP_DATATYPES",
     "_init_logging",
     "_reset_logging",
     "_prepare_numpy",
@@ -185,8 +190,16 @@ def runtime_run(
 @final
 class TickMemory: ...
 
-# (type code, type bytes, value code, value bytes, sample, offset, duration)
-_FieldTripEvent = Tuple[int, bytes, int, bytes, int, int, int]
+# (type, value, sample, offset, duration); type and value as str, bytes (char that is not
+# UTF-8), a number or a numpy array
+_FieldTripEvent = Tuple[Any, Any, int, int, int]
+
+# the FieldTrip codec's numbers: version, command name -> code, chunk type name -> code,
+# data type code -> (name, bytes per value)
+FIELDTRIP_VERSION: Final[int]
+FIELDTRIP_COMMANDS: Final[Dict[str, int]]
+FIELDTRIP_CHUNKS: Final[Dict[str, int]]
+FIELDTRIP_DATATYPES: Final[Dict[int, Tuple[str, int]]]
 
 @final
 class FieldTripServer:
@@ -243,6 +256,7 @@ class FieldTripClient:
     def flush_events(self) -> None: ...
 
 def fieldtrip_address(host: str, port: int) -> Tuple[str, int]: ...
+def fieldtrip_dtype_code(data_type: Any) -> int: ...
 
 def _init_logging() -> bool: ...
 def _reset_logging() -> None: ...

@@ -20,7 +20,9 @@ there too, so scripts written for FieldTrip.py run unchanged.
 
 The protocol (sockets, messages, replies, errors and why a request was refused) is the Rust
 client of ``crates/rtloop-fieldtrip`` (``rtloop._rtloop.FieldTripClient``); this module turns
-Python arguments and numpy arrays into what it takes. Requests go out in one ``writev`` with
+Python arguments and numpy arrays into what it takes. The protocol's numbers (``PUT_HDR``,
+``DATATYPE_FLOAT32``, ... here) and the encoding of event types and values are that crate's
+codec's too. Requests go out in one ``writev`` with
 the samples taken from the array's own memory; GET_DAT's samples are read from the socket
 straight into the array that is returned. Every call that waits releases the GIL, and Ctrl-C
 ends a wait (closing the connection). Everything is little-endian, the byte order of every
@@ -46,44 +48,49 @@ from rtloop._rtloop import FieldTripError
 
 __all__ = ["DATATYPES", "Client", "Event", "FieldTripError", "Header", "Server"]
 
-# FieldTrip.py's names of the protocol's numbers, for scripts that use them
-VERSION = 1
-PUT_HDR, PUT_DAT, PUT_EVT, PUT_OK, PUT_ERR = 0x0101, 0x0102, 0x0103, 0x0104, 0x0105
-GET_HDR, GET_DAT, GET_EVT, GET_OK, GET_ERR = 0x0201, 0x0202, 0x0203, 0x0204, 0x0205
-FLUSH_HDR, FLUSH_DAT, FLUSH_EVT, FLUSH_OK, FLUSH_ERR = 0x0301, 0x0302, 0x0303, 0x0304, 0x0305
-WAIT_DAT, WAIT_OK, WAIT_ERR = 0x0402, 0x0404, 0x0405
-PUT_HDR_NORESPONSE, PUT_DAT_NORESPONSE, PUT_EVT_NORESPONSE = 0x0501, 0x0502, 0x0503
+# FieldTrip.py's names of the protocol's numbers, for scripts that use them. The numbers
+# are the Rust codec's (rtloop_fieldtrip::codec), which speaks the protocol.
+_CMD = _rtloop.FIELDTRIP_COMMANDS
+_CHUNK = _rtloop.FIELDTRIP_CHUNKS
+_TYPE = {name: code for code, (name, _size) in _rtloop.FIELDTRIP_DATATYPES.items()}
+
+
+def _named(table: Dict[str, int], prefix: str, names: str) -> Tuple[int, ...]:
+    return tuple(table[prefix + n] for n in names.split())
+
+
+VERSION = _rtloop.FIELDTRIP_VERSION
+PUT_HDR, PUT_DAT, PUT_EVT, PUT_OK, PUT_ERR = _named(_CMD, "PUT_", "HDR DAT EVT OK ERR")
+GET_HDR, GET_DAT, GET_EVT, GET_OK, GET_ERR = _named(_CMD, "GET_", "HDR DAT EVT OK ERR")
+FLUSH_HDR, FLUSH_DAT, FLUSH_EVT, FLUSH_OK, FLUSH_ERR = _named(_CMD, "FLUSH_", "HDR DAT EVT OK ERR")
+WAIT_DAT, WAIT_OK, WAIT_ERR = _named(_CMD, "WAIT_", "DAT OK ERR")
+PUT_HDR_NORESPONSE, PUT_DAT_NORESPONSE, PUT_EVT_NORESPONSE = _named(
+    _CMD, "PUT_", "HDR_NORESPONSE DAT_NORESPONSE EVT_NORESPONSE"
+)
 
 #: Header chunk types (the CHANNEL_NAMES chunk carries the labels).
-CHUNK_UNSPECIFIED = 0
-CHUNK_CHANNEL_NAMES = 1
-CHUNK_CHANNEL_FLAGS = 2
-CHUNK_RESOLUTIONS = 3
-CHUNK_ASCII_KEYVAL = 4
-CHUNK_NIFTI1 = 5
-CHUNK_SIEMENS_AP = 6
-CHUNK_CTF_RES4 = 7
-CHUNK_NEUROMAG_HEADER = 8
-CHUNK_NEUROMAG_ISOTRAK = 9
-CHUNK_NEUROMAG_HPIRESULT = 10
+CHUNK_UNSPECIFIED, CHUNK_CHANNEL_NAMES, CHUNK_CHANNEL_FLAGS, CHUNK_RESOLUTIONS = _named(
+    _CHUNK, "", "UNSPECIFIED CHANNEL_NAMES CHANNEL_FLAGS RESOLUTIONS"
+)
+CHUNK_ASCII_KEYVAL, CHUNK_NIFTI1, CHUNK_SIEMENS_AP, CHUNK_CTF_RES4 = _named(
+    _CHUNK, "", "ASCII_KEYVAL NIFTI1 SIEMENS_AP CTF_RES4"
+)
+CHUNK_NEUROMAG_HEADER, CHUNK_NEUROMAG_ISOTRAK, CHUNK_NEUROMAG_HPIRESULT = _named(
+    _CHUNK, "NEUROMAG_", "HEADER ISOTRAK HPIRESULT"
+)
 
 #: FieldTrip data type codes (FieldTrip.py's names).
-DATATYPE_CHAR = 0
-DATATYPE_UINT8, DATATYPE_UINT16, DATATYPE_UINT32, DATATYPE_UINT64 = 1, 2, 3, 4
-DATATYPE_INT8, DATATYPE_INT16, DATATYPE_INT32, DATATYPE_INT64 = 5, 6, 7, 8
-DATATYPE_FLOAT32, DATATYPE_FLOAT64 = 9, 10
+(DATATYPE_CHAR,) = _named(_TYPE, "", "char")
+DATATYPE_UINT8, DATATYPE_UINT16, DATATYPE_UINT32, DATATYPE_UINT64 = _named(_TYPE, "uint", "8 16 32 64")
+DATATYPE_INT8, DATATYPE_INT16, DATATYPE_INT32, DATATYPE_INT64 = _named(_TYPE, "int", "8 16 32 64")
+DATATYPE_FLOAT32, DATATYPE_FLOAT64 = _named(_TYPE, "float", "32 64")
 
 #: FieldTrip sample type codes and their numpy dtypes. Code 0 (char) is for event text only.
 DATATYPES: Dict[int, np.dtype[Any]] = {
-    1: np.dtype("<u1"), 2: np.dtype("<u2"), 3: np.dtype("<u4"), 4: np.dtype("<u8"),
-    5: np.dtype("<i1"), 6: np.dtype("<i2"), 7: np.dtype("<i4"), 8: np.dtype("<i8"),
-    9: np.dtype("<f4"), 10: np.dtype("<f8"),
-}  # fmt: skip
-_CODE = {dt.str: code for code, dt in DATATYPES.items()}
-_ALLOWED = (
-    "uint8, uint16, uint32, uint64, int8, int16, int32, int64, float32, float64 "
-    "(or their FieldTrip codes 1..10)"
-)
+    code: np.dtype(name).newbyteorder("<")
+    for code, (name, _size) in _rtloop.FIELDTRIP_DATATYPES.items()
+    if code != DATATYPE_CHAR
+}
 _U32 = 0xFFFFFFFF
 _I32 = (-(2**31), 2**31 - 1)
 
@@ -124,8 +131,11 @@ class Header:
 
     @property
     def dataType(self) -> int:  # noqa: N802
-        """The FieldTrip type code (9 for float32, ...)."""
-        return _CODE.get(self.data_type.str, DATATYPE_CHAR)
+        """The FieldTrip type code (9 for float32, ...; 0 for anything else)."""
+        try:
+            return _dtype_code(self.data_type)
+        except (TypeError, ValueError):
+            return DATATYPE_CHAR
 
 
 @dataclass
@@ -148,18 +158,7 @@ class Event:
 
 def _dtype_code(data_type: Any) -> int:
     """The FieldTrip code of a numpy dtype (or of a code), or ValueError/TypeError."""
-    if isinstance(data_type, (int, np.integer)) and not isinstance(data_type, (bool, np.bool_)):
-        if int(data_type) in DATATYPES:
-            return int(data_type)
-        raise ValueError(f"data type code {data_type} is not a FieldTrip sample type; allowed: {_ALLOWED}")
-    try:
-        dt = np.dtype(data_type)
-    except TypeError as e:
-        raise TypeError(f"data type {data_type!r} is not a numpy dtype; allowed: {_ALLOWED}") from e
-    code = _CODE.get(dt.newbyteorder("<").str)
-    if code is None:
-        raise ValueError(f"data type {dt} is not a FieldTrip sample type; allowed: {_ALLOWED}")
-    return code
+    return _rtloop.fieldtrip_dtype_code(data_type)
 
 
 def _u32(x: Any, what: str) -> int:
@@ -180,39 +179,6 @@ def _i32(x: Any, what: str) -> int:
     if not _I32[0] <= v <= _I32[1]:
         raise ValueError(f"{what} must fit a signed 32-bit field ({_I32[0]}..{_I32[1]}), got {v}")
     return v
-
-
-def _encode_value(v: Any, what: str) -> Tuple[int, bytes]:
-    """(type code, bytes) of an event's type or value."""
-    if isinstance(v, str):
-        return DATATYPE_CHAR, v.encode("utf-8")
-    if isinstance(v, (bytes, bytearray)):
-        return DATATYPE_CHAR, bytes(v)
-    if isinstance(v, (bool, np.bool_)):
-        v = np.uint8(v)
-    a = np.asarray(v)
-    if a.dtype == np.bool_:
-        a = a.astype(np.uint8)
-    try:
-        code = _dtype_code(a.dtype)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"event {what} {v!r} is neither text (str/bytes) nor numbers of a FieldTrip type; "
-            f"allowed: str, bytes, int, float, or a numpy array of {_ALLOWED}"
-        ) from None
-    return code, np.ascontiguousarray(a.reshape(-1), dtype=DATATYPES[code]).tobytes()
-
-
-def _decode_value(code: int, raw: bytes) -> Any:
-    if code == DATATYPE_CHAR:
-        # text as str; char bytes that are not UTF-8 (Latin-1 from an old client, binary)
-        # come back as bytes, exactly as they were sent
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return raw
-    a = np.frombuffer(raw, dtype=DATATYPES[code]).copy()
-    return a.item() if a.size == 1 else a
 
 
 def _as_event(e: Any, i: int) -> Event:
@@ -436,12 +402,12 @@ class Client:
         wire = []
         for i, raw in enumerate(items):
             e = _as_event(raw, i)
-            tt, tb = _encode_value(e.type, "type")
-            vt, vb = _encode_value(e.value, "value")
             sample = _i32(e.sample, f"event {i} sample")
             offset = _i32(e.offset, f"event {i} offset")
             duration = _i32(e.duration, f"event {i} duration")
-            wire.append((tt, tb, vt, vb, sample, offset, duration))
+            wire.append((e.type, e.value, sample, offset, duration))
+        # the types and values are encoded by the Rust codec (str and bytes as char, numbers
+        # as their FieldTrip type)
         self._c().put_events(wire, response)
 
     def get_events(self, start: Optional[int] = None, end: Optional[int] = None) -> List[Event]:
@@ -451,10 +417,7 @@ class Client:
         there are)."""
         b = None if start is None else _u32(start, "start")
         e = None if end is None else _u32(end, "end")
-        return [
-            Event(_decode_value(tt, tb), _decode_value(vt, vb), sample, offset, duration)
-            for tt, tb, vt, vb, sample, offset, duration in self._c().get_events(b, e)
-        ]
+        return [Event(*fields) for fields in self._c().get_events(b, e)]
 
     # -- waiting and flushing -----------------------------------------------------------------
     def wait(self, nsamples: int, nevents: int, timeout_ms: int) -> Tuple[int, int]:

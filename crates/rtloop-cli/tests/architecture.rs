@@ -681,3 +681,57 @@ fn no_benchmark_is_one_long_script() {
         }
     }
 }
+
+#[test]
+fn the_fieldtrip_codec_owns_the_wire_codes_and_the_event_encoding() {
+    // rtloop_fieldtrip::codec speaks the protocol: rtloop.fieldtrip takes the command, chunk
+    // and data type codes from the binding and hands event types and values to it as Python
+    // values; it neither writes a code nor packs or unpacks an event value itself
+    let py = source("python/rtloop/fieldtrip.py");
+    let hex: Vec<String> = py
+        .match_indices("0x0")
+        .filter(|(i, _)| {
+            // a number such as 0x0101 (not the 0xFFFFFFFF of a field's range)
+            let before = py[..*i].chars().next_back();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .map(|(i, _)| py[i..].chars().take(6).collect())
+        .collect();
+    assert!(
+        hex.is_empty(),
+        "fieldtrip.py writes wire codes itself: {hex:?}"
+    );
+    for own in [
+        "def _encode_value",
+        "def _decode_value",
+        ".tobytes()",
+        "np.frombuffer(",
+        "encode(\"utf-8\")",
+        "decode(\"utf-8\")",
+        "_CODE = ",
+    ] {
+        assert!(
+            !py.contains(own),
+            "fieldtrip.py encodes FieldTrip values itself ({own:?})"
+        );
+    }
+    for from_codec in [
+        "_rtloop.FIELDTRIP_COMMANDS",
+        "_rtloop.FIELDTRIP_DATATYPES",
+        "_rtloop.fieldtrip_dtype_code",
+    ] {
+        assert!(py.contains(from_codec), "fieldtrip.py lacks {from_codec}");
+    }
+    let binding = source("crates/rtloop-py/src/fieldtrip.rs");
+    for codec_use in [
+        "codec::cmd::ALL",
+        "codec::datatype_name",
+        "WireEvent::from_fields",
+        ".type_field()",
+    ] {
+        assert!(
+            binding.contains(codec_use),
+            "the binding does not take {codec_use} from the codec"
+        );
+    }
+}

@@ -12,6 +12,8 @@
 
 use std::borrow::Cow;
 
+use rtloop_stream::DType;
+
 /// The only protocol version.
 pub const VERSION: u16 = 1;
 /// Size of the message prefix.
@@ -72,6 +74,31 @@ pub mod cmd {
     /// PUT_EVT without a reply.
     pub const PUT_EVT_NORESPONSE: u16 = 0x0503;
 
+    /// Every command code, requests and replies (what front ends export by [`name`]).
+    pub const ALL: [u16; 21] = [
+        PUT_HDR,
+        PUT_DAT,
+        PUT_EVT,
+        PUT_OK,
+        PUT_ERR,
+        GET_HDR,
+        GET_DAT,
+        GET_EVT,
+        GET_OK,
+        GET_ERR,
+        FLUSH_HDR,
+        FLUSH_DAT,
+        FLUSH_EVT,
+        FLUSH_OK,
+        FLUSH_ERR,
+        WAIT_DAT,
+        WAIT_OK,
+        WAIT_ERR,
+        PUT_HDR_NORESPONSE,
+        PUT_DAT_NORESPONSE,
+        PUT_EVT_NORESPONSE,
+    ];
+
     /// The name of a command code, for logs and errors.
     #[must_use]
     pub fn name(code: u16) -> &'static str {
@@ -127,6 +154,33 @@ pub mod chunk {
     pub const RESOLUTIONS: u32 = 3;
     /// NUL-terminated key, value, ..., ending in an empty key.
     pub const ASCII_KEYVAL: u32 = 4;
+    /// A NIfTI-1 header (fMRI).
+    pub const NIFTI1: u32 = 5;
+    /// Siemens protocol text (fMRI).
+    pub const SIEMENS_AP: u32 = 6;
+    /// A CTF `.res4` file.
+    pub const CTF_RES4: u32 = 7;
+    /// A Neuromag header (FIF).
+    pub const NEUROMAG_HEADER: u32 = 8;
+    /// Neuromag digitiser points (FIF).
+    pub const NEUROMAG_ISOTRAK: u32 = 9;
+    /// Neuromag head-position results (FIF).
+    pub const NEUROMAG_HPIRESULT: u32 = 10;
+
+    /// Every chunk type with its name (message.h's without `FT_CHUNK_`).
+    pub const ALL: [(&str, u32); 11] = [
+        ("UNSPECIFIED", UNSPECIFIED),
+        ("CHANNEL_NAMES", CHANNEL_NAMES),
+        ("CHANNEL_FLAGS", CHANNEL_FLAGS),
+        ("RESOLUTIONS", RESOLUTIONS),
+        ("ASCII_KEYVAL", ASCII_KEYVAL),
+        ("NIFTI1", NIFTI1),
+        ("SIEMENS_AP", SIEMENS_AP),
+        ("CTF_RES4", CTF_RES4),
+        ("NEUROMAG_HEADER", NEUROMAG_HEADER),
+        ("NEUROMAG_ISOTRAK", NEUROMAG_ISOTRAK),
+        ("NEUROMAG_HPIRESULT", NEUROMAG_HPIRESULT),
+    ];
 }
 
 /// Data type codes (message.h `DATATYPE_*`): 0 is `char`, 1..=10 are the sample types.
@@ -146,6 +200,54 @@ pub fn wordsize(code: u32) -> Option<usize> {
         3 | 7 | 9 => Some(4),
         4 | 8 | 10 => Some(8),
         _ => None,
+    }
+}
+
+/// The name of a FieldTrip data type code (`"char"`, `"uint8"`, ..., `"float64"`), `None` for
+/// an unknown code. The sample types' names are numpy's.
+#[must_use]
+pub fn datatype_name(code: u32) -> Option<&'static str> {
+    if code == DATATYPE_CHAR {
+        return Some("char");
+    }
+    DType::from_code(code).map(DType::name)
+}
+
+/// An event's type or value read through its type code: FieldTrip's `char` as text bytes
+/// (UTF-8 by convention, but old clients send Latin-1 or binary), or whole values of one
+/// sample type. Bytes are in native order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventField<'a> {
+    /// `char` (code 0).
+    Text(Cow<'a, [u8]>),
+    /// Values of a sample type (codes 1..=10).
+    Numbers {
+        /// Their type.
+        dtype: DType,
+        /// Their bytes, a whole number of values.
+        bytes: Cow<'a, [u8]>,
+    },
+}
+
+impl<'a> EventField<'a> {
+    /// The field that `code` and `bytes` carry; `None` if the code is no FieldTrip type or
+    /// the bytes are not whole values of it.
+    #[must_use]
+    pub fn decode(code: u32, bytes: Cow<'a, [u8]>) -> Option<EventField<'a>> {
+        if code == DATATYPE_CHAR {
+            return Some(EventField::Text(bytes));
+        }
+        let dtype = DType::from_code(code)?;
+        (bytes.len() % dtype.itemsize() == 0).then_some(EventField::Numbers { dtype, bytes })
+    }
+
+    /// The type code and bytes that carry this field on the wire.
+    #[must_use]
+    pub fn encode(self) -> (u32, Cow<'a, [u8]>) {
+        match self {
+            EventField::Text(b) => (DATATYPE_CHAR, b),
+            EventField::Numbers { dtype, bytes } => (dtype.code(), bytes),
+        }
     }
 }
 
@@ -443,6 +545,31 @@ impl<'a> WireEvent<'a> {
             type_bytes,
             value_bytes,
         })
+    }
+
+    /// An event of a type and a value (see [`EventField`]); `None` if a field's bytes are not
+    /// whole values of its type.
+    #[must_use]
+    pub fn from_fields(
+        kind: EventField<'a>,
+        value: EventField<'a>,
+        sample: i32,
+        offset: i32,
+        duration: i32,
+    ) -> Option<WireEvent<'a>> {
+        WireEvent::new(kind.encode(), value.encode(), sample, offset, duration)
+    }
+
+    /// The event's type, decoded (`None` only if it was built with an unknown type code).
+    #[must_use]
+    pub fn type_field(&self) -> Option<EventField<'_>> {
+        EventField::decode(self.type_type, Cow::Borrowed(&self.type_bytes))
+    }
+
+    /// The event's value, decoded (`None` only if it was built with an unknown type code).
+    #[must_use]
+    pub fn value_field(&self) -> Option<EventField<'_>> {
+        EventField::decode(self.value_type, Cow::Borrowed(&self.value_bytes))
     }
 
     /// An owned copy.
@@ -1172,6 +1299,78 @@ mod tests {
         want.extend_from_slice(b"triggergo");
         assert_eq!(m, want);
         assert_eq!(parse(&m).unwrap().request, Request::PutEvt(vec![e]));
+    }
+
+    #[test]
+    fn every_code_has_one_name() {
+        let mut seen = std::collections::BTreeSet::new();
+        for c in cmd::ALL {
+            assert_ne!(cmd::name(c), "unknown", "0x{c:04x}");
+            assert!(seen.insert(cmd::name(c)), "{} twice", cmd::name(c));
+        }
+        assert_eq!(cmd::PUT_EVT_NORESPONSE, 0x0503);
+        for (i, (name, code)) in chunk::ALL.iter().enumerate() {
+            assert_eq!(*code as usize, i, "{name}");
+        }
+        // message.h's table: 0 char, then uint8..uint64, int8..int64, float32, float64
+        let names: Vec<_> = (0..=DATATYPE_MAX + 1).map(datatype_name).collect();
+        assert_eq!(
+            names,
+            [
+                Some("char"),
+                Some("uint8"),
+                Some("uint16"),
+                Some("uint32"),
+                Some("uint64"),
+                Some("int8"),
+                Some("int16"),
+                Some("int32"),
+                Some("int64"),
+                Some("float32"),
+                Some("float64"),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn event_fields_encode_and_decode() {
+        let text = EventField::Text(Cow::Borrowed(b"\xe9t\xe9"));
+        let nums = EventField::Numbers {
+            dtype: DType::U16,
+            bytes: Cow::Owned([1u16, 2, 3].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+        };
+        let e = WireEvent::from_fields(text.clone(), nums.clone(), 7, -1, 2).unwrap();
+        assert_eq!((e.type_type, e.type_numel), (DATATYPE_CHAR, 3));
+        assert_eq!((e.value_type, e.value_numel), (2, 3));
+        // through the wire in both byte orders and back to the same fields
+        for order in [ByteOrder::Little, ByteOrder::Big] {
+            let m = msg(order, &Request::PutEvt(vec![e.clone()]), true);
+            let Request::PutEvt(back) = parse(&m).unwrap().request else {
+                panic!()
+            };
+            assert_eq!(back[0].type_field(), Some(text.clone()));
+            assert_eq!(back[0].value_field(), Some(nums.clone()));
+            assert_eq!(
+                (back[0].sample, back[0].offset, back[0].duration),
+                (7, -1, 2)
+            );
+        }
+        // bytes that are not whole values, and unknown codes, are no field
+        let half = EventField::Numbers {
+            dtype: DType::F64,
+            bytes: Cow::Borrowed(&[0; 4]),
+        };
+        assert_eq!(WireEvent::from_fields(half, text.clone(), 0, 0, 0), None);
+        assert_eq!(EventField::decode(10, Cow::Borrowed(&[0; 12])), None);
+        assert_eq!(EventField::decode(11, Cow::Borrowed(&[])), None);
+        assert_eq!(
+            EventField::decode(9, Cow::Borrowed(&[0; 8])),
+            Some(EventField::Numbers {
+                dtype: DType::F32,
+                bytes: Cow::Borrowed(&[0; 8])
+            })
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! `_rtloop.FieldTripClient`: the Rust FieldTrip client (`rtloop_fieldtrip::Client`) behind
 //! `rtloop.fieldtrip.Client`, which turns Python arguments into the plain values taken here.
+//! The protocol's numbers (commands, chunk types, data types) and the encoding of event
+//! types and values are the codec's (`rtloop_fieldtrip::codec`); Python takes them from here.
 //! Every call that waits on the socket releases the GIL; while a reply is awaited Python
 //! handles signals every [`SLICE`], and a signal's exception (Ctrl-C) ends the call and
 //! closes the connection.
@@ -9,29 +11,107 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::{PyOSError, PyValueError};
+use numpy::{
+    PyArray1, PyArray2, PyArrayDescr, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1,
+};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyString};
 use rtloop_fieldtrip::client::{header_chunks, Address, ClientError};
+use rtloop_fieldtrip::codec::{self, EventField};
 use rtloop_fieldtrip::{Client, DataDef, WireEvent};
-use rtloop_stream::DType;
+use rtloop_stream::{DType, ALL_DTYPES};
 
 use crate::blocking::SLICE;
-use crate::convert::{new_array, with_dtype};
+use crate::convert::{new_array, with_array_bytes, with_dtype};
 use crate::errors::{py_err, ToPyErr};
 
-/// An event as Python sees it: (type code, type bytes, value code, value bytes, sample,
-/// offset, duration); the bytes in native order.
-type EventTuple<'py> = (
-    u32,
-    Bound<'py, PyBytes>,
-    u32,
-    Bound<'py, PyBytes>,
-    i32,
-    i32,
-    i32,
-);
+/// An event as Python sees it: (type, value, sample, offset, duration), the type and value
+/// as Python objects (see [`event_field`] and [`event_field_to_py`]).
+type EventTuple<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, i32, i32, i32);
+
+/// The sample types a data type may name, for error messages.
+fn allowed() -> String {
+    let names: Vec<&str> = ALL_DTYPES.iter().map(|d| d.name()).collect();
+    format!(
+        "{} (or their FieldTrip codes 1..{})",
+        names.join(", "),
+        codec::DATATYPE_MAX
+    )
+}
+
+/// The sample type of a numpy dtype (integers and floats of a FieldTrip size, in either byte
+/// order), `None` for any other.
+fn sample_dtype(d: &Bound<'_, PyArrayDescr>) -> Option<DType> {
+    let base = match d.kind() {
+        b'f' => "float",
+        b'i' => "int",
+        b'u' => "uint",
+        _ => return None,
+    };
+    format!("{base}{}", d.itemsize() * 8).parse().ok()
+}
+
+/// An event's type or value (`what`) from Python: `str` as UTF-8 text, `bytes` as text
+/// byte for byte, anything else as numbers through `numpy.asarray` (bool as uint8), which
+/// must be of a FieldTrip sample type.
+fn event_field(v: &Bound<'_, PyAny>, what: &str) -> PyResult<EventField<'static>> {
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(EventField::Text(Cow::Owned(
+            s.to_cow()?.as_bytes().to_vec(),
+        )));
+    }
+    if let Ok(b) = v.cast::<PyBytes>() {
+        return Ok(EventField::Text(Cow::Owned(b.as_bytes().to_vec())));
+    }
+    if let Ok(b) = v.cast::<PyByteArray>() {
+        return Ok(EventField::Text(Cow::Owned(b.to_vec())));
+    }
+    let np = v.py().import("numpy")?;
+    let mut a = np.call_method1("asarray", (v,))?;
+    if a.getattr("dtype")?.cast::<PyArrayDescr>()?.kind() == b'b' {
+        a = a.call_method1("astype", (np.getattr("uint8")?,))?;
+    }
+    let descr = a.getattr("dtype")?;
+    let Some(dtype) = sample_dtype(descr.cast::<PyArrayDescr>()?) else {
+        return Err(PyTypeError::new_err(format!(
+            "event {what} {} is neither text (str/bytes) nor numbers of a FieldTrip type; \
+             allowed: str, bytes, int, float, or a numpy array of {}",
+            v.repr()?,
+            allowed()
+        )));
+    };
+    // C order and native byte order: the bytes of `a.reshape(-1)` as the codec takes them
+    let bytes = with_dtype!(dtype, T => {
+        let flat = np.call_method1("ascontiguousarray", (a, numpy::dtype::<T>(v.py())))?;
+        with_array_bytes::<T, _>(&flat, |b| Ok(b.to_vec()))?
+    });
+    Ok(EventField::Numbers {
+        dtype,
+        bytes: Cow::Owned(bytes),
+    })
+}
+
+/// An event's type or value for Python: text as `str` (as `bytes` if it is not UTF-8, so
+/// it comes back exactly as sent), one number as a Python scalar, several as a 1-D array.
+fn event_field_to_py<'py>(py: Python<'py>, f: &EventField<'_>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match f {
+        EventField::Text(b) => match std::str::from_utf8(b) {
+            Ok(s) => PyString::new(py, s).into_any(),
+            Err(_) => PyBytes::new(py, b).into_any(),
+        },
+        EventField::Numbers { dtype, bytes } => with_dtype!(*dtype, T => {
+            let vals: Vec<T> = bytes
+                .chunks_exact(std::mem::size_of::<T>())
+                .map(|c| T::from_ne_bytes(c.try_into().expect("chunks of the size of T")))
+                .collect();
+            match vals[..] {
+                [one] => one.into_pyobject(py)?.into_any(),
+                _ => PyArray1::from_vec(py, vals).into_any(),
+            }
+        }),
+    })
+}
 
 /// One connection to a FieldTrip buffer. Calls from several threads take turns (the lock is
 /// taken with the GIL released); `address` and `connected` answer at once, even during a wait.
@@ -236,7 +316,8 @@ impl PyFieldTripClient {
         Ok(array.expect("made once the datadef came").into_bound(py))
     }
 
-    /// PUT_EVT of event tuples in one request; `response=False`: PUT_EVT_NORESPONSE.
+    /// PUT_EVT of event tuples in one request, their types and values encoded by the codec;
+    /// `response=False`: PUT_EVT_NORESPONSE.
     fn put_events(
         &self,
         py: Python<'_>,
@@ -246,10 +327,10 @@ impl PyFieldTripClient {
         let wire = events
             .iter()
             .enumerate()
-            .map(|(i, (tt, tb, vt, vb, sample, offset, duration))| {
-                WireEvent::new(
-                    (*tt, Cow::Borrowed(tb.as_bytes())),
-                    (*vt, Cow::Borrowed(vb.as_bytes())),
+            .map(|(i, (kind, value, sample, offset, duration))| {
+                WireEvent::from_fields(
+                    event_field(kind, "type")?,
+                    event_field(value, "value")?,
                     *sample,
                     *offset,
                     *duration,
@@ -271,7 +352,7 @@ impl PyFieldTripClient {
     }
 
     /// GET_EVT of events `start..end` (inclusive; neither: every event kept; no `end`: to
-    /// the newest) as event tuples.
+    /// the newest) as event tuples, their types and values decoded.
     #[pyo3(signature = (start=None, end=None))]
     fn get_events<'py>(
         &self,
@@ -283,20 +364,22 @@ impl PyFieldTripClient {
             (Some(b), None) => c.get_events_from(b),
             _ => c.get_events(selection(start, end)),
         })?;
-        Ok(evs
-            .iter()
+        let field = |f: Option<EventField<'_>>| {
+            // the client's codec refused events of unknown types or partial values
+            let f = f.ok_or_else(|| PyRuntimeError::new_err("an event the codec did not check"))?;
+            event_field_to_py(py, &f)
+        };
+        evs.iter()
             .map(|e| {
-                (
-                    e.type_type,
-                    PyBytes::new(py, &e.type_bytes),
-                    e.value_type,
-                    PyBytes::new(py, &e.value_bytes),
+                Ok((
+                    field(e.type_field())?,
+                    field(e.value_field())?,
                     e.sample,
                     e.offset,
                     e.duration,
-                )
+                ))
             })
-            .collect())
+            .collect()
     }
 
     /// WAIT_DAT: `(samples, events)` once samples > `nsamples` or events > `nevents`, or
@@ -338,6 +421,79 @@ pub(crate) fn fieldtrip_address(host: &str, port: u16) -> PyResult<(String, u16)
             p.display()
         ))),
     }
+}
+
+/// The FieldTrip type code of `data_type`: a code of a sample type (1..=10), or anything
+/// `numpy.dtype` takes that names a sample type (in either byte order).
+#[pyfunction]
+pub(crate) fn fieldtrip_dtype_code(data_type: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let np = data_type.py().import("numpy")?;
+    let is_int = !data_type.is_instance_of::<PyBool>()
+        && (data_type.is_instance_of::<PyInt>()
+            || data_type.is_instance(&np.getattr("integer")?)?);
+    if is_int {
+        return data_type
+            .extract::<u32>()
+            .ok()
+            .filter(|c| DType::from_code(*c).is_some())
+            .ok_or_else(|| {
+                let code = data_type
+                    .str()
+                    .map_or_else(|_| "?".into(), |s| s.to_string());
+                PyValueError::new_err(format!(
+                    "data type code {code} is not a FieldTrip sample type; allowed: {}",
+                    allowed()
+                ))
+            });
+    }
+    let dt = match np.getattr("dtype")?.call1((data_type,)) {
+        Ok(dt) => dt,
+        Err(e) if e.is_instance_of::<PyTypeError>(data_type.py()) => {
+            let err = PyTypeError::new_err(format!(
+                "data type {} is not a numpy dtype; allowed: {}",
+                data_type.repr()?,
+                allowed()
+            ));
+            err.set_cause(data_type.py(), Some(e));
+            return Err(err);
+        }
+        Err(e) => return Err(e),
+    };
+    match sample_dtype(dt.cast::<PyArrayDescr>()?) {
+        Some(d) => Ok(d.code()),
+        None => Err(PyValueError::new_err(format!(
+            "data type {} is not a FieldTrip sample type; allowed: {}",
+            dt.str()?,
+            allowed()
+        ))),
+    }
+}
+
+/// The codec's numbers as module attributes: `FIELDTRIP_VERSION`, `FIELDTRIP_COMMANDS`
+/// (name -> code), `FIELDTRIP_CHUNKS` (chunk type name -> code) and `FIELDTRIP_DATATYPES`
+/// (code -> (name, bytes per value)).
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("FIELDTRIP_VERSION", codec::VERSION)?;
+    let commands = PyDict::new(py);
+    for c in codec::cmd::ALL {
+        commands.set_item(codec::cmd::name(c), c)?;
+    }
+    m.add("FIELDTRIP_COMMANDS", commands)?;
+    let chunks = PyDict::new(py);
+    for (name, code) in codec::chunk::ALL {
+        chunks.set_item(name, code)?;
+    }
+    m.add("FIELDTRIP_CHUNKS", chunks)?;
+    let datatypes = PyDict::new(py);
+    for code in 0..=codec::DATATYPE_MAX {
+        let name = codec::datatype_name(code).expect("codes 0..=DATATYPE_MAX are named");
+        let size = codec::wordsize(code).expect("codes 0..=DATATYPE_MAX have a size");
+        datatypes.set_item(code, (name, size))?;
+    }
+    m.add("FIELDTRIP_DATATYPES", datatypes)?;
+    m.add_function(wrap_pyfunction!(fieldtrip_dtype_code, m)?)?;
+    Ok(())
 }
 
 /// A FieldTrip buffer server on a stream (`rtloop serve`'s `rtloop_fieldtrip::Server`), in

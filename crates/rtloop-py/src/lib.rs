@@ -291,6 +291,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<replay::ReplaySession>()?;
     m.add_function(wrap_pyfunction!(bridge::brainflow_boards, m)?)?;
     m.add_function(wrap_pyfunction!(fieldtrip::fieldtrip_address, m)?)?;
+    fieldtrip::register(m)?;
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
     dsp::register(m)?;
