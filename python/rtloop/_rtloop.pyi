@@ -5,7 +5,7 @@ Arrays are ``(n_samples, n_channels)``; timestamps float64 seconds of CLOCK_MONO
 
 import os
 import pathlib
-from typing import Callable, Any, Final, List, Optional, Sequence, Tuple, Union, final
+from typing import Callable, Any, Dict, Final, List, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,7 @@ __all__ = [
     "brainflow_boards",
     "ReplaySession",
     "xdf_from_recording",
+    "read_log",
     "TickMemory",
     "FieldTripClient",
     "FieldTripServer",
@@ -175,6 +176,14 @@ class ReplaySession:
 def xdf_from_recording(
     dir: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"], chunk: int = 4096
 ) -> int: ...
+# (name, dtype, shape, variable, tick, data, rows, channels, units) of one logged signal
+_LoggedSignal = Tuple[
+    str, str, Tuple[int, ...], bool, NDArray[np.int64], NDArray[Any], NDArray[np.int64], Tuple[str, ...], Tuple[str, ...]
+]
+
+def read_log(
+    path: Union[str, "os.PathLike[str]"],
+) -> Tuple[Dict[str, NDArray[np.int64]], List[_LoggedSignal]]: ...
 def runtime_run(
     model: Union[str, "os.PathLike[str]"],
     seconds: Optional[float] = None,
