@@ -663,6 +663,46 @@ def test_load_log_reads_the_logger_sinks_database_into_numpy(tmp_path: Path) -> 
         rtloop.load_log(tmp_path / "missing.db")
 
 
+def test_load_log_reads_a_log_from_before_channels_and_names_a_damaged_signal(tmp_path: Path) -> None:
+    """A log written before signals had `channels` and `units` columns still loads (none
+    given); a log whose signal table is gone is a ValueError naming the signal, not
+    SQLite's own error."""
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE ticks(tick INTEGER PRIMARY KEY, deadline_ns INTEGER, start_ns INTEGER,
+                           monotonic_ns INTEGER, realtime_ns INTEGER);
+        CREATE TABLE signals(name TEXT PRIMARY KEY, dtype TEXT, shape TEXT,
+                             rows_per_tick INTEGER, variable INTEGER, table_name TEXT);
+        CREATE TABLE sig_level(tick INTEGER, v0 INTEGER, v1 INTEGER);
+        CREATE TABLE sig_ev(tick INTEGER, rows INTEGER, data BLOB);
+        INSERT INTO signals VALUES ('level', 'uint8', '[2]', 1, 0, 'sig_level'),
+                                   ('ev', 'float32', '[3, 1]', 3, 1, 'sig_ev');
+        INSERT INTO ticks VALUES (0, 10, 11, 12, 13), (1, 20, 21, 22, 23);
+        INSERT INTO sig_level VALUES (0, 7, 255), (1, 8, 0);
+        """
+    )
+    db.execute("INSERT INTO sig_ev VALUES (0, 0, ?), (1, 2, ?)",
+               (b"", np.array([1.5, -2.0], np.float32).tobytes()))
+    db.commit()
+    db.close()
+    log = rtloop.load_log(path)
+    assert list(log.ticks) == ["tick", "deadline_ns", "start_ns", "monotonic_ns", "realtime_ns"]
+    assert list(log.ticks["realtime_ns"]) == [13, 23] and log.ticks["tick"].dtype == np.int64
+    level, ev = log["level"], log["ev"]
+    assert level.data.dtype == np.uint8 and level.data.tolist() == [[7, 255], [8, 0]]
+    assert level.channels == () and level.units == () and list(level.rows) == [1, 1]
+    assert ev.variable and list(ev.rows) == [0, 2] and ev.data.shape == (2, 1)
+    assert [(t, d.ravel().tolist()) for t, d in ev.per_tick()] == [(0, []), (1, [1.5, -2.0])]
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE sig_ev")
+    db.commit()
+    db.close()
+    with pytest.raises(ValueError, match='is not a runtime log .*signal "ev": its table "sig_ev" is missing'):
+        rtloop.load_log(path)
+
+
 def test_a_rerun_writes_a_new_log_and_the_path_opens_the_newest(tmp_path: Path) -> None:
     """Running the same model again, also after a run that failed, logs to a new file named
     with the run's start time; the logger's `path` opens the newest run's log."""

@@ -30,6 +30,7 @@ __all__ = [
     "brainflow_boards",
     "ReplaySession",
     "xdf_from_recording",
+    "read_log",
     "TickMemory",
     "FieldTripClient",
     "FieldTripServer",
@@ -180,6 +181,14 @@ class ReplaySession:
 def xdf_from_recording(
     dir: Union[str, "os.PathLike[str]"], out: Union[str, "os.PathLike[str]"], chunk: int = 4096
 ) -> int: ...
+# (name, dtype, shape, variable, tick, data, rows, channels, units) of one logged signal
+_LoggedSignal = Tuple[
+    str, str, Tuple[int, ...], bool, NDArray[np.int64], NDArray[Any], NDArray[np.int64], Tuple[str, ...], Tuple[str, ...]
+]
+
+def read_log(
+    path: Union[str, "os.PathLike[str]"],
+) -> Tuple[Dict[str, NDArray[np.int64]], List[_LoggedSignal]]: ...
 def runtime_run(
     model: Union[str, "os.PathLike[str]"],
     seconds: Optional[float] = None,

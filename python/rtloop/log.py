@@ -14,14 +14,14 @@ variable signals as their concatenated rows plus the number of rows each tick ca
 from __future__ import annotations
 
 import importlib
-import json
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, Tuple, Union
 
 import numpy as np
 from numpy.typing import NDArray
+
+from . import _rtloop
 
 __all__ = ["Log", "LoggedSignal", "load_log"]
 
@@ -109,50 +109,9 @@ def load_log(path: Union[str, "Path"]) -> Log:
         The file is not a runtime log (its tables are missing or damaged).
     """
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"no runtime log at {p}")
-    db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-    try:
-        try:
-            tick_rows = db.execute(
-                "SELECT tick, deadline_ns, start_ns, monotonic_ns, realtime_ns FROM ticks ORDER BY tick"
-            ).fetchall()
-            columns_of_signals = [r[1] for r in db.execute("PRAGMA table_info(signals)")]
-            # logs written before channel names existed have no channels column
-            channels_col = "channels" if "channels" in columns_of_signals else "'[]'"
-            units_col = "units" if "units" in columns_of_signals else "'[]'"
-            meta = db.execute(
-                "SELECT name, dtype, shape, rows_per_tick, variable, table_name, "
-                f"{channels_col}, {units_col} FROM signals"
-            ).fetchall()
-        except sqlite3.DatabaseError as e:
-            raise ValueError(f"{p} is not a runtime log (the logger sink writes one): {e}") from None
-        cols = ("tick", "deadline_ns", "start_ns", "monotonic_ns", "realtime_ns")
-        arr = np.array(tick_rows, dtype=np.int64).reshape(-1, len(cols))
-        ticks = {c: arr[:, k].copy() for k, c in enumerate(cols)}
-        signals: Dict[str, LoggedSignal] = {}
-        for name, dtype, shape_text, rows_per_tick, variable, table, channels_text, units_text in meta:
-            dt = np.dtype(dtype)
-            shape = tuple(int(x) for x in json.loads(shape_text))
-            quoted = '"' + table.replace('"', '""') + '"'
-            columns = [r[1] for r in db.execute(f"PRAGMA table_info({quoted})")]
-            if "data" in columns:
-                rows_ = db.execute(f"SELECT tick, rows, data FROM {quoted} ORDER BY rowid").fetchall()
-                tick = np.array([r[0] for r in rows_], dtype=np.int64)
-                rows = np.array([r[1] for r in rows_], dtype=np.int64)
-                raw = b"".join(r[2] for r in rows_)
-                flat = np.frombuffer(raw, dtype=dt)
-                # a variable signal's rows differ per tick: all rows, one after another
-                data = flat.reshape(-1, *shape[1:]) if variable else flat.reshape(len(tick), *shape)
-            else:
-                values = db.execute(f"SELECT * FROM {quoted} ORDER BY rowid").fetchall()
-                tick = np.array([r[0] for r in values], dtype=np.int64)
-                data = np.array([r[1:] for r in values], dtype=dt).reshape(len(tick), *shape)
-                rows = np.full(len(tick), int(rows_per_tick), dtype=np.int64)
-            channels = tuple(str(c) for c in json.loads(channels_text or "[]"))
-            units = tuple(str(u) for u in json.loads(units_text or "[]"))
-            signals[name] = LoggedSignal(name, dt, shape, bool(variable), tick, data, rows, channels, units)
-        return Log(p, ticks, signals)
-    finally:
-        db.close()
-
+    # the log's tables are rtloop-runtime's: its reader returns typed values and arrays
+    ticks, read = _rtloop.read_log(p)
+    signals: Dict[str, LoggedSignal] = {}
+    for name, dtype, shape, variable, tick, data, rows, channels, units in read:
+        signals[name] = LoggedSignal(name, np.dtype(dtype), shape, variable, tick, data, rows, channels, units)
+    return Log(p, ticks, signals)

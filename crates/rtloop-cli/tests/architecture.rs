@@ -141,8 +141,54 @@ fn the_binding_links_only_what_python_uses() {
     // SQLite (rusqlite, bundled) stays: `rtloop.runtime.run` runs a model from the Python
     // process, and rtloop-runtime checks every sink of the model there, the logger's
     // database among them, with the driver table that opens it in the sink's process
-    // (rtloop-runtime's `logger` feature). Plotting stays for `rtloop.lab`'s and the
-    // runtime's PNG charts.
+    // (rtloop-runtime's `logger` feature); `rtloop.load_log` reads the log with the
+    // reader beside that sink. Plotting stays for `rtloop.lab`'s and the runtime's PNG
+    // charts.
+}
+
+/// The logger's log has one owner, rtloop-runtime (its sink writes it, the reader beside it
+/// reads it): the Python package calls that reader and writes no SQL of its own.
+#[test]
+fn the_python_package_reads_the_runtime_log_through_rust() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/rtloop");
+    let mut checked = 0;
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if !p.extension().is_some_and(|x| x == "py" || x == "pyi") {
+            continue;
+        }
+        checked += 1;
+        let text = std::fs::read_to_string(&p).unwrap();
+        for sql in [
+            "import sqlite3",
+            "from sqlite3",
+            "FROM ticks",
+            "FROM signals",
+            "PRAGMA table_info",
+            "SELECT ",
+        ] {
+            if text.contains(sql) {
+                found.push(format!(
+                    "{}: {sql:?}",
+                    p.file_name().unwrap().to_string_lossy()
+                ));
+            }
+        }
+    }
+    assert!(
+        checked > 10,
+        "{checked} Python files under {}",
+        dir.display()
+    );
+    assert!(found.is_empty(), "SQL in the Python package: {found:?}");
+    let log = source("python/rtloop/log.py");
+    assert!(
+        log.contains("_rtloop.read_log("),
+        "rtloop.load_log calls the binding"
+    );
+    let binding = source("crates/rtloop-py/src/runtime_log.rs");
+    assert!(binding.contains("rtloop_runtime::drivers::logger::read::"));
 }
 
 #[test]

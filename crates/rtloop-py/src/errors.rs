@@ -8,8 +8,8 @@
 
 use pyo3::create_exception;
 use pyo3::exceptions::{
-    PyConnectionError, PyException, PyOSError, PyPermissionError, PyRuntimeError, PyTimeoutError,
-    PyTypeError, PyValueError,
+    PyConnectionError, PyException, PyFileNotFoundError, PyOSError, PyPermissionError,
+    PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use rtloop_fieldtrip::client::{AddressError, ArgumentError, ClientError};
@@ -383,6 +383,17 @@ impl ToPyErr for rtloop_stream::Error {
             Error::Write(e) => e.to_py_err(),
             Error::Read(e) => e.to_py_err(),
             Error::Wait(e) => e.to_py_err(),
+        }
+    }
+}
+
+impl ToPyErr for rtloop_runtime::drivers::logger::read::LogReadError {
+    fn to_py_err(&self) -> PyErr {
+        use rtloop_runtime::drivers::logger::read::LogReadError;
+        let msg = self.to_string();
+        match self {
+            LogReadError::NotFound { .. } => PyFileNotFoundError::new_err(msg),
+            LogReadError::NotALog { .. } => PyValueError::new_err(msg),
         }
     }
 }

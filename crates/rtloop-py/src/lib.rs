@@ -16,6 +16,7 @@ mod fieldtrip;
 mod reader;
 mod replay;
 mod runtime;
+mod runtime_log;
 mod stream;
 mod task;
 mod writer;
@@ -284,6 +285,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::runtime_run, m)?)?;
     m.add_class::<runtime::RecordSession>()?;
     m.add_function(wrap_pyfunction!(runtime::xdf_from_recording, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime_log::read_log, m)?)?;
     m.add_class::<runtime::TickMemory>()?;
     m.add_class::<fieldtrip::PyFieldTripClient>()?;
     m.add_class::<fieldtrip::PyFieldTripServer>()?;

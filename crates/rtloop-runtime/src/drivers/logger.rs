@@ -15,6 +15,9 @@ use rusqlite::{params_from_iter, Connection};
 use super::{parse_options, DriverCtx, DriverError, InView, Sink, TickInfo};
 use crate::model::Signal;
 
+/// Reading a log back: the ticks and every signal as typed values.
+pub mod read;
+
 /// `options:` of `logger`.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
