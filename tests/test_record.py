@@ -545,6 +545,42 @@ def test_row_of_follows_the_cases_shared_with_the_rust_recorder() -> None:
             assert row_of(h, sample) == (row, exact), (h, sample)
 
 
+def test_load_reads_through_the_recorders_own_reader(tmp_path: Path) -> None:
+    """rtloop.load is the Rust recorder's reader (rtloop_record::Recording) with numpy maps on
+    top: the same choice of directory, header check, sample count, cut event line and row
+    mapping as replay and the exports, and its clear errors."""
+    from rtloop.recording import row_of
+
+    out = tmp_path / "out"
+    # rows 0..99 hold samples 1000..1099, 500 lost, rows 100..199 hold 1600..1699
+    _write_recording(out / "eeg", 1000, [[100, 500]], 200, [1000, 1150, 1600])
+    r = rtloop.load(out)  # OUT holding one recording: that one
+    assert r.path == out / "eeg" and r.data.shape == (200, 1) and isinstance(r.data, np.memmap)
+    assert r.gaps == [(100, 500)] and r.lost_samples == 500
+    assert [r.sample_of(k) for k in (0, 99, 100, 199)] == [1000, 1099, 1600, 1699]
+    assert row_of(r.header, 1150) == (100, False) and r.row_of(1600) == (100, True)
+    assert [e["sample"] for e in r.events] == [1000, 1150, 1600]
+    # every field of the typed header, those this one lacks at their defaults
+    assert r.header["ch_types"] == [] and r.header["description"] == ""
+    # cut by kill -9: half a sample, half an event line
+    with open(out / "eeg" / "data.bin", "r+b") as f:
+        f.truncate(199 * 8 + 3)
+    with open(out / "eeg" / "events.jsonl", "a") as f:
+        f.write('{"type": "mark", "val')
+    r = rtloop.load(out / "eeg")
+    assert r.data.shape == (199, 1) and len(r.timestamps) == 199 and len(r.events) == 3
+    assert int(r.data[-1, 0]) == 1698
+    # two recordings inside: both named, and how to choose
+    _write_recording(out / "emg", 0, [], 3, [])
+    with pytest.raises(FileNotFoundError, match=r"recordings inside: eeg, emg \(load one of them by its directory\)"):
+        rtloop.load(out)
+    (out / "emg" / "header.json").write_text('{"format": "rtloop-recording", "vers')
+    with pytest.raises(ValueError, match="header.json: not an rtloop recording header: damaged, not JSON"):
+        rtloop.load(out / "emg")
+    with pytest.raises(ValueError, match='"gaps" must be \\[row, lost\\] pairs'):
+        row_of({"first_sample": 0, "gaps": [[1]]}, 5)
+
+
 def test_exports_of_a_lapped_recording_put_every_event_on_its_sample(tmp_path: Path) -> None:
     pyxdf = need("pyxdf", "pyxdf")
     pynwb = need("pynwb", "pynwb")

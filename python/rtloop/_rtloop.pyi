@@ -5,7 +5,7 @@ Arrays are ``(n_samples, n_channels)``; timestamps float64 seconds of CLOCK_MONO
 
 import os
 import pathlib
-from typing import Callable, Any, Dict, Final, List, Optional, Sequence, Tuple, Union, final
+from typing import Callable, Any, Dict, Final, List, Mapping, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +31,10 @@ __all__ = [
     "ReplaySession",
     "xdf_from_recording",
     "read_log",
+    "RecordingFiles",
+    "recording_row_of",
+    "recording_sample_of",
+    "recording_gaps",
     "TickMemory",
     "FieldTripClient",
     "FieldTripServer",
@@ -117,6 +121,23 @@ class RecordSession:
     @property
     def running(self) -> bool: ...
     def stop(self) -> str: ...
+
+@final
+class RecordingFiles:
+    """A recording opened by the Rust reader (``rtloop.load`` maps its files)."""
+    def __new__(cls, path: Union[str, "os.PathLike[str]"]) -> "RecordingFiles": ...
+    @property
+    def dir(self) -> pathlib.Path: ...
+    @property
+    def header(self) -> Dict[str, Any]: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def events(self) -> List[Dict[str, Any]]: ...
+
+def recording_row_of(header: Mapping[str, Any], sample: int) -> Tuple[int, bool]: ...
+def recording_sample_of(header: Mapping[str, Any], row: int) -> int: ...
+def recording_gaps(header: Mapping[str, Any]) -> List[Tuple[int, int]]: ...
 
 @final
 class BridgeSession:

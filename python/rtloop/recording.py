@@ -17,40 +17,27 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ._rtloop import RecordingFiles, recording_gaps, recording_row_of, recording_sample_of
 from .reports import RecordReport
 
 __all__ = ["Recording", "Recorder", "load", "record", "row_of"]
 
-FORMAT = "rtloop-recording"
 
-
-def row_of(header: Dict[str, Any], sample: int) -> Tuple[int, bool]:
+def row_of(header: Mapping[str, Any], sample: int) -> Tuple[int, bool]:
     """The row of ``data.bin`` for stream sample ``sample``: ``(row, True)`` if that sample was
     recorded there, ``(row, False)`` if it was not (lost in a gap, or before the first recorded
     sample), with ``row`` the first recorded row after it.
 
-    The one mapping from stream indices to rows (the same as the Rust recorder's
-    ``Header::row_of``; both are checked against the same cases): row ``r`` holds sample
-    ``first_sample + r`` plus the samples lost in every gap at a row ``<= r``.
+    ``header`` is a recording's header (or a mapping with just its first sample and gaps).
+    The mapping is the Rust recorder's own (``rtloop_record::row_of``): row ``r`` holds
+    sample ``first_sample + r`` plus the samples lost in every gap at a row ``<= r``.
     """
-    first = int(header["first_sample"])
-    if sample < first:
-        return 0, False
-    row, base = 0, first
-    for at, lost in header.get("gaps", []):
-        at, lost = int(at), int(lost)
-        end = base + max(at - row, 0)
-        if sample < end:
-            return row + (sample - base), True
-        if sample < end + lost:
-            return at, False
-        row, base = max(at, row), end + lost
-    return row + (sample - base), True
+    return recording_row_of(header, sample)
 
 
 @dataclass
@@ -84,8 +71,12 @@ class Recording:
 
     def sample_of(self, row: int) -> int:
         """The stream sample index held by row ``row`` (the inverse of :meth:`row_of`)."""
-        lost = sum(int(n) for at, n in self.header.get("gaps", []) if int(at) <= row)
-        return int(self.header["first_sample"]) + row + lost
+        return recording_sample_of(self.header, row)
+
+    @property
+    def gaps(self) -> List[Tuple[int, int]]:
+        """Where the recorder was lapped: ``(row right after the gap, samples lost there)``."""
+        return recording_gaps(self.header)
 
     @property
     def sfreq(self) -> float:
@@ -118,9 +109,9 @@ class Recording:
             if row < n and sfreq > 0:
                 duration = float(e.get("duration", 0)) / sfreq
                 annotations.append((row / sfreq, duration, event_text(e["type"], e["value"])))
-        for at, lost in self.header.get("gaps", []):
-            if int(at) < n and sfreq > 0:
-                annotations.append((int(at) / sfreq, 0.0, f"BAD_ACQ_SKIP {int(lost)} samples lost"))
+        for at, lost in self.gaps:
+            if at < n and sfreq > 0:
+                annotations.append((at / sfreq, 0.0, f"BAD_ACQ_SKIP {lost} samples lost"))
         annotations.sort()
         return raw_array(self.data, sfreq, self.ch_names, self.ch_types,
                          list(self.header.get("ch_units", [])), annotations)
@@ -136,40 +127,25 @@ class Recording:
 
 
 def load(path: Union[str, os.PathLike[str]]) -> Recording:
-    """Open a recording directory (``OUT/STREAM``, or ``OUT`` when it holds exactly one)."""
-    p = Path(path)
-    if not (p / "header.json").exists():
-        subs = [d for d in p.iterdir() if (d / "header.json").exists()] if p.is_dir() else []
-        if len(subs) != 1:
-            found = ", ".join(d.name for d in subs) or "none"
-            raise FileNotFoundError(f"{p} is not an rtloop recording (no header.json); recordings inside: {found}")
-        p = subs[0]
-    try:
-        header = json.loads((p / "header.json").read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p / 'header.json'} is damaged: {e}") from e
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ValueError(f"{p / 'header.json'} is not an rtloop recording header (format {header.get('format') if isinstance(header, dict) else None!r})")
+    """Open a recording directory (``OUT/STREAM``, or ``OUT`` when it holds exactly one).
+
+    The Rust recorder's reader finds the directory, checks and reads the header, counts the
+    whole samples the files hold and reads the events up to a line cut by a crash
+    (FileNotFoundError: no recording there, naming those inside; ValueError: a damaged or
+    foreign header); this maps the files with numpy, without copying the samples.
+    """
+    files = RecordingFiles(os.fspath(path))
+    header: Dict[str, Any] = files.header
+    p, n = Path(files.dir), files.rows
     dtype = np.dtype(header["dtype"]).newbyteorder("<")
     nch = int(header["n_channels"])
-    data_bytes = (p / "data.bin").stat().st_size
-    stamp_bytes = (p / "timestamps.bin").stat().st_size
-    n = min(data_bytes // (dtype.itemsize * nch), stamp_bytes // 8)
     data: NDArray[Any] = (
         np.memmap(p / "data.bin", dtype=dtype, mode="r", shape=(n, nch)) if n else np.zeros((0, nch), dtype)
     )
     stamps = (
         np.memmap(p / "timestamps.bin", dtype="<u8", mode="r", shape=(n,)) if n else np.zeros(0, "<u8")
     )
-    events: List[Dict[str, Any]] = []
-    ev = p / "events.jsonl"
-    if ev.exists():
-        for line in ev.read_text().splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a line cut by a crash: everything before it is whole
-    return Recording(p, header, data, np.asarray(stamps, dtype=np.float64) * 1e-9, events)
+    return Recording(p, header, data, np.asarray(stamps, dtype=np.float64) * 1e-9, files.events)
 
 
 class Recorder:

@@ -780,4 +780,56 @@ fn the_fieldtrip_codec_owns_the_wire_codes_and_the_event_encoding() {
             "the binding does not take {codec_use} from the codec"
         );
     }
+fn the_recording_format_is_read_by_the_recorder_crate_only() {
+    // rtloop_record::Recording is the one reader of a recording (which directory, the header
+    // and its format check, the whole samples from the file sizes, the events up to a cut
+    // line) and rtloop_record::row_of the one row mapping; rtloop.load calls them through the
+    // binding and only maps the files with numpy
+    let py = source("python/rtloop/recording.py");
+    let reading = &py[..py.find("class Recorder").unwrap()];
+    for own in [
+        "json.",            // parses header.json or events.jsonl itself
+        "st_size",          // counts the samples from the file sizes itself
+        "\"first_sample\"", // row/sample arithmetic of its own
+        "\"gaps\"",         // walks the gaps itself
+    ] {
+        assert!(
+            !reading.contains(own),
+            "rtloop.recording reads the recording format itself ({own})"
+        );
+    }
+    for call in [
+        "RecordingFiles(",
+        "recording_row_of(",
+        "recording_sample_of(",
+    ] {
+        assert!(
+            reading.contains(call),
+            "rtloop.recording does not call {call}"
+        );
+    }
+    let binding = source("crates/rtloop-py/src/recording.rs");
+    for call in [
+        "Recording::load(",
+        ".events()",
+        "rtloop_record::row_of(",
+        "rtloop_record::sample_of(",
+    ] {
+        assert!(binding.contains(call), "the binding does not call {call}");
+    }
+    // no Python module opens the format's files by name
+    for e in std::fs::read_dir(format!(
+        "{}/../../python/rtloop",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+    {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "py") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            for name in ["\"header.json\"", "\"events.jsonl\"", "'header.json'"] {
+                assert!(!text.contains(name), "{} opens {name} itself", p.display());
+            }
+        }
+    }
 }

@@ -14,6 +14,7 @@ mod errors;
 mod exit;
 mod fieldtrip;
 mod reader;
+mod recording;
 mod replay;
 mod runtime;
 mod runtime_log;
@@ -297,6 +298,7 @@ fn _rtloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(_reset_logging, m)?)?;
     dsp::register(m)?;
+    recording::register(m)?;
     errors::register(m)?;
     exit::register(m)?;
     Ok(())

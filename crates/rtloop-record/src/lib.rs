@@ -109,43 +109,57 @@ fn one() -> u32 {
 }
 
 impl Header {
-    /// The row of `data.bin` for stream sample `sample`: `(row, true)` if that sample was
-    /// recorded there; `(row, false)` if it was not (lost in a gap, or before the first
-    /// recorded sample), with `row` the first recorded row after it. The one mapping from
-    /// stream indices to rows: loading, replay and the XDF and NWB exports all use it
-    /// (Python mirrors it in `rtloop.recording.row_of`, checked against the same cases).
+    /// The row of `data.bin` for stream sample `sample`: [`row_of`] with this header's first
+    /// sample and gaps.
     #[must_use]
     pub fn row_of(&self, sample: u64) -> (u64, bool) {
-        if sample < self.first_sample {
-            return (0, false);
-        }
-        let (mut row, mut base) = (0u64, self.first_sample);
-        for &(at, lost) in &self.gaps {
-            // rows [row, at) hold samples [base, base + at - row)
-            let end = base + at.saturating_sub(row);
-            if sample < end {
-                return (row + (sample - base), true);
-            }
-            if sample < end + lost {
-                return (at, false);
-            }
-            (row, base) = (at.max(row), end + lost);
-        }
-        (row + (sample - base), true)
+        row_of(self.first_sample, &self.gaps, sample)
     }
 
     /// The stream sample index held by row `row` (the inverse of [`Header::row_of`]).
     #[must_use]
     pub fn sample_of(&self, row: u64) -> u64 {
-        self.first_sample
-            + row
-            + self
-                .gaps
-                .iter()
-                .filter(|&&(at, _)| at <= row)
-                .map(|&(_, lost)| lost)
-                .sum::<u64>()
+        sample_of(self.first_sample, &self.gaps, row)
     }
+}
+
+/// The row of `data.bin` for stream sample `sample`, in a recording whose first row holds
+/// `first_sample` and that lost samples in `gaps` (`(row after the gap, samples lost)`, as
+/// [`Header::gaps`]): `(row, true)` if that sample was recorded there; `(row, false)` if it
+/// was not (lost in a gap, or before the first recorded sample), with `row` the first
+/// recorded row after it. The one mapping from stream indices to rows: loading (also from
+/// Python, `rtloop.recording.row_of`), replay and the XDF and NWB exports all use it.
+#[must_use]
+pub fn row_of(first_sample: u64, gaps: &[(u64, u64)], sample: u64) -> (u64, bool) {
+    if sample < first_sample {
+        return (0, false);
+    }
+    let (mut row, mut base) = (0u64, first_sample);
+    for &(at, lost) in gaps {
+        // rows [row, at) hold samples [base, base + at - row)
+        let end = base + at.saturating_sub(row);
+        if sample < end {
+            return (row + (sample - base), true);
+        }
+        if sample < end + lost {
+            return (at, false);
+        }
+        (row, base) = (at.max(row), end + lost);
+    }
+    (row + (sample - base), true)
+}
+
+/// The stream sample index held by row `row` (the inverse of [`row_of`]): `first_sample +
+/// row` plus the samples lost in every gap at a row `<= row`.
+#[must_use]
+pub fn sample_of(first_sample: u64, gaps: &[(u64, u64)], row: u64) -> u64 {
+    first_sample
+        + row
+        + gaps
+            .iter()
+            .filter(|&&(at, _)| at <= row)
+            .map(|&(_, lost)| lost)
+            .sum::<u64>()
 }
 
 /// Errors of recording.
@@ -945,7 +959,9 @@ fn write_event(seg: &mut Segment, e: &rtloop_stream::Event) -> Result<(), Record
     Ok(())
 }
 
-/// A recording opened for reading (the sample count comes from the file sizes).
+/// A recording opened for reading: the one reader of the format (`rtloop.load`, replay and
+/// the exports all open recordings through it). The sample count comes from the file sizes,
+/// so a recording cut by `kill -9` or a power loss reads up to its last whole sample.
 #[derive(Debug, Clone)]
 pub struct Recording {
     /// The header as last written.
@@ -956,7 +972,7 @@ pub struct Recording {
     pub dir: PathBuf,
 }
 
-/// Why a directory is not a readable recording.
+/// Why a path is not a readable recording.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// A file is missing or unreadable.
@@ -966,6 +982,32 @@ pub enum LoadError {
         path: PathBuf,
         /// The OS error.
         source: io::Error,
+    },
+    /// The path is neither a recording nor a directory holding exactly one.
+    #[error("{path} is not an rtloop recording (no header.json); recordings inside: {}{}", if inside.is_empty() { "none".to_owned() } else { inside.join(", ") }, if inside.len() > 1 { " (load one of them by its directory)" } else { "" })]
+    NotARecording {
+        /// The path given.
+        path: PathBuf,
+        /// The names of the recordings directly inside it (sorted).
+        inside: Vec<String>,
+    },
+    /// A file of the recording is not a regular file (a FIFO would block the reader for
+    /// ever).
+    #[error("{path}: is {what}, not a regular file; a recording is made of regular files")]
+    NotAFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// The header is not JSON (damaged: the recorder replaces it whole, so something else
+    /// wrote it or the disk lost it).
+    #[error("{path}: not an rtloop recording header: damaged, not JSON ({detail})")]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON parser found.
+        detail: String,
     },
     /// The header is not an rtloop recording's.
     #[error("{path}: not an rtloop recording header: {detail}")]
@@ -978,23 +1020,61 @@ pub enum LoadError {
 }
 
 impl Recording {
+    /// Open `path`: a recording's directory (`OUT/STREAM`), or a directory holding exactly
+    /// one (`OUT` after recording one stream).
+    ///
+    /// # Errors
+    /// [`LoadError::NotARecording`] (naming the recordings inside, if several), or what
+    /// [`Recording::open`] finds wrong with the recording.
+    pub fn load(path: &Path) -> Result<Recording, LoadError> {
+        if path.join("header.json").exists() {
+            return Recording::open(path);
+        }
+        let mut inside: Vec<String> = std::fs::read_dir(path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().join("header.json").exists())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        inside.sort();
+        match inside.as_slice() {
+            [one] => Recording::open(&path.join(one)),
+            _ => Err(LoadError::NotARecording {
+                path: path.to_owned(),
+                inside,
+            }),
+        }
+    }
+
     /// Open `dir` (a directory with `header.json`).
+    ///
+    /// # Errors
+    /// A missing or unreadable file, a header that is not JSON ([`LoadError::Damaged`]), or
+    /// one of another format, version or dtype ([`LoadError::Foreign`]).
     pub fn open(dir: &Path) -> Result<Recording, LoadError> {
         let hp = dir.join("header.json");
-        let text = std::fs::read(&hp).map_err(|source| LoadError::Io {
-            path: hp.clone(),
-            source,
-        })?;
-        let header: Header = serde_json::from_slice(&text).map_err(|e| LoadError::Foreign {
+        let text = read_regular(&hp)?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|e| LoadError::Damaged {
+                path: hp.clone(),
+                detail: e.to_string(),
+            })?;
+        // the format first: a foreign header is named as such, not by its first missing field
+        let format = value.get("format").and_then(serde_json::Value::as_str);
+        if format != Some(FORMAT) {
+            return Err(LoadError::Foreign {
+                path: hp,
+                detail: format!(
+                    "format {}, expected {FORMAT:?}",
+                    value.get("format").unwrap_or(&serde_json::Value::Null)
+                ),
+            });
+        }
+        let header: Header = serde_json::from_value(value).map_err(|e| LoadError::Foreign {
             path: hp.clone(),
             detail: e.to_string(),
         })?;
-        if header.format != FORMAT {
-            return Err(LoadError::Foreign {
-                path: hp,
-                detail: format!("format {:?}, expected {FORMAT:?}", header.format),
-            });
-        }
         let dtype: rtloop_stream::DType =
             header
                 .dtype
@@ -1016,5 +1096,294 @@ impl Recording {
             samples,
             dir: dir.to_owned(),
         })
+    }
+
+    /// The events of `events.jsonl`, one JSON object per line (type, value, sample, offset,
+    /// duration, stamp_ns), up to a line cut by a crash: everything before it is whole.
+    /// No file: no events.
+    ///
+    /// # Errors
+    /// `events.jsonl` exists but cannot be read.
+    pub fn events(&self) -> Result<Vec<serde_json::Value>, LoadError> {
+        let path = self.dir.join("events.jsonl");
+        let text = match read_regular(&path) {
+            Ok(t) => t,
+            Err(LoadError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Ok(Vec::new())
+            }
+            Err(e) => return Err(e),
+        };
+        let text = text.strip_suffix(b"\n").unwrap_or(&text);
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(text
+            .split(|&b| b == b'\n')
+            .map_while(|line| serde_json::from_slice(line).ok())
+            .collect())
+    }
+}
+
+/// The contents of `path`, refused unless it is a regular file: reading a FIFO blocks until
+/// some other program opens its other end.
+fn read_regular(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use std::os::unix::fs::FileTypeExt;
+    let io = |source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let t = std::fs::metadata(path).map_err(io)?.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_dir() {
+            "a directory"
+        } else {
+            "a device"
+        };
+        return Err(LoadError::NotAFile {
+            path: path.to_owned(),
+            what,
+        });
+    }
+    std::fs::read(path).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recording directory as the recorder leaves it: int32 data holding each row's
+    /// stream sample index (`first` + gaps), one stamp per row, and `events` lines.
+    fn write_recording(dir: &Path, first: u64, gaps: &[(u64, u64)], rows: u64, events: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        let header = serde_json::json!({
+            "format": FORMAT, "version": 1, "stream": "eeg", "dtype": "int32",
+            "n_channels": 2, "ch_names": ["a", "b"], "ch_units": ["uV", "uV"],
+            "sfreq": 100.0, "first_sample": first, "start_monotonic_ns": 0, "start_unix_ns": 0,
+            "samples": rows, "events": 0, "lost_samples": gaps.iter().map(|g| g.1).sum::<u64>(),
+            "gaps": gaps, "complete": true, "ended": "stopped", "rtloop_version": "test"
+        });
+        std::fs::write(dir.join("header.json"), header.to_string()).unwrap();
+        let data: Vec<u8> = (0..rows)
+            .flat_map(|r| {
+                let s = sample_of(first, gaps, r) as i32;
+                [s, -s]
+            })
+            .flat_map(i32::to_le_bytes)
+            .collect();
+        std::fs::write(dir.join("data.bin"), data).unwrap();
+        let stamps: Vec<u8> = (0..rows).flat_map(|r| (r * 10).to_le_bytes()).collect();
+        std::fs::write(dir.join("timestamps.bin"), stamps).unwrap();
+        std::fs::write(dir.join("events.jsonl"), events).unwrap();
+    }
+
+    fn cut(path: &Path, len: u64) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_recording_cut_anywhere_reads_up_to_its_last_whole_sample() {
+        let d = rtloop_testkit::TempDir::new("rec-cut");
+        let dir = d.join("eeg");
+        write_recording(&dir, 0, &[], 10, "");
+        assert_eq!(Recording::open(&dir).unwrap().samples, 10);
+        // half of sample 7's second channel written (8 bytes a sample)
+        cut(&dir.join("data.bin"), 7 * 8 + 6);
+        assert_eq!(Recording::open(&dir).unwrap().samples, 7);
+        // the stamps cut shorter still: the shorter file decides
+        cut(&dir.join("timestamps.bin"), 5 * 8 + 3);
+        assert_eq!(Recording::open(&dir).unwrap().samples, 5);
+        cut(&dir.join("data.bin"), 0);
+        assert_eq!(Recording::open(&dir).unwrap().samples, 0);
+        // a missing data file is named
+        std::fs::remove_file(dir.join("data.bin")).unwrap();
+        let e = Recording::open(&dir).unwrap_err();
+        assert!(
+            matches!(&e, LoadError::Io { path, source } if path.ends_with("data.bin") && source.kind() == io::ErrorKind::NotFound),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn events_are_read_up_to_a_line_cut_by_a_crash() {
+        let d = rtloop_testkit::TempDir::new("rec-events");
+        let dir = d.join("eeg");
+        let lines = "{\"type\":\"cue\",\"value\":\"left\",\"sample\":3,\"offset\":0,\"duration\":0,\"stamp_ns\":1}\n\
+                     {\"type\":\"v\",\"value\":[1.0,2.5],\"sample\":5,\"offset\":-1,\"duration\":2,\"stamp_ns\":2}\n";
+        write_recording(&dir, 0, &[], 10, lines);
+        let ev = Recording::open(&dir).unwrap().events().unwrap();
+        assert_eq!(ev.len(), 2);
+        assert_eq!(
+            (ev[0]["type"].as_str(), ev[0]["value"].as_str()),
+            (Some("cue"), Some("left"))
+        );
+        assert_eq!(ev[1]["value"], serde_json::json!([1.0, 2.5]));
+        assert_eq!(ev[1]["offset"].as_i64(), Some(-1));
+        // a third line cut in the middle by kill -9: the two before it are whole
+        let cut_line = format!("{lines}{{\"type\":\"cue\",\"value\":\"ri");
+        std::fs::write(dir.join("events.jsonl"), &cut_line).unwrap();
+        assert_eq!(Recording::open(&dir).unwrap().events().unwrap(), ev);
+        // a damaged line stops the reading there, even with whole lines after it
+        std::fs::write(dir.join("events.jsonl"), format!("{cut_line}\n{lines}")).unwrap();
+        assert_eq!(Recording::open(&dir).unwrap().events().unwrap(), ev);
+        // the last line whole but its newline not yet written: it counts
+        std::fs::write(dir.join("events.jsonl"), lines.trim_end()).unwrap();
+        assert_eq!(Recording::open(&dir).unwrap().events().unwrap(), ev);
+        // a FIFO there is refused, not waited on for ever
+        std::fs::remove_file(dir.join("events.jsonl")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            dir.join("events.jsonl"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = Recording::open(&dir)
+            .unwrap()
+            .events()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("events.jsonl: is a FIFO (named pipe), not a regular file; a recording is made of regular files"),
+            "{e}"
+        );
+        std::fs::remove_file(dir.join("events.jsonl")).unwrap();
+        // empty, or no file at all: no events
+        std::fs::write(dir.join("events.jsonl"), "").unwrap();
+        assert!(Recording::open(&dir).unwrap().events().unwrap().is_empty());
+        std::fs::remove_file(dir.join("events.jsonl")).unwrap();
+        assert!(Recording::open(&dir).unwrap().events().unwrap().is_empty());
+    }
+
+    #[test]
+    fn rows_and_samples_map_across_the_gaps_of_a_lapped_recording() {
+        let d = rtloop_testkit::TempDir::new("rec-gaps");
+        let dir = d.join("eeg");
+        // rows 0..4 hold samples 100..104, 5 lost, rows 4..7 hold 109..111, 2 lost, 114..
+        let gaps = [(4, 5), (7, 2)];
+        write_recording(&dir, 100, &gaps, 10, "");
+        let rec = Recording::open(&dir).unwrap();
+        assert_eq!(rec.header.gaps, gaps);
+        let data: Vec<i32> = std::fs::read(dir.join("data.bin"))
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let held: Vec<i32> = data.iter().step_by(2).copied().collect();
+        assert_eq!(held, [100, 101, 102, 103, 109, 110, 111, 114, 115, 116]);
+        for (row, &s) in held.iter().enumerate() {
+            assert_eq!(
+                rec.header.row_of(s as u64),
+                (row as u64, true),
+                "sample {s}"
+            );
+            assert_eq!(rec.header.sample_of(row as u64), s as u64, "row {row}");
+        }
+        // lost samples map to the first recorded row after them; before the first, row 0
+        assert_eq!(rec.header.row_of(104), (4, false));
+        assert_eq!(rec.header.row_of(108), (4, false));
+        assert_eq!(rec.header.row_of(112), (7, false));
+        assert_eq!(rec.header.row_of(99), (0, false));
+        // the free functions are the same mapping, for a header known only by these fields
+        assert_eq!(row_of(100, &gaps, 110), (5, true));
+        assert_eq!(sample_of(100, &gaps, 5), 110);
+    }
+
+    #[test]
+    fn a_foreign_or_damaged_header_is_named_for_what_it_is() {
+        let d = rtloop_testkit::TempDir::new("rec-foreign");
+        let dir = d.join("eeg");
+        write_recording(&dir, 0, &[], 3, "");
+        let hp = dir.join("header.json");
+        std::fs::write(&hp, r#"{"format": "xdf"}"#).unwrap();
+        let e = Recording::open(&dir).unwrap_err();
+        assert!(matches!(e, LoadError::Foreign { .. }), "{e:?}");
+        assert!(
+            e.to_string().ends_with(
+                "not an rtloop recording header: format \"xdf\", expected \"rtloop-recording\""
+            ),
+            "{e}"
+        );
+        std::fs::write(&hp, "[1, 2]").unwrap();
+        let e = Recording::open(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("format null, expected \"rtloop-recording\""),
+            "{e}"
+        );
+        std::fs::write(&hp, r#"{"format": "rtloop-recording", "version": 1}"#).unwrap();
+        let e = Recording::open(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("not an rtloop recording header: missing field"),
+            "{e}"
+        );
+        // cut or overwritten: not JSON at all
+        std::fs::write(&hp, r#"{"format": "rtloop-recording", "vers"#).unwrap();
+        let e = Recording::open(&dir).unwrap_err();
+        assert!(matches!(e, LoadError::Damaged { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("header.json: not an rtloop recording header: damaged, not JSON (EOF"),
+            "{e}"
+        );
+        // a dtype rtloop does not know
+        write_recording(&dir, 0, &[], 3, "");
+        let text = std::fs::read_to_string(&hp).unwrap();
+        std::fs::write(&hp, text.replace("\"int32\"", "\"int24\"")).unwrap();
+        let e = Recording::open(&dir).unwrap_err();
+        assert!(
+            matches!(&e, LoadError::Foreign { detail, .. } if detail.contains("int24")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_directory_is_a_recording_or_holds_exactly_one() {
+        let d = rtloop_testkit::TempDir::new("rec-resolve");
+        let out = d.join("out");
+        // nothing there at all, then an empty directory
+        let e = Recording::load(&out).unwrap_err();
+        assert!(
+            matches!(&e, LoadError::NotARecording { inside, .. } if inside.is_empty()),
+            "{e:?}"
+        );
+        std::fs::create_dir_all(out.join("not-a-recording")).unwrap();
+        let e = Recording::load(&out).unwrap_err().to_string();
+        assert!(
+            e.ends_with("out is not an rtloop recording (no header.json); recordings inside: none"),
+            "{e}"
+        );
+        // OUT holding one: that one; OUT/STREAM: itself
+        write_recording(&out.join("eeg"), 0, &[], 4, "");
+        assert_eq!(Recording::load(&out).unwrap().dir, out.join("eeg"));
+        assert_eq!(Recording::load(&out.join("eeg")).unwrap().samples, 4);
+        // two inside: refused, both named (sorted), and how to choose
+        write_recording(&out.join("emg"), 0, &[], 2, "");
+        let e = Recording::load(&out).unwrap_err();
+        assert!(
+            matches!(&e, LoadError::NotARecording { inside, .. } if inside == &["eeg", "emg"]),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .ends_with("recordings inside: eeg, emg (load one of them by its directory)"),
+            "{e}"
+        );
+        assert_eq!(Recording::load(&out.join("emg")).unwrap().samples, 2);
+        // a file is no recording either
+        let f = d.join("file");
+        std::fs::write(&f, "x").unwrap();
+        assert!(matches!(
+            Recording::load(&f),
+            Err(LoadError::NotARecording { .. })
+        ));
     }
 }

@@ -781,10 +781,9 @@ pub fn open_recording(dir: &Path) -> Result<FlatSource, SourceError> {
         .dtype
         .parse()
         .map_err(|e: rtloop_stream::UnknownDType| invalid(&hp, e.to_string()))?;
-    let events = std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map_while(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    let events = rec
+        .events()?
+        .into_iter()
         .map(|e| SourceEvent {
             // the event's row (the one mapping, `Header::row_of`); in the new stream that
             // row is sample `row` (replay writes the rows back to back from 0)

@@ -746,11 +746,7 @@ pub fn write_recording(dir: &Path, out: &Path, chunk: usize) -> Result<u64, XdfW
     if n > 0 {
         put_chunk(&mut buf, 6, &footer(1, ts(0), ts(n - 1), n));
     }
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map_while(|l| serde_json::from_str(l).ok())
-        .collect();
+    let events = rec.events()?;
     if !events.is_empty() {
         put_chunk(
             &mut buf,
