@@ -780,6 +780,9 @@ fn the_fieldtrip_codec_owns_the_wire_codes_and_the_event_encoding() {
             "the binding does not take {codec_use} from the codec"
         );
     }
+}
+
+#[test]
 fn the_recording_format_is_read_by_the_recorder_crate_only() {
     // rtloop_record::Recording is the one reader of a recording (which directory, the header
     // and its format check, the whole samples from the file sizes, the events up to a cut
