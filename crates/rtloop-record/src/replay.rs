@@ -544,7 +544,7 @@ pub struct ReplayReport {
     pub samples: u64,
     /// Events written.
     pub events: u64,
-    /// Seconds it took.
+    /// Seconds it took, from the moment its first sample was due to its last write.
     pub seconds: f64,
     /// Seconds from the recording's first sample to its last at its original pace (a paced
     /// replay at speed 1 takes at least this long).
@@ -687,8 +687,7 @@ pub fn play_with(
     .min((cap / 4).max(1));
     let events = src.events();
     let (mut row, mut next_event, mut bytes) = (0u64, 0usize, 0u64);
-    let began = Instant::now();
-    let started = opts.start.unwrap_or(began);
+    let started = opts.start.unwrap_or_else(Instant::now);
     let mut last_due = 0u64;
     'rows: while row < src.rows() {
         // Ordering: a flag with nothing published through it: Relaxed.
@@ -746,8 +745,10 @@ pub fn play_with(
         series: info.series.clone(),
         samples: row,
         events: next_event as u64,
-        // from the first sample's moment (or from now, if that was earlier)
-        seconds: started.max(began).elapsed().as_secs_f64(),
+        // from the moment the first sample was due: a thread that began after a shared
+        // start caught up with it, and its replay still took the span (from its own
+        // beginning, it would seem shorter than the span)
+        seconds: started.elapsed().as_secs_f64(),
         recorded_seconds: src.span_seconds(),
         bytes,
     })

@@ -236,3 +236,44 @@ fn in_a_lapped_recording_every_row_and_event_sits_at_its_sample_in_load_and_repl
         }
     }
 }
+
+#[test]
+fn a_paced_replay_whose_thread_began_late_reports_no_less_than_the_span() {
+    // paced series share a start a little after they are set up; a thread that begins after
+    // that start catches up to it, and the replay still took the span from the moment its
+    // first sample was due (it used to count from the thread's own start, and so came out
+    // shorter than the span on a loaded machine)
+    let _w = Watchdog::arm(60, "late replay");
+    let name = unique_name("rec-late");
+    let _g = StreamGuard::new(&name);
+    let s = Stream::create(&name, &StreamConfig::new(DType::U64, 1, 1000.0, 4096)).unwrap();
+    let out = TempDir::new("rec-late");
+    std::thread::scope(|sc| {
+        let rec = sc.spawn(|| record(&name, &out, &fast(), &Control::default()).unwrap());
+        wait_for_reader(&s);
+        let mut w = s.writer().unwrap();
+        let vals: Vec<u64> = (0..100).map(value).collect();
+        w.write(&vals).unwrap();
+        drop(w);
+        rec.join().unwrap()
+    });
+    let src = rtloop_record::replay::open_recording(&out.join(&name)).unwrap();
+    let replayed = unique_name("rec-late-replayed");
+    let _g2 = StreamGuard::new(&replayed);
+    let opts = rtloop_record::PlayOptions {
+        speed: Some(1.0),
+        keep: true,
+        // the shared start had passed 30 ms before this thread began
+        start: Some(Instant::now() - Duration::from_millis(30)),
+        ..rtloop_record::PlayOptions::default()
+    };
+    let rep = rtloop_record::play(&src, &replayed, &opts, &AtomicBool::new(false)).unwrap();
+    assert_eq!(rep.samples, 100);
+    assert!(rep.recorded_seconds > 0.09, "{rep:?}");
+    assert!(
+        rep.seconds >= rep.recorded_seconds - 1e-6,
+        "a paced replay took {} s of a {} s span",
+        rep.seconds,
+        rep.recorded_seconds
+    );
+}
