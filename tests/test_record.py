@@ -298,6 +298,27 @@ def test_start_and_stop_from_python(make_name: Callable[[], str], tmp_path: Path
         rtloop.record("no-such-stream-py", tmp_path)
 
 
+def test_the_binding_hands_reports_as_objects_not_json_text(make_name: Callable[[], str], tmp_path: Path) -> None:
+    """The native session returns the recording library's reports as Python objects made from
+    the Rust value (a list of dicts), not JSON text for Python to parse again."""
+    from rtloop._rtloop import RecordSession
+
+    name = make_name()
+    s = rtloop.Stream.create(name, n_channels=2, dtype="float64", sfreq=100.0, capacity=1024)
+    w = s.writer()
+    session = RecordSession([name], tmp_path)
+    w.push_chunk(np.ones((20, 2)))
+    wait_until(lambda: consumed(name, 20), "the recorder to take the 20 samples")
+    out = session.stop()
+    assert isinstance(out, list) and len(out) == 1 and type(out[0]) is dict, repr(out)[:200]
+    assert out[0]["samples"] == 20 and out[0]["ended"] == "stopped"
+    assert isinstance(out[0]["seconds"], float) and isinstance(out[0]["bytes"], int)
+    rtloop.reports.RecordReport.check(out[0])
+    # a second stop has nothing more to report
+    assert session.stop() == []
+    w.close()
+
+
 def test_control_socket_starts_splits_and_stops(make_name: Callable[[], str], tmp_path: Path) -> None:
     import socket as so
 

@@ -64,7 +64,10 @@ class Bridge:
     def stop(self) -> BridgeReport:
         """Stop the bridge, wait for it and return its report; raises the error it failed
         with. Calling it again returns the same report."""
-        self.report = self._report_type.of(json.loads(self._session.stop()))
+        value = self._session.stop()
+        if value is None:
+            raise RuntimeError("the bridge ended without a report")
+        self.report = self._report_type.of(value)
         return self.report
 
     def __enter__(self) -> "Bridge":

@@ -79,12 +79,12 @@ def loadtest(
         raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
     # the device process re-runs rtloop as `python -m rtloop`, with this interpreter
     os.environ.setdefault("RTLOOP_PYTHON", sys.executable)
-    text = _rtloop.lab_loadtest(
+    report = _rtloop.lab_loadtest(
         profile, int(read_size), float(seconds), float(warmup), transport, int(every),
         fps, received_words, fifo_bytes, spin_us, bool(reference),
         None if out is None else str(out), work, publish,
     )
-    return LoadtestReport.of(json.loads(text))
+    return LoadtestReport.of(report)
 
 
 def tune(
@@ -127,8 +127,8 @@ def tune(
         "bisect": bool(bisect), "margin": int(margin), "rate_sweep": bool(rate_sweep),
         "read_size": str(read_size), "quick": bool(quick),
     }
-    text = _rtloop.lab_tune(
+    report = _rtloop.lab_tune(
         profile, transport, int(every), fps, received_words, fifo_bytes, spin_us,
         json.dumps(config), None if out is None else os.fspath(out),
     )
-    return TuneReport.of(json.loads(text))
+    return TuneReport.of(report)

@@ -182,7 +182,7 @@ class Recorder:
         """Stop every recorder (they close their files cleanly) and return the per-stream
         reports (`rtloop.reports.RecordReport`: fields as attributes, still dicts). ``timeout`` is kept for compatibility: a recorder stops within its flush
         interval."""
-        return [RecordReport.of(r) for r in json.loads(self._session.stop())]
+        return [RecordReport.of(r) for r in self._session.stop()]
 
     def __enter__(self) -> "Recorder":
         return self

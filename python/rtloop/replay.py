@@ -21,7 +21,6 @@ gives them as arrays::
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -77,7 +76,7 @@ class Replay:
     def stop(self) -> List[ReplayReport]:
         """Stop (if still playing), wait, and return the reports; raises the error the replay
         failed with."""
-        self.reports = [ReplayReport.of(r) for r in json.loads(self._session.stop())]
+        self.reports = [ReplayReport.of(r) for r in self._session.stop()]
         return self.reports
 
     def __enter__(self) -> "Replay":

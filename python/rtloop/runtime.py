@@ -206,13 +206,13 @@ def run(
 
     # the model's processes re-run rtloop as `<this python> -m rtloop`
     os.environ.setdefault("RTLOOP_PYTHON", sys.executable)
-    code, text = runtime_run(os.fspath(model), seconds, ticks, keep, None if out is None else os.fspath(out))
-    if code == 2:
+    code, value, text = runtime_run(os.fspath(model), seconds, ticks, keep, None if out is None else os.fspath(out))
+    if code == 2 or value is None:
         if check:
             raise RuntimeError(f"rtloop run {os.fspath(model)} refused the model (exit 2):\n{text}")
         # a refused model ran nothing: its report holds only the problem and the exit code
         return RunReport.of({"problem": text, "exit": 2})
-    report = RunReport.of(json.loads(text))
+    report = RunReport.of(value)
     if check and code != 0:
         raise RuntimeError(f"rtloop run {os.fspath(model)} failed (exit {code}): {report.get('problem')}")
     return report

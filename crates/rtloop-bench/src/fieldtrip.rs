@@ -286,6 +286,7 @@ impl Drop for ServerProcess {
 
 /// One transport at one block of the FAQ table.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FaqRow {
     /// The transport ("reference tcp", "tcp", "unix", "inproc").
     pub transport: String,
@@ -312,6 +313,7 @@ pub struct FaqRow {
 
 /// rtloop over TCP against the reference at one block.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RatioRow {
     /// Channels per block.
     pub channels: u32,
@@ -339,6 +341,7 @@ pub struct RatioRow {
 
 /// The time per write at one block size.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LatencyPoint {
     /// The transport.
     pub transport: String,
@@ -353,6 +356,7 @@ pub struct LatencyPoint {
 /// A client that reads the newest 32x16 block every [`PACED_PERIOD`], against one server:
 /// what the server's waiting costs when the client does not loop flat out.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PacedRow {
     /// The transport.
     pub transport: String,
@@ -408,6 +412,7 @@ fn paced(target: &Target, name: &str, secs: f64) -> Result<PacedRow> {
 
 /// What the FieldTrip benchmark measured.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FieldTripReport {
     /// Seconds per cell of the throughput table.
     pub seconds_per_cell: f64,

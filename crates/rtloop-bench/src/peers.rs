@@ -104,6 +104,7 @@ impl WaitChoice {
 
 /// One transport at one chunk size, reader count and wait: every round together.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Row {
     /// The transport.
     pub transport: Transport,
@@ -203,6 +204,7 @@ impl Cell {
 
 /// The stream's p99 beside the lowest peer p99 under one configuration.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LatencyCompare {
     /// Samples per chunk.
     pub chunk: usize,
@@ -222,6 +224,7 @@ pub struct LatencyCompare {
 
 /// The targets, met or not.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Verdict {
     /// min over chunk sizes, reader counts and waits of stream / LSL throughput
     pub min_throughput_x_lsl: Option<f64>,
@@ -233,6 +236,7 @@ pub struct Verdict {
 
 /// A transport and what it is here.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Peer {
     pub transport: Transport,
     /// Library, version and where it was loaded from.
@@ -243,6 +247,7 @@ pub struct Peer {
 
 /// What the peers benchmark measured.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PeersReport {
     /// The machine (`sys-info`'s line).
     pub machine: String,

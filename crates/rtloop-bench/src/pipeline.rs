@@ -65,6 +65,7 @@ impl Default for Config {
 
 /// One stage alone.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StageRow {
     /// What the stage is.
     pub stage: String,
@@ -78,6 +79,7 @@ pub struct StageRow {
 
 /// What the pipeline benchmark measured.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PipelineReport {
     /// The profile.
     pub profile: String,

@@ -57,6 +57,7 @@ impl Default for Config {
 
 /// One figure against its reference and target.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Row {
     /// The part of the benchmark.
     pub part: String,
@@ -74,6 +75,7 @@ pub struct Row {
 
 /// What the runtime benchmark measured.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuntimeReport {
     /// CPUs and kernel.
     pub machine: String,

@@ -42,6 +42,7 @@ impl Default for Config {
 
 /// The machine the figures were measured on.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Machine {
     /// Online CPUs.
     pub cpus: usize,
@@ -51,6 +52,7 @@ pub struct Machine {
 
 /// One throughput row: the stream and the bare ring moving the same packets the same way.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ThroughputRow {
     /// Bytes per packet.
     pub payload_bytes: u64,
@@ -103,6 +105,7 @@ pub struct ThroughputRow {
 
 /// One latency row.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LatencyRow {
     /// The path measured.
     pub name: String,
@@ -152,6 +155,7 @@ fn latency_goal(name: &str, s: &Summary, ratio: f64, pm_qos: bool) -> (String, &
 
 /// What the stream benchmark measured.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StreamReport {
     /// The machine.
     pub machine: Machine,
@@ -381,6 +385,7 @@ const WAKE_GAP_NS: u64 = 100_000;
 
 /// One spin budget of the wake-up sweep.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WakeRow {
     /// How long the reader spins before it sleeps on the futex.
     pub spin_us: u64,

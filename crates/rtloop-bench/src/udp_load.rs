@@ -14,6 +14,7 @@ pub const SIZE: usize = 1472;
 
 /// What a load run counted.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EchoResult {
     /// Seconds of offered load.
     pub seconds: f64,

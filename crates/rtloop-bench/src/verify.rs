@@ -170,6 +170,7 @@ impl rtloop_launch::ChildRole for RecvRole {
 
 /// Results of one pair.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PairResult {
     /// Stream name.
     pub stream: String,
@@ -303,6 +304,7 @@ pub fn run_pairs(a: &Config, progress: &mut dyn Progress) -> Result<Vec<PairResu
 
 /// What `rtloop verify` found.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct VerifyReport {
     /// Packets each generator sent.
     pub packets_per_pair: u64,

@@ -60,6 +60,7 @@ impl InOptions {
 
 /// What the bridge moved.
 #[derive(Debug, Clone, Default, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Report {
     /// The board (`SYNTHETIC_BOARD (-1)`).
     pub board: String,

@@ -74,6 +74,7 @@ impl DeviceConfig {
 
 /// How a device run ended and what it saw.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceReport {
     /// `"stopped"` (the host said stop), `"overflow"`, `"time limit"` or `"link closed"`.
     pub ended: String,

@@ -89,6 +89,7 @@ pub enum ConfigError {
 
 /// The load tester's settings (ConfigureLoadTester).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LoadTester {
     /// Frames per second asked for.
     pub fps: u64,

@@ -63,6 +63,7 @@ pub struct Snapshot {
 
 /// The host's results.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HostReport {
     /// ReadSize used.
     pub read_size: u64,

@@ -130,6 +130,7 @@ pub struct LoadtestConfig {
 
 /// What one load test measured (the command line's `--json` is this, serialised).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LoadtestReport {
     /// The load.
     pub load: LoadTester,

@@ -12,6 +12,7 @@ use crate::host::HostReport;
 
 /// How a step went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Class {
     /// The FIFO was never used.
     #[serde(rename = "stable at 0 %")]
@@ -68,6 +69,7 @@ pub const TAIL_FACTOR: f64 = 10.0;
 
 /// One step of a sweep.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Step {
     /// ReadSize, bytes.
     pub read_size: u64,
@@ -258,6 +260,7 @@ pub fn classify(
 
 /// The result of a sweep.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Tuning {
     /// `"read size"` or `"rate"`.
     pub sweep: &'static str,

@@ -66,6 +66,7 @@ pub struct InOptions {
 
 /// What a bridge moved.
 #[derive(Debug, Clone, Default, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Report {
     /// The LSL side.
     pub lsl: String,

@@ -136,6 +136,7 @@ impl LatencyHistogram {
 
 /// The figures every latency report gives.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Summary {
     /// Values recorded.
     pub count: u64,

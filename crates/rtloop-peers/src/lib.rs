@@ -69,6 +69,7 @@ pub enum PeerError {
 
 /// The transports compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// rtloop's shared-memory stream.
@@ -159,6 +160,7 @@ impl std::str::FromStr for Transport {
 
 /// How readers wait for data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Wait {
     /// Each transport's blocking wait (futex, `read`, `zmq_recv`, liblsl's condition

@@ -66,12 +66,20 @@ impl Failure {
     }
 }
 
+/// What a bridge reports, kept as the library's value until it reaches Python's thread.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum BridgeReport {
+    Lsl(rtloop_lsl::bridge::Report),
+    BrainFlow(rtloop_brainflow::bridge::Report),
+}
+
 /// One running bridge (`rtloop.bridge.Bridge` wraps it).
 #[pyclass(module = "rtloop._rtloop")]
 pub(crate) struct BridgeSession {
-    task: Task<Result<String, Failure>>,
+    task: Task<Result<BridgeReport, Failure>>,
     /// The report, once the thread was joined.
-    report: Option<String>,
+    report: Option<Py<PyAny>>,
 }
 
 impl BridgeSession {
@@ -80,7 +88,7 @@ impl BridgeSession {
     fn start(
         py: Python<'_>,
         what: &str,
-        body: impl FnOnce(&AtomicBool, &Notifier) -> Result<String, Failure> + Send + 'static,
+        body: impl FnOnce(&AtomicBool, &Notifier) -> Result<BridgeReport, Failure> + Send + 'static,
     ) -> PyResult<Self> {
         let mut session = BridgeSession {
             task: Task::start(py, &format!("rtloop-bridge-{what}"), body)?,
@@ -94,16 +102,13 @@ impl BridgeSession {
         Ok(session)
     }
 
-    fn join(&mut self, py: Python<'_>) -> PyResult<String> {
+    fn join(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         if let Some(out) = self.task.join(py) {
-            self.report = Some(out?.map_err(Failure::into_py_err)?);
+            let report = out?.map_err(Failure::into_py_err)?;
+            self.report = Some(crate::report::to_py(py, &report)?);
         }
-        Ok(self.report.clone().unwrap_or_else(|| "null".into()))
+        Ok(self.report.as_ref().map(|r| r.clone_ref(py)))
     }
-}
-
-fn report_json(r: &impl serde::Serialize) -> String {
-    serde_json::to_string(r).unwrap_or_else(|_| "null".into())
 }
 
 fn duration(what: &str, s: Option<f64>) -> PyResult<Option<Duration>> {
@@ -152,7 +157,7 @@ impl BridgeSession {
                 let text = format!("LSL {meta} -> stream {name:?} (liblsl {})", lsl.version());
                 ready.ready(vec![name.to_string()], text);
             })?;
-            Ok(report_json(&report))
+            Ok(BridgeReport::Lsl(report))
         })
     }
 
@@ -182,7 +187,7 @@ impl BridgeSession {
                 let text = format!("stream {stream:?} -> LSL {meta} (liblsl {})", lsl.version());
                 ready.ready(vec![stream.clone()], text);
             })?;
-            Ok(report_json(&report))
+            Ok(BridgeReport::Lsl(report))
         })
     }
 
@@ -230,7 +235,7 @@ impl BridgeSession {
                 );
                 ready.ready(names.to_vec(), text);
             })?;
-            Ok(report_json(&report))
+            Ok(BridgeReport::BrainFlow(report))
         })
     }
 
@@ -262,8 +267,8 @@ impl BridgeSession {
     }
 
     /// Stop the bridge (it removes its streams unless `keep`), wait for it and return its
-    /// report as JSON; raises the error it failed with. Later calls return the same report.
-    fn stop(&mut self, py: Python<'_>) -> PyResult<String> {
+    /// report (a dict); raises the error it failed with. Later calls return the same report.
+    fn stop(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         self.task.stop();
         self.join(py)
     }

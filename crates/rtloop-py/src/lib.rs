@@ -16,6 +16,7 @@ mod fieldtrip;
 mod reader;
 mod recording;
 mod replay;
+mod report;
 mod runtime;
 mod runtime_log;
 mod stream;
@@ -82,7 +83,7 @@ impl rtloop_lab::work::BlockWork for PyWork {
 }
 
 /// One load test (`rtloop_lab::loadtest::loadtest`) with a Python function as the work
-/// step. Returns the report as JSON text (the same type the command line prints with
+/// step. Returns the report as Python objects (the same value the command line prints with
 /// `--json`). The run releases the GIL; the function is called with it held, once per block.
 #[pyfunction]
 #[pyo3(signature = (profile, read_size, seconds, warmup, transport, every, fps, received_words, fifo_bytes, spin_us, reference, out, work, publish=None))]
@@ -103,7 +104,7 @@ fn lab_loadtest(
     out: Option<std::path::PathBuf>,
     work: Py<PyAny>,
     publish: Option<String>,
-) -> PyResult<String> {
+) -> PyResult<Py<PyAny>> {
     use rtloop_lab::loadtest::LoadtestConfig;
     let value_error = lab_error;
     let mut lab = lab_settings(
@@ -142,8 +143,7 @@ fn lab_loadtest(
     if let Some(e) = &report.error {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(e.clone()));
     }
-    serde_json::to_string(&report)
-        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+    report::to_py(py, &report)
 }
 
 /// The Python exception for a lab error: settings out of range are ValueError.
@@ -184,7 +184,7 @@ fn lab_settings(
 
 /// Sweep ReadSize (or the rate) as `rtloop lab tune` does (`rtloop_lab::loadtest::tune`):
 /// the load from `profile` with the same overrides as `lab_loadtest`, the sweep's settings as
-/// JSON (`TuneConfig`'s fields). Returns the result as JSON; each step is logged before it
+/// JSON (`TuneConfig`'s fields). Returns the result as Python objects; each step is logged before it
 /// runs. The GIL is released for the whole sweep.
 #[pyfunction]
 #[pyo3(signature = (profile, transport, every, fps, received_words, fifo_bytes, spin_us, config_json, out=None))]
@@ -200,7 +200,7 @@ fn lab_tune(
     spin_us: Option<u64>,
     config_json: &str,
     out: Option<std::path::PathBuf>,
-) -> PyResult<String> {
+) -> PyResult<Py<PyAny>> {
     use rtloop_lab::loadtest::TuneConfig;
     let value_error = lab_error;
     let cfg: TuneConfig = serde_json::from_str(config_json)
@@ -223,8 +223,7 @@ fn lab_tune(
     if let Some(dir) = &out {
         rtloop_lab::loadtest::write_tuning(dir, &result).map_err(value_error)?;
     }
-    serde_json::to_string(&result)
-        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+    report::to_py(py, &result)
 }
 
 /// Hand the Rust crates' log records to Python's `logging` (under the `rtloop` logger).

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use rtloop_record::replay::{ReplayPlan, ReplaySelection};
 use rtloop_record::{ReplayError, ReplayReport, SourceError};
@@ -29,19 +29,20 @@ fn replay_err(e: ReplayError) -> PyErr {
 pub(crate) struct ReplaySession {
     task: Task<Result<Vec<ReplayReport>, ReplayError>>,
     streams: Vec<String>,
-    report: Option<String>,
+    /// The reports, once the thread was joined (a list, one per series).
+    report: Option<Py<PyAny>>,
 }
 
 impl ReplaySession {
-    fn join(&mut self, py: Python<'_>) -> PyResult<String> {
+    fn join(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         if let Some(out) = self.task.join(py) {
             let reports = out?.map_err(replay_err)?;
-            self.report = Some(
-                serde_json::to_string(&reports)
-                    .map_err(|e| PyRuntimeError::new_err(e.to_string()))?,
-            );
+            self.report = Some(crate::report::to_py(py, &reports)?);
         }
-        Ok(self.report.clone().unwrap_or_else(|| "[]".into()))
+        match &self.report {
+            Some(r) => Ok(r.clone_ref(py)),
+            None => crate::report::to_py(py, &Vec::<ReplayReport>::new()),
+        }
     }
 }
 
@@ -131,8 +132,8 @@ impl ReplaySession {
     }
 
     /// Stop the replay (what was written stays in the streams), wait for it and return the
-    /// reports as JSON, one per series; raises the error it failed with.
-    fn stop(&mut self, py: Python<'_>) -> PyResult<String> {
+    /// reports (a list of dicts, one per series); raises the error it failed with.
+    fn stop(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.task.stop();
         self.join(py)
     }

@@ -360,9 +360,9 @@ pub(crate) fn runtime_module(py: Python<'_>, args: Vec<String>) -> PyResult<i32>
 
 /// Run a model to its end in this process's supervisor (the library's
 /// `rtloop_runtime::run::run`, the same `rtloop run` calls): its processes start as
-/// `python -m rtloop child ...`. Returns `(exit code, text)` as `rtloop --json run` would
-/// end: 0 and the report as JSON; 1 and the report of a run that failed (its `problem`
-/// says why); 2 and the message of a refused model. The run releases the GIL; Ctrl-C stops
+/// `python -m rtloop child ...`. Returns `(exit code, report, message)` as `rtloop --json
+/// run` would end: 0 and the report (Python objects, a dict); 1 and the report of a run that
+/// failed (its `problem` says why); 2, no report and the message of a refused model. The run releases the GIL; Ctrl-C stops
 /// the model at a tick boundary, then raises KeyboardInterrupt.
 #[pyfunction]
 #[pyo3(signature = (model, seconds=None, ticks=None, keep=false, out=None))]
@@ -373,7 +373,7 @@ pub(crate) fn runtime_run(
     ticks: Option<u64>,
     keep: bool,
     out: Option<std::path::PathBuf>,
-) -> PyResult<(i32, String)> {
+) -> PyResult<(i32, Option<Py<PyAny>>, String)> {
     use rtloop_runtime::run::{RunError, RunOptions};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -405,20 +405,21 @@ pub(crate) fn runtime_run(
         run.join()
     })
     .map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("the model's supervisor panicked"))?;
-    let to_json = |r: &rtloop_runtime::run::RunReport| {
-        serde_json::to_string(r)
-            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
-    };
     let out = match result {
         Ok(report) => {
             report.write_dir(&report.out_dir).map_err(|e| {
                 pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", report.out_dir.display()))
             })?;
-            (i32::from(report.problem.is_some()), to_json(&report)?)
+            let code = i32::from(report.problem.is_some());
+            (
+                code,
+                Some(crate::report::to_py(py, &report)?),
+                String::new(),
+            )
         }
         Err(
             e @ (RunError::Model(_) | RunError::TickTooShort { .. } | RunError::Compile { .. }),
-        ) => (2, e.to_string()),
+        ) => (2, None, e.to_string()),
         Err(e) => return Err(pyo3::exceptions::PyRuntimeError::new_err(e.to_string())),
     };
     if let Some(e) = interrupted {
@@ -501,12 +502,12 @@ impl RecordSession {
         self.inner.as_ref().is_some_and(|s| !s.is_finished())
     }
 
-    /// Stop every recorder, wait for them (the GIL released) and return their reports as
-    /// JSON (a list, one object per stream); a recorder that failed raises RuntimeError
-    /// with its error. A second call returns "[]".
-    fn stop(&mut self, py: Python<'_>) -> PyResult<String> {
+    /// Stop every recorder, wait for them (the GIL released) and return their reports (a
+    /// list, one dict per stream); a recorder that failed raises RuntimeError with its
+    /// error. A second call returns an empty list.
+    fn stop(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let Some(session) = self.inner.take() else {
-            return Ok("[]".into());
+            return crate::report::to_py(py, &Vec::<rtloop_record::RecordReport>::new());
         };
         let control = self.control.take();
         session.stop();
@@ -527,8 +528,7 @@ impl RecordSession {
                     .join("; ")
             )));
         }
-        serde_json::to_string(&reports)
-            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
+        crate::report::to_py(py, &reports)
     }
 }
 

@@ -393,6 +393,7 @@ impl Default for RecordConfig {
 
 /// How a recording went.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RecordReport {
     /// The recording's directory.
     pub dir: PathBuf,

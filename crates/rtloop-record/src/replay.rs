@@ -533,6 +533,7 @@ impl SourceInfo {
 
 /// How a replay went.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReplayReport {
     /// The stream written.
     pub stream: String,

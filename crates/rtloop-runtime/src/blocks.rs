@@ -23,6 +23,7 @@ use crate::process::{Step, StepError};
 
 /// How long a block's output lags its input.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Delay {
     /// In samples of the block's input (fractional for a filter's group delay).
     pub samples: f64,

@@ -124,6 +124,7 @@ impl Signal {
 
 /// Which section a process comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// `sources:` — runs at tick start, writes signals from outside.

@@ -110,6 +110,7 @@ pub enum RunError {
 
 /// One process's part of the report.
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProcessTiming {
     /// Name.
     pub name: String,
@@ -149,6 +150,7 @@ impl ProcessTiming {
 
 /// The timing report of a run.
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunReport {
     /// Model name.
     pub model: String,

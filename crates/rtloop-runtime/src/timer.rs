@@ -20,6 +20,7 @@ pub fn first_deadline(period_ns: u64, phase_ns: u64) -> u64 {
 
 /// What realtime set-up was permitted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Realtime {
     /// SCHED_FIFO.
     pub fifo: bool,
@@ -118,6 +119,7 @@ pub fn bare_loop(
 
 /// The measured shortest tick this machine can schedule, and how it was found.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MinimumTick {
     /// The minimum period in ns.
     pub min_ns: u64,
