@@ -340,7 +340,7 @@ class ReplayReport(Report):
     samples: int
     # Events written.
     events: int
-    # Seconds it took.
+    # Seconds it took, from the moment its first sample was due to its last write.
     seconds: float
     # Seconds from the recording's first sample to its last at its original pace (a paced replay
     # at speed 1 takes at least this long).
