@@ -54,10 +54,6 @@ def test_stream_benchmark_report(tmp_path: Path) -> None:
     assert refs["stream, blocking"] == refs["futex ping-pong (reference)"] == "futex ping-pong"
     assert refs["stream, spin"] == "cache-line ping-pong"
     assert all(row["ratio_p99_to_reference"] > 0 for row in r.latency)
-    # the iceoryx2 peer column ran (through rtloop-peers' iceoryx2 transport): a failed peer
-    # run only warns, so its figures must be here
-    assert all(row["iceoryx2_msgs_per_s"] > 0 for row in r.throughput if not row["copy_out"]), r.throughput
-    assert any(row["name"] == "iceoryx2, spin (peer)" for row in r.latency), [row["name"] for row in r.latency]
     assert (tmp_path / "latency-futex-reference.png").exists()
     # out= writes the same report the command writes
     assert json.loads((tmp_path / "results.json").read_text()) == json.loads(json.dumps(r))
