@@ -344,12 +344,8 @@ class Client:
 
     def get_header(self) -> Header:
         """GET_HDR: shape, counts now, labels and chunks. FieldTripError if there is none."""
-        nch, ns, ne, fs, code, pairs = self._c().get_header()
+        nch, ns, ne, fs, code, labels, pairs = self._c().get_header()
         chunks = dict(pairs)
-        labels: List[str] = []
-        if CHUNK_CHANNEL_NAMES in chunks:
-            parts = chunks[CHUNK_CHANNEL_NAMES].split(b"\0")
-            labels = [x.decode("utf-8", errors="replace") for x in parts[:nch]]
         dt = DATATYPES.get(code, np.dtype("S1") if code == DATATYPE_CHAR else np.dtype("V1"))
         return Header(nch, ns, ne, float(fs), dt, labels, chunks)
 

@@ -755,6 +755,7 @@ fn the_fieldtrip_codec_owns_the_wire_codes_and_the_event_encoding() {
         "encode(\"utf-8\")",
         "decode(\"utf-8\")",
         "_CODE = ",
+        ".split(b\"\\0\")", // the CHANNEL_NAMES chunk's labels
     ] {
         assert!(
             !py.contains(own),
@@ -774,6 +775,7 @@ fn the_fieldtrip_codec_owns_the_wire_codes_and_the_event_encoding() {
         "codec::datatype_name",
         "WireEvent::from_fields",
         ".type_field()",
+        "codec::channel_labels",
     ] {
         assert!(
             binding.contains(codec_use),

@@ -1048,6 +1048,23 @@ pub fn channel_names(chunks: &[u8], nchans: usize) -> Option<Vec<String>> {
     (names.len() == nchans).then_some(names)
 }
 
+/// The labels a reader shows for a header: the CHANNEL_NAMES chunk's NUL-separated names,
+/// at most `nchans` of them (fewer if the chunk names fewer), empty without the chunk. More
+/// lenient than [`channel_names`]: a client shows what the writer sent.
+#[must_use]
+pub fn channel_labels(chunks: &[u8], nchans: usize) -> Vec<String> {
+    chunk_list(chunks)
+        .into_iter()
+        .find(|(ty, _)| *ty == chunk::CHANNEL_NAMES)
+        .map(|(_, data)| {
+            data.split(|b| *b == 0)
+                .take(nchans)
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A CHANNEL_NAMES chunk's data for `names`.
 #[must_use]
 pub fn channel_names_chunk(names: &[String]) -> Vec<u8> {
@@ -1299,6 +1316,24 @@ mod tests {
         want.extend_from_slice(b"triggergo");
         assert_eq!(m, want);
         assert_eq!(parse(&m).unwrap().request, Request::PutEvt(vec![e]));
+    }
+
+    #[test]
+    fn labels_are_the_names_chunk_split_at_nul_at_most_one_per_channel() {
+        let mut chunks = Vec::new();
+        push_chunk(&mut chunks, chunk::RESOLUTIONS, &[0; 8]);
+        push_chunk(&mut chunks, chunk::CHANNEL_NAMES, b"Fz\0Cz\0Pz\0");
+        assert_eq!(channel_labels(&chunks, 2), ["Fz", "Cz"]);
+        assert_eq!(channel_labels(&chunks, 3), ["Fz", "Cz", "Pz"]);
+        // a chunk naming fewer: what it names (and the empty rest after the last NUL)
+        assert_eq!(channel_labels(&chunks, 5), ["Fz", "Cz", "Pz", ""]);
+        assert!(
+            channel_labels(&chunks[..16], 2).is_empty(),
+            "no names chunk"
+        );
+        let mut latin = Vec::new();
+        push_chunk(&mut latin, chunk::CHANNEL_NAMES, b"F\xfcz\0");
+        assert_eq!(channel_labels(&latin, 1), ["F\u{fffd}z"]);
     }
 
     #[test]

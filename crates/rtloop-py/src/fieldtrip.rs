@@ -260,13 +260,23 @@ impl PyFieldTripClient {
         })
     }
 
-    /// GET_HDR: `(n_channels, n_samples, n_events, fsample, data_type, [(chunk type, bytes)])`.
+    /// GET_HDR: `(n_channels, n_samples, n_events, fsample, data_type, labels, [(chunk
+    /// type, bytes)])`, the labels from the CHANNEL_NAMES chunk (`codec::channel_labels`).
     #[allow(clippy::type_complexity)] // the header's fields, as Python unpacks them
     fn get_header<'py>(
         &self,
         py: Python<'py>,
-    ) -> PyResult<(u32, u32, u32, f32, u32, Vec<(u32, Bound<'py, PyBytes>)>)> {
+    ) -> PyResult<(
+        u32,
+        u32,
+        u32,
+        f32,
+        u32,
+        Vec<String>,
+        Vec<(u32, Bound<'py, PyBytes>)>,
+    )> {
         let h = self.run(py, Client::get_header)?;
+        let labels = rtloop_fieldtrip::codec::channel_labels(&h.chunks, h.def.nchans as usize);
         let chunks = rtloop_fieldtrip::codec::chunk_list(&h.chunks)
             .into_iter()
             .map(|(t, b)| (t, PyBytes::new(py, b)))
@@ -278,6 +288,7 @@ impl PyFieldTripClient {
             d.nevents,
             d.fsample,
             d.data_type,
+            labels,
             chunks,
         ))
     }
