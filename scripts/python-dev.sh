@@ -26,10 +26,10 @@ pip_quiet() {
     fi
 }
 
-say "installing Python packages into $VENV (numpy, maturin; test peers: pytest, pylsl, pyzmq, brainflow, pynwb, pyxdf, mne, neo, spikeinterface, scipy, numba, playwright)"
+say "installing Python packages into $VENV (numpy, maturin, pytest with pytest-xdist; test peers: pytest, pylsl, pyzmq, brainflow, pynwb, pyxdf, mne, neo, spikeinterface, scipy, numba, playwright)"
 pip_quiet --upgrade pip
 # the build and test tools; pip skips what is already installed
-pip_quiet "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout mypy
+pip_quiet "maturin>=1.9,<2" "numpy>=1.22" pytest pytest-timeout pytest-xdist mypy
 # the readers that recording exports are tested with, and MNE for `to_mne`
 pip_quiet pyxdf "pynwb>=3" "mne>=1.6"
 # the viewer's browser tests drive Debian's Chromium with Playwright (no browser download)

@@ -46,7 +46,9 @@ python_test() {
     # numbers /tmp/pytest-of-USER/pytest-N and prunes old ones) cannot touch this one's
     local base
     base="$(mktemp -d -t rtloop-pytest.XXXXXX)"
-    python -m pytest -q --basetemp "$base" || rc=$?
+    # two workers (pytest-xdist): most tests wait on processes, sockets and timers, so two at
+    # a time use the two cores the one-at-a-time run left mostly idle
+    python -m pytest -q -n 2 --basetemp "$base" || rc=$?
     rm -rf "$base"
     if [ "$rc" = 5 ]; then echo "pytest collected no tests: failing" >&2; return 1; fi
     [ "$rc" = 0 ] || return "$rc"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,8 +13,19 @@ from typing import Callable, Iterator, List
 
 import pytest
 
-import rtloop
-from rtloop import _rtloop
+# Each pytest-xdist worker keeps its streams in a directory of its own (RTLOOP_SHM_DIR, which
+# its child processes inherit). A stream's life is shared by its directory: any `create` there
+# reclaims every dead stream (docs/getting-started.md, "A stream's life"), so a test watching
+# a dead writer would otherwise see the other worker's tests take its stream away.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    _base = Path(os.environ.get("RTLOOP_SHM_DIR", "/dev/shm"))
+    _own = _base / f"rtloop-tests-{_WORKER}-{os.getpid()}"
+    _own.mkdir(mode=0o700)
+    os.environ["RTLOOP_SHM_DIR"] = str(_own)
+
+import rtloop  # noqa: E402  (after RTLOOP_SHM_DIR is set)
+from rtloop import _rtloop  # noqa: E402
 
 
 @pytest.fixture
@@ -200,6 +212,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     before = getattr(session.config, "_rtloop_streams_before", None)
     if before is None:
         return
+    try:
+        _report_ended_streams(session, before)
+    finally:
+        if _WORKER:
+            shutil.rmtree(_own, ignore_errors=True)
+
+
+def _report_ended_streams(session: pytest.Session, before: set) -> None:
     new = _stream_files() - before
     if not new:
         return

@@ -19,6 +19,9 @@ from typing import Dict, List
 
 import pytest
 
+# where streams live (tests/conftest.py gives each pytest-xdist worker its own directory)
+SHM = Path(os.environ.get("RTLOOP_SHM_DIR", "/dev/shm"))
+
 ROOT = Path(__file__).resolve().parent.parent
 MB = 1_000_000
 # the goals of the release (issue 39): what `pip install` downloads, and what `import rtloop`
@@ -159,7 +162,7 @@ def test_rtloop_serve_from_the_installed_package(installed: Dict[str, str]) -> N
             if p.poll() is None:
                 p.kill()
                 p.wait()
-            Path(f"/dev/shm/rtloop-{stream}").unlink(missing_ok=True)
+            (SHM / f"rtloop-{stream}").unlink(missing_ok=True)
 
 
 def test_rtloop_view_from_the_installed_package(installed: Dict[str, str]) -> None:
@@ -244,5 +247,5 @@ def test_the_brainflow_extra_brings_a_working_bridge(installed: Dict[str, str], 
         report = json.loads(out.stdout)
         assert report["samples"] > 0, report
     finally:
-        for p in Path("/dev/shm").glob(f"rtloop-{prefix}*"):
+        for p in SHM.glob(f"rtloop-{prefix}*"):
             p.unlink(missing_ok=True)
