@@ -25,35 +25,6 @@ fn load_err(e: &LoadError) -> PyErr {
     }
 }
 
-/// A JSON value as the Python value `json.loads` would give.
-fn json_to_py<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    use serde_json::Value;
-    Ok(match v {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
-        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => u.into_pyobject(py)?.into_any(),
-            (None, Some(i)) => i.into_pyobject(py)?.into_any(),
-            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
-        },
-        Value::String(s) => s.into_pyobject(py)?.into_any(),
-        Value::Array(a) => {
-            let l = PyList::empty(py);
-            for x in a {
-                l.append(json_to_py(py, x)?)?;
-            }
-            l.into_any()
-        }
-        Value::Object(m) => {
-            let d = PyDict::new(py);
-            for (k, x) in m {
-                d.set_item(k, json_to_py(py, x)?)?;
-            }
-            d.into_any()
-        }
-    })
-}
-
 /// A recording opened by `rtloop_record::Recording::load` (what `rtloop.load` maps).
 #[pyclass(frozen, module = "rtloop._rtloop")]
 pub(crate) struct RecordingFiles {
@@ -82,18 +53,16 @@ impl RecordingFiles {
             Ok::<_, LoadError>((rec, events))
         })
         .map_err(|e| load_err(&e))?;
+        // through its JSON value, so the header's pairs (gaps) are lists, as in header.json
         let header = serde_json::to_value(&rec.header)
             .map_err(|e| PyValueError::new_err(format!("{}: {e}", rec.dir.display())))?;
-        let header = json_to_py(py, &header)?.cast_into::<PyDict>()?;
-        let list = PyList::empty(py);
-        for e in &events {
-            list.append(json_to_py(py, e)?)?;
-        }
+        let header = crate::report::to_py(py, &header)?.into_bound(py);
+        let events = crate::report::to_py(py, &events)?.into_bound(py);
         Ok(RecordingFiles {
             dir: rec.dir,
-            header: header.unbind(),
+            header: header.cast_into::<PyDict>()?.unbind(),
             rows: rec.samples,
-            events: list.unbind(),
+            events: events.cast_into::<PyList>()?.unbind(),
         })
     }
 }

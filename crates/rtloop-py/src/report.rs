@@ -1,6 +1,7 @@
 //! A report reaches Python as Python objects made from the Rust value by serde (`pythonize`):
 //! dicts, lists, ints, floats, strings and None, the same values `--json` prints, with no
-//! JSON text for Python to parse again. `rtloop.reports` types them.
+//! JSON text for Python to parse again. `rtloop.reports` types them. A recording's header and
+//! events reach Python the same way.
 
 use pyo3::prelude::*;
 
