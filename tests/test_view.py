@@ -171,6 +171,9 @@ def test_the_scope_draws_a_known_waveform_and_its_events(
     page.goto(f"{viewer.url}&stream={name}")
     # two seconds of signal, then freeze what is on screen
     page.wait_for_function("() => window.rtloopView.ring && window.rtloopView.ring.written >= 2500", timeout=20_000)
+    # the event at sample 1500 is listed before the pause: a paused page asks for no frames,
+    # so an event that a loaded machine had not yet brought would never come
+    page.wait_for_selector("#events .event", timeout=20_000)
     page.click("#pause")
     page.wait_for_function("() => window.rtloopView.paused")
     time.sleep(0.2)  # a frame already asked for may still land
@@ -196,7 +199,6 @@ def test_the_scope_draws_a_known_waveform_and_its_events(
         checked += 1
     assert checked >= ring["cols"] * 0.9, f"only {checked} of {ring['cols']} columns were on screen"
     # the event at sample 1500, in the list and in the page's markers
-    page.wait_for_selector("#events .event", timeout=10_000)
     assert "sample 1500 stim pulse-7" in page.inner_text("#events")
     events = page.evaluate("() => window.rtloopView.events")
     assert {"index": 0, "sample": 1500, "kind": "stim", "value": "pulse-7"} in events
