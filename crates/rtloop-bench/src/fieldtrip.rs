@@ -49,7 +49,8 @@ const FLOAT32: u32 = 9;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Short runs (smoke tests): 0.1 s per cell and fewer latency rounds.
+    /// Short runs (smoke tests): 0.02 s per cell in short turns and at most 100 latency
+    /// rounds; every row is there, the figures are rough.
     pub quick: bool,
     /// Seconds per cell of the throughput table.
     pub seconds: f64,
@@ -440,17 +441,45 @@ fn block(ch: u32, s: u32) -> Vec<u8> {
     (0..ch * s).flat_map(|i| (i as f32).to_ne_bytes()).collect()
 }
 
-/// Slices each cell's time is cut into; the targets take turns slice by slice, so a change
-/// in the machine (the host preempting a vCPU for a while) falls on all of them alike.
-const SLICES: u32 = 5;
-/// Pause between turns: longer than `rtloop serve`'s linger, so a server that polls for a
-/// looping client has let go (and released PM QoS) before the next target runs.
-const TURN_PAUSE: Duration = Duration::from_millis(50);
-/// Uncounted requests at the start of each turn. The guest's idle driver (haltpoll) adapts
-/// how long an idle vCPU polls before halting to the recent wake-ups, so a target that runs
-/// right after a busier one would start with the other's fast wake-ups; each target is
-/// counted only once the machine has settled to its own pattern.
-const SETTLE: f64 = 0.05;
+/// How the targets take turns in a cell: the cell's time is cut into `slices`, and the
+/// targets take turns slice by slice, so a change in the machine (the host preempting a vCPU
+/// for a while) falls on all of them alike.
+#[derive(Debug, Clone, Copy)]
+struct Turns {
+    /// Seconds each target is counted per cell, over all its slices.
+    secs: f64,
+    slices: u32,
+    /// Pause between turns: longer than `rtloop serve`'s linger, so a server that polls for
+    /// a looping client has let go (and released PM QoS) before the next target runs.
+    pause: Duration,
+    /// Uncounted requests at the start of each turn, seconds. The guest's idle driver
+    /// (haltpoll) adapts how long an idle vCPU polls before halting to the recent wake-ups,
+    /// so a target that runs right after a busier one would start with the other's fast
+    /// wake-ups; each target is counted only once the machine has settled to its own pattern.
+    settle: f64,
+}
+
+impl Turns {
+    fn measured(secs: f64) -> Self {
+        Self {
+            secs,
+            slices: 5,
+            pause: Duration::from_millis(50),
+            settle: 0.05,
+        }
+    }
+
+    /// `--quick`: every cell, row and check of a measured run, in a tenth of its time; the
+    /// figures are rough (the turns are too short for the machine to settle).
+    fn quick() -> Self {
+        Self {
+            secs: 0.02,
+            slices: 2,
+            pause: Duration::from_millis(5),
+            settle: 0.005,
+        }
+    }
+}
 
 /// One target's connection and counts in one block's cell.
 struct Cell {
@@ -519,7 +548,7 @@ fn faq_block(
     targets: &[(&str, Target)],
     ch: u32,
     s: u32,
-    secs: f64,
+    turns: Turns,
     stateless: bool,
 ) -> Result<Vec<FaqRow>> {
     let data = block(ch, s);
@@ -539,16 +568,16 @@ fn faq_block(
             read_cpu: None,
         });
     }
-    let slice = secs / f64::from(SLICES);
-    for _ in 0..SLICES {
+    let slice = turns.secs / f64::from(turns.slices);
+    for _ in 0..turns.slices {
         for ((_, target), c) in targets.iter().zip(&mut cells) {
-            std::thread::sleep(TURN_PAUSE);
+            std::thread::sleep(turns.pause);
             let client = &mut c.client;
             let mut write = || {
                 client.put_data_bytes(ch, FLOAT32, &data, true)?;
                 Ok(())
             };
-            timed(SETTLE, &mut write)?;
+            timed(turns.settle, &mut write)?;
             let (n, e) = with_cpu(pid_of(target), &mut c.write_cpu, || {
                 timed(slice, &mut write)
             })?;
@@ -560,15 +589,15 @@ fn faq_block(
         let newest = c.client.get_header()?.def.nsamples;
         c.sel = Some((newest - s, newest - 1));
     }
-    for _ in 0..SLICES {
+    for _ in 0..turns.slices {
         for ((name, target), c) in targets.iter().zip(&mut cells) {
-            std::thread::sleep(TURN_PAUSE);
+            std::thread::sleep(turns.pause);
             let (client, sel) = (&mut c.client, c.sel);
             let mut read = || {
                 client.get_data_into(sel, &mut out)?;
                 Ok(())
             };
-            timed(SETTLE, &mut read)?;
+            timed(turns.settle, &mut read)?;
             let (n, e) = with_cpu(pid_of(target), &mut c.read_cpu, || timed(slice, &mut read))?;
             if out.len() != (ch * s * 4) as usize {
                 return Err(BenchError::mismatch(
@@ -588,7 +617,7 @@ fn faq_block(
         // bench/README.md); in-process has no connection to make
         let stateless_rate = match target {
             Target::Socket(..) if stateless && matches!(*name, "tcp" | "unix") => {
-                let (n, e) = timed(secs, || {
+                let (n, e) = timed(turns.secs, || {
                     let mut c = target.client()?;
                     c.put_data_bytes(ch, FLOAT32, &data, true)?;
                     Ok(())
@@ -712,8 +741,13 @@ fn parse_other(o: &str) -> Result<(String, Option<u32>)> {
 /// Run the benchmark.
 pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     a.validate()?;
-    let secs = if a.quick { 0.1 } else { a.seconds };
-    let rounds = if a.quick { 100 } else { a.rounds };
+    let turns = if a.quick {
+        Turns::quick()
+    } else {
+        Turns::measured(a.seconds)
+    };
+    let secs = turns.secs;
+    let rounds = if a.quick { a.rounds.min(100) } else { a.rounds };
     // (`validate` parsed `poll`)
     let stream = format!("ftbench-{}", std::process::id());
     let wants = |t: &str| a.transports.iter().any(|x| x == t);
@@ -766,7 +800,7 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     let mut faq = Vec::new();
     for (ch, s) in FAQ_BLOCKS {
         progress.step(&format!("cells, now {ch}x{s}"), done, cells);
-        faq.extend(faq_block(&targets, ch, s, secs, a.stateless)?);
+        faq.extend(faq_block(&targets, ch, s, turns, a.stateless)?);
         done += targets.len() as u64;
     }
     let mut latency = Vec::new();
@@ -785,7 +819,7 @@ pub fn run(a: &Config, progress: &mut dyn Progress) -> Result<FieldTripReport> {
     for (name, target) in &targets {
         progress.step(&format!("cells, now {name} read every 200 µs"), done, cells);
         if let Target::Socket(..) = target {
-            std::thread::sleep(TURN_PAUSE);
+            std::thread::sleep(turns.pause);
             paced_rows.push(paced(target, name, secs)?);
         }
         done += 1;

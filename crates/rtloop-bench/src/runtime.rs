@@ -28,7 +28,7 @@ pub struct Config {
     pub seconds: f64,
     /// Seconds for each of the other parts (empty module, UDP echo, numerics).
     pub part_seconds: f64,
-    /// Short runs (smoke test): 2 s each.
+    /// Short runs (smoke test): half a second per part, 0.3 s per offered UDP rate.
     pub quick: bool,
     /// UDP packets offered per 1 ms tick to the echo model.
     pub packets: u32,
@@ -199,7 +199,7 @@ impl Config {
 pub fn run(a: &Config, p: &mut dyn Progress) -> Result<RuntimeReport, BenchError> {
     a.validate()?;
     let (seconds, part) = if a.quick {
-        (2.0, 2.0)
+        (0.5, 0.5)
     } else {
         (a.seconds, a.part_seconds)
     };
@@ -401,7 +401,7 @@ impl Part<'_> {
             r.extend(steps.iter().copied().filter(|&x| x < a.packets));
             r
         };
-        let each = if a.quick { 1.0 } else { 2.0 };
+        let each = if a.quick { 0.3 } else { 2.0 };
         let (p_in, p_out) = (free_port()?, free_port()?);
         p.note(&format!(
             "UDP: plain loopback reference, {each} s at each of {rates:?} packets of 1472 B per ms"
@@ -497,7 +497,7 @@ impl Part<'_> {
         // 5. closed loop from outside: input to output through the model, against a bare
         //    UDP round trip measured by the same sender in the same run
         {
-            let loop_secs = if a.quick { 2.0 } else { part };
+            let loop_secs = if a.quick { 0.5 } else { part };
             let (l_in, l_out) = (free_port()?, free_port()?);
             p.note(&format!(
             "closed loop: stamped datagrams at random moments, 500 per s, {loop_secs} s through a bare UDP echo, then through the echo model"

@@ -78,7 +78,8 @@ pub struct StreamBenchArgs {
 /// Options of `rtloop bench fieldtrip`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FieldTripBenchArgs {
-    /// Short runs (smoke tests): 0.1 s per cell and fewer latency rounds.
+    /// Short runs (smoke tests): 0.02 s per cell in short turns and at most 100 latency
+    /// rounds; every row is there, the figures are rough.
     #[arg(long)]
     pub quick: bool,
     /// Seconds per cell of the throughput table.
@@ -158,7 +159,7 @@ pub struct RuntimeBenchArgs {
     /// Seconds for each of the other parts (empty module, UDP echo, numerics).
     #[arg(long, default_value_t = 10.0)]
     pub part_seconds: f64,
-    /// Short runs (smoke test): 2 s each.
+    /// Short runs (smoke test): half a second per part, 0.3 s per offered UDP rate.
     #[arg(long)]
     pub quick: bool,
     /// UDP packets offered per 1 ms tick to the echo model.
