@@ -7,8 +7,11 @@ cd "$ROOT"
 VENV="${RTLOOP_VENV:-$ROOT/.venv}"
 
 # bold only on a terminal: redirected output (CI logs, files) carries no escape codes
+# (with the time of day, so a CI log shows where the minutes went)
 say() {
-    if [ -t 2 ]; then printf '\033[1m==> %s\033[0m\n' "$*" >&2; else printf '==> %s\n' "$*" >&2; fi
+    local now
+    now="$(date +%T)"
+    if [ -t 2 ]; then printf '\033[1m==> %s %s\033[0m\n' "$now" "$*" >&2; else printf '==> %s %s\n' "$now" "$*" >&2; fi
 }
 
 # Rust: the machine's rustup toolchain; Debian's cargo as a last resort.
