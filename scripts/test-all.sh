@@ -3,7 +3,7 @@
 #   RTLOOP_SOAK=1     also run the long stages (verify 10^8 packets, 10^8 light-barrier
 #                     hand-offs, fuzzing)
 #   RTLOOP_SKIP=...   space-separated stage names to skip (for local iteration only): versions
-#                     packages lint wheel miri rust models python verify
+#                     packages handoff lint wheel miri rust loom python verify
 # Two vCPUs: a stage that mostly waits (pip, the test runs) has a CPU-bound one beside it.
 source "$(dirname "$0")/lib.sh"
 ensure_cargo
@@ -29,16 +29,19 @@ stage() {
 }
 # A stage beside the foreground ones, where they leave a core idle (waiting on pip's
 # downloads, on processes, sockets and timers): its output goes to a log that `join` prints
-# when it ends, so the logs do not interleave.
+# when it ends, so the logs do not interleave. `beside --idle` runs it at nice 19: it gets
+# only what the foreground leaves, so a test that times something beside it is not starved.
 declare -A BG_PID=() BG_T0=()
 LOGS="$(mktemp -d -t rtloop-ci-logs.XXXXXX)"
 trap 'rm -rf "$LOGS"' EXIT
 beside() {
+    local prio=()
+    if [ "$1" = --idle ]; then prio=(nice -n 19); shift; fi
     local name="$1"; shift
     if skipped "$name"; then say "skip $name (RTLOOP_SKIP)"; return; fi
-    say "stage: $name (beside the next stages; its output follows when it ends)"
+    say "stage: $name (beside the next stages${prio:+, at nice 19}; its output follows when it ends)"
     BG_T0[$name]=$SECONDS
-    ("$@") >"$LOGS/$name.log" 2>&1 &
+    ("${prio[@]}" "$@") >"$LOGS/$name.log" 2>&1 &
     BG_PID[$name]=$!
 }
 join() {
@@ -118,22 +121,22 @@ stage versions versions
 # by python-dev.sh, so a missing one fails the run instead of skipping its tests. pip waits
 # on downloads and disk while the lint compiles.
 beside packages bash scripts/python-dev.sh packages
-# the optimised builds of the model checks and of the hand-off test, beside the lint's and the
-# wheel's builds: no test that times anything runs meanwhile (loom's and the hand-off's
-# threads spin)
-models() { bash scripts/loom.sh && handoff_test; }
-beside models models
+# the hand-off test's optimised build and run beside the lint's build: its two pinned threads
+# spin, and no test that times anything runs meanwhile
+beside handoff handoff_test
 export RTLOOP_REQUIRE_PEERS=1 RTLOOP_PYTHON="$VENV/bin/python" PATH="$VENV/bin:$PATH"
 stage lint rust_lint
 join packages
+join handoff
 stage wheel bash scripts/python-dev.sh wheel
-join models
+# the model checks take the CPU the test runs leave idle: miri interprets on one core beside
+# the Rust tests, loom's optimised build and models beside the Python tests, both at nice 19
+beside --idle miri bash scripts/miri.sh
 stage rust rust_test
-# miri interprets on one core, beside the Python tests, which mostly wait on processes,
-# sockets and timers
-beside miri bash scripts/miri.sh
-stage python python_test
 join miri
+beside --idle loom bash scripts/loom.sh
+stage python python_test
+join loom
 stage verify verify_run
 if [ "${RTLOOP_SOAK:-0}" = 1 ]; then
     stage fuzz bash scripts/fuzz.sh
