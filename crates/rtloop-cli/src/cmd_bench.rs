@@ -159,7 +159,8 @@ pub struct RuntimeBenchArgs {
     /// Seconds for each of the other parts (empty module, UDP echo, numerics).
     #[arg(long, default_value_t = 10.0)]
     pub part_seconds: f64,
-    /// Short runs (smoke test): half a second per part, 0.3 s per offered UDP rate.
+    /// Short runs (smoke test): half a second per part (the closed loop 1 s), 0.3 s per
+    /// offered UDP rate.
     #[arg(long)]
     pub quick: bool,
     /// UDP packets offered per 1 ms tick to the echo model.
