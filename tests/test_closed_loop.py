@@ -7,6 +7,7 @@ never to be small (the machine may be busy)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -29,11 +30,17 @@ def run_example(name: str, tmp_path: Path, seconds: float) -> Tuple[str, Dict[st
     figures = tmp_path / "figures.json"
     tag = uuid.uuid4().hex[:8]
     env = dict(os.environ, RTLOOP_PYTHON=sys.executable)
-    p = subprocess.run(
-        [sys.executable, str(EXAMPLES / name / "run.py"), "--seconds", str(seconds), "--tag", tag,
-         "--out", str(tmp_path / "out"), "--json", str(figures)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
-    )
+    # one closed loop at a time across pytest-xdist's workers (the lock is in the run's shared
+    # base directory): each is a replay, a model of several processes and the script's own
+    # analysis, and two at once on two vCPUs starved a replay (185 samples arrived in 4 s)
+    shared = tmp_path.parents[1] if os.environ.get("PYTEST_XDIST_WORKER") else tmp_path.parent
+    with open(shared / "closed-loop.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        p = subprocess.run(
+            [sys.executable, str(EXAMPLES / name / "run.py"), "--seconds", str(seconds), "--tag", tag,
+             "--out", str(tmp_path / "out"), "--json", str(figures)],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
+        )
     assert p.returncode == 0, f"{p.stdout}\n{p.stderr}"
     return p.stdout, json.loads(figures.read_text())
 

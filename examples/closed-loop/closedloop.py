@@ -304,14 +304,29 @@ class TickMap:
         self.repeated_ticks = int((steps == 0).sum())
         self.skipped_samples = int(np.clip(steps - rows, 0, None).sum())
         self.unmatched_ticks = len(ticks) - len(self.ticks)
+        # the ticks whose rows follow the previous tick's without a gap: found in the file, the
+        # tick before found too, and exactly `rows` samples on
+        self.continuous = {int(t) for t, prev, step in zip(self.ticks[1:], self.ticks[:-1], steps)
+                           if t == prev + 1 and step == rows}
+
+    def settled(self, tick: int, settle: int) -> bool:
+        """Whether `tick` and the `settle - 1` ticks before it all continued their predecessor:
+        a filter that saw a jump in its input (a gap on a loaded machine, or a held sample)
+        rings for a few ms, and what it detects then says nothing of the detector."""
+        return all(int(tick) - k in self.continuous for k in range(settle))
 
     def file_sample(self, tick: int, row: int) -> Optional[int]:
         e = self.end.get(int(tick))
         return None if e is None else e - self.rows + row
 
-    def seen(self, from_tick: int) -> np.ndarray:
-        """Every file sample the model's rows held from tick `from_tick` on (sorted)."""
-        parts = [np.arange(self.end[int(t)] - self.rows, self.end[int(t)]) for t in self.ticks if t >= from_tick]
+    def seen(self, from_tick: int, settle: int = 0) -> np.ndarray:
+        """Every file sample the model's rows held from tick `from_tick` on (sorted); with
+        `settle`, only in ticks `settled` that long."""
+        parts = [
+            np.arange(self.end[int(t)] - self.rows, self.end[int(t)])
+            for t in self.ticks
+            if t >= from_tick and self.settled(t, settle)
+        ]
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
     def describe(self) -> str:
@@ -486,13 +501,17 @@ class LoopRun:
     arrivals: Arrivals
     tmap: TickMap
 
-    def events(self, signal: str, rows: int, warmup_ticks: int) -> Tuple[np.ndarray, np.ndarray]:
+    def events(self, signal: str, rows: int, warmup_ticks: int, settle: int = 0) -> Tuple[np.ndarray, np.ndarray]:
         """The events a detector logged in `signal` (rows ``[channel, sample, value]``) and the
-        file sample of each one from tick `warmup_ticks` on whose rows are found in the file."""
+        file sample of each one from tick `warmup_ticks` on whose rows are found in the file
+        (with `settle`, in ticks `TickMap.settled` that long)."""
         ev_rows = self.log.signals[signal].data.reshape(-1, 3)
         sample = ev_rows[:, 1].astype(np.int64)
         in_tick = event_ticks(sample, rows)
-        at = [self.tmap.file_sample(int(t), int(s % rows)) if t >= warmup_ticks else None for t, s in zip(in_tick, sample)]
+        at = [
+            self.tmap.file_sample(int(t), int(s % rows)) if t >= warmup_ticks and self.tmap.settled(t, settle) else None
+            for t, s in zip(in_tick, sample)
+        ]
         return ev_rows, np.array([a for a in at if a is not None], dtype=np.int64)
 
     def trigger_latency(self) -> Dict[str, Any]:
