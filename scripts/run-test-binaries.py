@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,12 +55,19 @@ def build(cargo_args):
 def run(job):
     pkg_dir, exe, label = job
     t0 = time.monotonic()
-    with tempfile.TemporaryFile(mode="w+") as out:
-        # cargo runs a test binary in its package's directory with CARGO_MANIFEST_DIR set
-        env = dict(os.environ, CARGO_MANIFEST_DIR=pkg_dir)
-        rc = subprocess.run([exe], cwd=pkg_dir, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
-        out.seek(0)
-        text = out.read()
+    # each binary's streams in a directory of its own ($RTLOOP_SHM_DIR, removed after it):
+    # two binaries at once must not see each other's streams (one's sweep of ended streams
+    # took a half-made file another was replacing), as they never did one after another
+    shm = tempfile.mkdtemp(prefix="rtloop-tests-", dir="/dev/shm")
+    try:
+        with tempfile.TemporaryFile(mode="w+") as out:
+            # cargo runs a test binary in its package's directory with CARGO_MANIFEST_DIR set
+            env = dict(os.environ, CARGO_MANIFEST_DIR=pkg_dir, RTLOOP_SHM_DIR=shm)
+            rc = subprocess.run([exe], cwd=pkg_dir, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+            out.seek(0)
+            text = out.read()
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
     return label, rc, time.monotonic() - t0, text
 
 

@@ -9,7 +9,9 @@ use rtloop_lab::demo::{run, DemoConfig, DemoError};
 
 fn demo_streams() -> Vec<String> {
     let me = format!("demo-{}", std::process::id());
-    std::fs::read_dir("/dev/shm")
+    // where streams live ($RTLOOP_SHM_DIR or /dev/shm)
+    let dir = rtloop_stream::stream_path("x");
+    std::fs::read_dir(dir.parent().expect("a stream's directory"))
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
