@@ -3,7 +3,7 @@
 #   RTLOOP_SOAK=1     also run the long stages (verify 10^8 packets, 10^8 light-barrier
 #                     hand-offs, fuzzing)
 #   RTLOOP_SKIP=...   space-separated stage names to skip (for local iteration only): versions
-#                     packages handoff lint wheel miri rust loom python verify
+#                     packages models lint wheel rust miri python verify
 # Two vCPUs: a stage that mostly waits (pip, the test runs) has a CPU-bound one beside it.
 source "$(dirname "$0")/lib.sh"
 ensure_cargo
@@ -121,22 +121,23 @@ stage versions versions
 # by python-dev.sh, so a missing one fails the run instead of skipping its tests. pip waits
 # on downloads and disk while the lint compiles.
 beside packages bash scripts/python-dev.sh packages
-# the hand-off test's optimised build and run beside the lint's build: its two pinned threads
-# spin, and no test that times anything runs meanwhile
-beside handoff handoff_test
+# the optimised builds and runs of the model checks and of the hand-off test, beside the
+# lint's and the wheel's builds: no test that times anything runs meanwhile (loom's and the
+# hand-off's threads spin; beside the Python tests, even at nice 19, they starved the
+# closed-loop examples, whose quality asserts need their replay kept up)
+models() { bash scripts/loom.sh && handoff_test; }
+beside models models
 export RTLOOP_REQUIRE_PEERS=1 RTLOOP_PYTHON="$VENV/bin/python" PATH="$VENV/bin:$PATH"
 stage lint rust_lint
 join packages
-join handoff
 stage wheel bash scripts/python-dev.sh wheel
-# the model checks take the CPU the test runs leave idle: miri interprets on one core beside
-# the Rust tests, loom's optimised build and models beside the Python tests, both at nice 19
-beside --idle miri bash scripts/miri.sh
+join models
 stage rust rust_test
-join miri
-beside --idle loom bash scripts/loom.sh
+# miri interprets on one core, beside the Python tests, which mostly wait on processes,
+# sockets and timers
+beside miri bash scripts/miri.sh
 stage python python_test
-join loom
+join miri
 stage verify verify_run
 if [ "${RTLOOP_SOAK:-0}" = 1 ]; then
     stage fuzz bash scripts/fuzz.sh
