@@ -631,8 +631,13 @@ pub struct PlayOptions {
 /// rate no recording has, which would hold the replay silently for ever.
 pub const MAX_PACED_WAIT_S: f64 = 86_400.0;
 
-/// How often a paced replay waiting for its next sample looks at its stop flag.
-const STOP_POLL: Duration = Duration::from_millis(100);
+/// How often a paced replay waiting for its next sample looks at its stop flag (ns).
+const STOP_POLL_NS: u64 = 100_000_000;
+
+/// A paced replay sleeps to this long before each block is due, then spins to it: a sleep
+/// wakes tens of µs late on a VM, and the spin keeps the block on time at a few
+/// per cent of a core.
+const PACE_SPIN: Duration = Duration::from_micros(50);
 
 /// Rows written at once as fast as possible: about 1 MiB.
 pub const FAST_BLOCK_BYTES: usize = 1 << 20;
@@ -689,6 +694,12 @@ pub fn play_with(
     let events = src.events();
     let (mut row, mut next_event, mut bytes) = (0u64, 0usize, 0u64);
     let started = opts.start.unwrap_or_else(Instant::now);
+    // `started` on CLOCK_MONOTONIC (Instant's clock on Linux), where the waits sleep to
+    let origin_ns = rtloop_sys::monotonic_ns().saturating_sub(started.elapsed().as_nanos() as u64);
+    if opts.speed.is_some() {
+        // an ordinary thread's sleeps may wake 50 µs late; the spin covers less
+        let _ = rtloop_sys::set_timer_slack(Duration::from_micros(1));
+    }
     let mut last_due = 0u64;
     'rows: while row < src.rows() {
         // Ordering: a flag with nothing published through it: Relaxed.
@@ -709,22 +720,20 @@ pub fn play_with(
                 });
             }
             last_due = b.due_ns;
-            let due = Duration::try_from_secs_f64(b.due_ns as f64 * 1e-9 / speed)
-                .unwrap_or(Duration::MAX);
+            let due = origin_ns.saturating_add((b.due_ns as f64 / speed) as u64);
             loop {
-                let left = due.saturating_sub(started.elapsed());
-                if left.is_zero() {
+                let now = rtloop_sys::monotonic_ns();
+                if now >= due {
                     break;
                 }
                 // a long wait still answers Ctrl-C and SIGTERM
                 if stop.load(Ordering::Relaxed) {
                     break 'rows;
                 }
-                if left > Duration::from_millis(2) {
-                    std::thread::sleep((left - Duration::from_millis(1)).min(STOP_POLL));
-                } else {
-                    std::hint::spin_loop();
-                }
+                // a kernel sleep to just before the block, then a short spin: a spin for the
+                // whole wait keeps a core busy at a 1 ms pace, and at SCHED_FIFO the kernel's
+                // real-time throttling then stops the replay for ~50 ms once a second
+                rtloop_sys::sleep_until(due.min(now + STOP_POLL_NS), PACE_SPIN);
             }
         }
         writer

@@ -41,6 +41,26 @@ fn read_u64s(path: &std::path::Path) -> Vec<u64> {
         .collect()
 }
 
+/// A recording of `n` samples of one u64 channel at 1000 Hz (`value(0..n)`), made by
+/// recording a stream; its directory (removed when dropped) and its replay source.
+fn recorded_at_1khz(tag: &str, n: u64) -> (TempDir, rtloop_record::replay::FlatSource) {
+    let name = unique_name(tag);
+    let _g = StreamGuard::new(&name);
+    let s = Stream::create(&name, &StreamConfig::new(DType::U64, 1, 1000.0, 4096)).unwrap();
+    let out = TempDir::new(tag);
+    std::thread::scope(|sc| {
+        let rec = sc.spawn(|| record(&name, &out, &fast(), &Control::default()).unwrap());
+        wait_for_reader(&s);
+        let mut w = s.writer().unwrap();
+        let vals: Vec<u64> = (0..n).map(value).collect();
+        w.write(&vals).unwrap();
+        drop(w);
+        rec.join().unwrap()
+    });
+    let src = rtloop_record::replay::open_recording(&out.join(&name)).unwrap();
+    (out, src)
+}
+
 #[test]
 fn row_of_follows_the_shared_cases() {
     let cases: serde_json::Value =
@@ -244,20 +264,7 @@ fn a_paced_replay_whose_thread_began_late_reports_no_less_than_the_span() {
     // first sample was due (it used to count from the thread's own start, and so came out
     // shorter than the span on a loaded machine)
     let _w = Watchdog::arm(60, "late replay");
-    let name = unique_name("rec-late");
-    let _g = StreamGuard::new(&name);
-    let s = Stream::create(&name, &StreamConfig::new(DType::U64, 1, 1000.0, 4096)).unwrap();
-    let out = TempDir::new("rec-late");
-    std::thread::scope(|sc| {
-        let rec = sc.spawn(|| record(&name, &out, &fast(), &Control::default()).unwrap());
-        wait_for_reader(&s);
-        let mut w = s.writer().unwrap();
-        let vals: Vec<u64> = (0..100).map(value).collect();
-        w.write(&vals).unwrap();
-        drop(w);
-        rec.join().unwrap()
-    });
-    let src = rtloop_record::replay::open_recording(&out.join(&name)).unwrap();
+    let (_out, src) = recorded_at_1khz("rec-late", 100);
     let replayed = unique_name("rec-late-replayed");
     let _g2 = StreamGuard::new(&replayed);
     let opts = rtloop_record::PlayOptions {
@@ -276,5 +283,39 @@ fn a_paced_replay_whose_thread_began_late_reports_no_less_than_the_span() {
         "a paced replay took {} s of a {} s span",
         rep.seconds,
         rep.recorded_seconds
+    );
+}
+
+#[test]
+fn a_paced_replay_sleeps_between_its_blocks_instead_of_spinning() {
+    // at 1 kHz a paced replay writes a block every millisecond. It used to spin out every wait
+    // shorter than 2 ms, which at that rate is all of them: a whole core busy for the whole
+    // replay, at the SCHED_FIFO priority the examples give it, where the kernel's real-time
+    // throttling then stopped it for about 50 ms once a second (the model saw no sample for
+    // 50 ticks and then a burst). Measured: the CPU time of the thread that plays, over the
+    // wall time it took. Spinning gives about 1 (about 0.6 when two other busy processes
+    // share the two vCPUs); sleeping to just before each block, a few per cent.
+    let _w = Watchdog::arm(60, "paced replay CPU");
+    let (_out, src) = recorded_at_1khz("rec-pace", 1500);
+    let replayed = unique_name("rec-pace-replayed");
+    let _g2 = StreamGuard::new(&replayed);
+    let opts = rtloop_record::PlayOptions {
+        speed: Some(1.0),
+        keep: true,
+        ..rtloop_record::PlayOptions::default()
+    };
+    let (cpu0, t0) = (rtloop_sys::thread_cpu_ns(), Instant::now());
+    let rep = rtloop_record::play(&src, &replayed, &opts, &AtomicBool::new(false)).unwrap();
+    let (cpu, wall) = (rtloop_sys::thread_cpu_ns() - cpu0, t0.elapsed());
+    assert_eq!(rep.samples, 1500);
+    // paced still: no sooner than the recording's span
+    assert!(wall.as_secs_f64() >= 1.499 - 1e-3, "{wall:?}");
+    let busy = cpu as f64 * 1e-9 / wall.as_secs_f64();
+    eprintln!("paced replay: {:.1} % of a core", busy * 100.0);
+    assert!(
+        busy < 0.25,
+        "the paced replay kept its thread busy {:.0} % of the {:.2} s it took",
+        busy * 100.0,
+        wall.as_secs_f64()
     );
 }

@@ -27,6 +27,13 @@ pub fn monotonic_ns() -> u64 {
     ts_ns(clock_gettime(ClockId::Monotonic))
 }
 
+/// CPU time the calling thread has used, in nanoseconds (CLOCK_THREAD_CPUTIME_ID): what a
+/// wait that should sleep costs when it spins instead.
+#[must_use]
+pub fn thread_cpu_ns() -> u64 {
+    ts_ns(clock_gettime(ClockId::ThreadCPUTime))
+}
+
 /// CLOCK_REALTIME in nanoseconds since the Unix epoch.
 #[must_use]
 pub fn realtime_ns() -> u64 {
