@@ -112,18 +112,66 @@ def test_alpha_band_power_neurofeedback_over_lsl(tmp_path: Path) -> None:
     need("pylsl", "pylsl")
     need("pynwb", "pynwb")
     out, fig = run_example("neurofeedback", tmp_path, seconds=4)
-    (r,) = printed(out, r"correlation with the true alpha amplitude r = (\S+)")
+    (r,) = printed(out, r"true alpha amplitude over the samples each was computed from r = (\S+)")
     assert float(r) == pytest.approx(fig["correlation"], abs=1e-3)
     # LSL markers: an irregular-rate outlet of type Markers, one marker every 20 ticks
     assert (fig["lsl_type"], fig["lsl_rate"]) == ("Markers", 0.0)
     assert fig["values"] > 50
-    assert fig["correlation"] > 0.7, out
+    assert fig["correlation"] > 0.85, out
     lat = fig["latency_ticks"]
     # every value received has its latency, none before its input
     assert lat["n"] == fig["received"] > 0
     assert min(int(k) for k in lat["histogram"]) >= 0
     p50, p99 = printed(out, r"input-to-feedback latency in ticks over \d+ values: p50 (\S+), p99 (\S+),")
     assert (float(p50), float(p99)) == pytest.approx((lat["p50"], lat["p99"]), rel=1e-3)
+
+
+def load_example(name: str) -> Any:
+    """examples/closed-loop/NAME/run.py as a module (its main not run)."""
+    import importlib.util
+
+    sys.path.insert(0, str(EXAMPLES))
+    spec = importlib.util.spec_from_file_location(f"ex_{uuid.uuid4().hex}", EXAMPLES / name / "run.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_neurofeedback_quality_does_not_depend_on_where_in_the_file_the_run_begins() -> None:
+    """The replay starts before the model, so a run begins wherever the file has got to by
+    then, later on a loaded machine. The example used to correlate each feedback value with the
+    true amplitude at its own sample; a moving RMS over 0.25 s behind a band-pass lags that by
+    about 0.2 s, and how much that costs depended on how fast the amplitude changed in the part
+    of the file played: r = 0.30 in a CI run. Here the model's pipeline is run offline (rtloop's
+    band-pass, the envelope's moving RMS, the marker's mean over O1 and O2) on ticks that begin
+    at several places in the file, one of them with a gap of 300 samples as a loaded machine
+    leaves; what the example compares against now, the true amplitude over the samples each value
+    was computed from, is tracked closely everywhere; the amplitude at the tick's own sample is not."""
+    import numpy as np
+    import rtloop.dsp as dsp
+
+    nf = load_example("neurofeedback")
+    cl = sys.modules["closedloop"]
+    eeg, _, amplitude = cl.make_eeg(14, nf.RATE, seed=23)
+    worst_old, worst_new = 1.0, 1.0
+    for start in range(0, 9000, 1000):
+        at = start + np.arange(4000)
+        at[2000:] += 300 if start == 4000 else 0  # the gap: 300 samples never reached the model
+        rows = eeg[at]
+        band = dsp.SosFilter(2, nf.RATE, "bandpass", (8.0, 12.0), order=2).process(rows)
+        rms = np.sqrt(np.stack([np.convolve(band[:, c] ** 2, np.ones(nf.WINDOW) / nf.WINDOW)[: len(at)] for c in range(2)], 1))
+        ticks = np.arange(len(at))
+        tmap = cl.TickMap(ticks, rows.reshape(-1, 1, 2), eeg)
+        assert tmap.skipped_samples == (300 if start == 4000 else 0)
+        marks = np.arange(nf.WARMUP_TICKS, len(at), 20)
+        value = rms[marks].mean(axis=1)
+        truth = np.array([nf.window_truth(tmap, t, amplitude) for t in marks])
+        assert not np.isnan(truth).any()
+        worst_new = min(worst_new, float(np.corrcoef(value, truth)[0, 1]))
+        worst_old = min(worst_old, float(np.corrcoef(value, amplitude[at[marks]])[0, 1]))
+    assert worst_new > 0.9, worst_new
+    assert worst_old < 0.5, worst_old
 
 
 def jitter_buffer(depth: int, rows: int, width: int) -> Any:

@@ -6,8 +6,9 @@
 3. `rtloop run model.yaml` sends the alpha band's moving RMS as LSL markers (an irregular-rate
    outlet `alpha-feedback` of type Markers, one every 20 ms); this script reads them with
    pylsl, as a feedback display would.
-4. Afterwards: the correlation of the feedback value with the true alpha amplitude, and the
-   latency from the tick whose rows held a sample to the tick its feedback value arrived in.
+4. Afterwards: the correlation of each feedback value with what it estimates, the true alpha
+   amplitude over the samples it was computed from (the moving RMS's 0.25 s, seen through the
+   band-pass's delay), and the latency from the tick whose rows held a sample to the tick its feedback value arrived in.
 
     python examples/closed-loop/neurofeedback/run.py [--seconds 6]
 """
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+import rtloop.dsp
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import closedloop as cl  # noqa: E402
@@ -27,6 +30,24 @@ import closedloop as cl  # noqa: E402
 RATE = 1000
 ROWS = 1
 WARMUP_TICKS = 1000  # the band-pass settles and the RMS window fills
+
+
+WINDOW = 250  # the envelope's moving RMS, in samples (model.yaml)
+# the band-pass's group delay at the alpha's 10 Hz, in samples: what the RMS sees at a tick
+# left the file this much earlier
+DELAY = round(rtloop.dsp.SosFilter(1, RATE, "bandpass", (8.0, 12.0), order=2).delay_at(10.0))
+
+
+def window_truth(tmap: cl.TickMap, tick: int, amplitude: np.ndarray) -> float:
+    """What the feedback value at `tick` estimates: the true alpha amplitude's RMS over the
+    samples the moving RMS covered then, the rows of the last WINDOW ticks (on a loaded
+    machine they may skip or repeat file samples), each DELAY samples earlier. NaN if a tick
+    of the window was not found in the file."""
+    at = [tmap.file_sample(t, 0) for t in range(tick - WINDOW + 1, tick + 1)]
+    if any(a is None for a in at):
+        return float("nan")
+    samples = np.clip(np.asarray(at, dtype=np.int64) - DELAY, 0, None)
+    return float(np.sqrt(np.mean(amplitude[samples] ** 2)))
 
 
 def main() -> None:
@@ -79,12 +100,14 @@ def main() -> None:
     # each value's stamp is its tick's start (lsl_out stamps a tick's rows from it): its tick
     stamp_ns = np.round(np.asarray(stamps) * 1e9).astype(np.int64)
     tick = cl.received_ticks(stamp_ns + 1000, log, clock="monotonic")  # + 1 µs: the stamp is the start itself
-    at = np.array([tmap.file_sample(t, 0) if t >= WARMUP_TICKS else None for t in tick], dtype=object)
-    ok = np.array([a is not None for a in at], dtype=bool)
-    samples = np.array(list(at[ok]), dtype=np.int64)
+    truth = np.array([window_truth(tmap, t, amplitude) if t >= WARMUP_TICKS else np.nan for t in tick])
+    ok = ~np.isnan(truth)
     nf = fb[ok, 0]  # each marker: the mean of O1 and O2
-    r = float(np.corrcoef(nf, amplitude[samples])[0, 1]) if len(samples) > 10 else float("nan")
-    print(f"quality: {len(samples)} feedback values after the first second; correlation with the true alpha amplitude r = {r:.3f}")
+    r = float(np.corrcoef(nf, truth[ok])[0, 1]) if ok.sum() > 10 else float("nan")
+    print(
+        f"quality: {int(ok.sum())} feedback values after the first second; correlation with the true alpha "
+        f"amplitude over the samples each was computed from r = {r:.3f}"
+    )
 
     # latency: the tick the value arrived at the inlet in (pylsl's clock is CLOCK_MONOTONIC)
     # minus the tick its newest input sample entered the model in (stream_in)
@@ -100,7 +123,7 @@ def main() -> None:
     print(f"  from the tick the blocks got the sample: p50 {np.percentile(blocks, 50):g}, p99 {np.percentile(blocks, 99):g}")
     print(f"view it: rtloop view {ex.name}-alpha (while the model runs)")
     ex.figures = {
-        "correlation": r, "values": int(len(samples)), "received": int(len(fb)), "latency_ticks": hist,
+        "correlation": r, "values": int(ok.sum()), "received": int(len(fb)), "latency_ticks": hist,
         "lsl_type": outlet_type, "lsl_rate": outlet_rate,
         "repeated_ticks": tmap.repeated_ticks, "skipped_samples": tmap.skipped_samples,
         "report_processes": [p.get("name") for p in report.get("processes", [])],
