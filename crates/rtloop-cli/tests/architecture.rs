@@ -355,6 +355,59 @@ fn the_runtime_without_features_links_no_heavy_driver_or_plotting() {
     assert!(tree.contains("rtloop-stream"), "{tree}");
 }
 
+/// Each package of a build and the features it is built with: `cargo tree -e normal,build`
+/// of `args`, as `name version -> features`.
+fn features_of(args: &[&str]) -> BTreeMap<String, String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "--locked", "-e", "normal,build"])
+        .args(["--prefix", "none", "-f", "{p}|{f}"])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit_once('|'))
+        .map(|(p, f)| {
+            let name = p.split(" (").next().unwrap_or(p).trim().to_owned();
+            (name, f.trim_end_matches(" (*)").to_owned())
+        })
+        .collect()
+}
+
+/// The wheel's two builds (scripts/wheel.sh: the `rtloop` executable, then the extension) ask
+/// for the same features of every dependency they share, so the second reuses the first's
+/// compiled code (crates/rtloop-workspace-hack lists the union); a difference compiled the
+/// crates above it twice (59 of the extension's crates, 75 CPU seconds of the wheel's 409).
+#[test]
+fn the_wheels_two_builds_share_their_dependencies_features() {
+    let exe = features_of(&["-p", "rtloop-cli", "--no-default-features"]);
+    let ext = features_of(&["-p", "rtloop-py"]);
+    let differ: Vec<String> = exe
+        .iter()
+        .filter_map(|(p, f)| {
+            let g = ext.get(p)?;
+            (f != g).then(|| format!("{p}: executable [{f}], extension [{g}]"))
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "add the union to crates/rtloop-workspace-hack/Cargo.toml:\n{}",
+        differ.join("\n")
+    );
+    assert!(
+        exe.len() > 100 && ext.len() > 100,
+        "{} {}",
+        exe.len(),
+        ext.len()
+    );
+}
+
 /// The recorder's control socket is the recorder's (`rtloop_record::control`): the command
 /// line and the Python binding serve it through the library, and neither listens on a
 /// socket of its own for it nor parses its commands.
