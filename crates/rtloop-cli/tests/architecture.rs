@@ -5,25 +5,26 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-/// Each workspace crate and the rtloop crates it depends on (normal dependencies).
-fn graph() -> BTreeMap<String, Vec<String>> {
+/// What `cargo ARGS` (offline, in this crate's directory) prints; its error if it fails.
+fn cargo(args: &[&str]) -> Vec<u8> {
     let out = Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
+        .args(args)
+        .arg("--offline")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("cargo metadata runs");
+        .expect("cargo runs");
     assert!(
         out.status.success(),
-        "{}",
+        "cargo {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    out.stdout
+}
+
+/// Each workspace crate and the rtloop crates it depends on (normal dependencies).
+fn graph() -> BTreeMap<String, Vec<String>> {
+    let out = cargo(&["metadata", "--format-version", "1", "--no-deps"]);
+    let m: serde_json::Value = serde_json::from_slice(&out).unwrap();
     m["packages"]
         .as_array()
         .unwrap()
@@ -63,17 +64,8 @@ fn no_library_depends_on_the_command_line() {
 /// Every package `rtloop-py` links (normal dependencies, transitively), from the resolved
 /// graph of `cargo metadata`.
 fn linked_by_the_binding() -> std::collections::BTreeSet<String> {
-    let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--offline"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = cargo(&["metadata", "--format-version", "1"]);
+    let m: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let name_of: BTreeMap<&str, &str> = m["packages"]
         .as_array()
         .unwrap()
@@ -314,27 +306,17 @@ fn iceoryx2_is_set_up_in_one_place() {
 /// recorder or web server: a model that uses none of them carries none of them.
 #[test]
 fn the_runtime_without_features_links_no_heavy_driver_or_plotting() {
-    let out = Command::new(env!("CARGO"))
-        .args([
-            "tree",
-            "-p",
-            "rtloop-runtime",
-            "--no-default-features",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-            "--offline",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo tree runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tree = String::from_utf8_lossy(&out.stdout);
+    let out = cargo(&[
+        "tree",
+        "-p",
+        "rtloop-runtime",
+        "--no-default-features",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+    ]);
+    let tree = String::from_utf8_lossy(&out);
     let heavy: Vec<&str> = tree
         .lines()
         .filter_map(|l| l.split_whitespace().next())
@@ -358,19 +340,10 @@ fn the_runtime_without_features_links_no_heavy_driver_or_plotting() {
 /// Each package of a build and the features it is built with: `cargo tree -e normal,build`
 /// of `args`, as `name version -> features`.
 fn features_of(args: &[&str]) -> BTreeMap<String, String> {
-    let out = Command::new(env!("CARGO"))
-        .args(["tree", "--offline", "--locked", "-e", "normal,build"])
-        .args(["--prefix", "none", "-f", "{p}|{f}"])
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo tree runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    let mut all = vec!["tree", "--locked", "-e", "normal,build", "--prefix", "none"];
+    all.extend(["-f", "{p}|{f}"]);
+    all.extend(args);
+    String::from_utf8_lossy(&cargo(&all))
         .lines()
         .filter_map(|l| l.rsplit_once('|'))
         .map(|(p, f)| {
