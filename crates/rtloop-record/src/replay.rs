@@ -694,8 +694,13 @@ pub fn play_with(
     let events = src.events();
     let (mut row, mut next_event, mut bytes) = (0u64, 0usize, 0u64);
     let started = opts.start.unwrap_or_else(Instant::now);
-    // `started` on CLOCK_MONOTONIC (Instant's clock on Linux), where the waits sleep to
-    let origin_ns = rtloop_sys::monotonic_ns().saturating_sub(started.elapsed().as_nanos() as u64);
+    // `started` on CLOCK_MONOTONIC (Instant's clock on Linux), where the waits sleep to; a
+    // shared start may still be ahead (`elapsed` would say 0 for it)
+    let (now, now_ns) = (Instant::now(), rtloop_sys::monotonic_ns());
+    let origin_ns = match started.checked_duration_since(now) {
+        Some(ahead) => now_ns + ahead.as_nanos() as u64,
+        None => now_ns.saturating_sub(now.duration_since(started).as_nanos() as u64),
+    };
     if opts.speed.is_some() {
         // an ordinary thread's sleeps may wake 50 µs late; the spin covers less
         let _ = rtloop_sys::set_timer_slack(Duration::from_micros(1));
