@@ -67,12 +67,14 @@ def arguments(description: str, seconds: float) -> argparse.Namespace:
 
 
 def realtime() -> None:
-    """Run the replay at SCHED_FIFO priority 70 when permitted (below the model's 80): it
-    stands in for the acquisition, which a rig runs at real-time priority; at normal
-    priority a busy machine holds it back for tens of milliseconds at a time, and the model
-    waits for samples. Without the permission it runs as it is."""
+    """Run the replay at SCHED_FIFO priority 90 when permitted, above the model's (80, its
+    timer 81): it stands in for the acquisition, whose hardware never waits for the host. It
+    sleeps between its blocks of a millisecond and takes a few per cent of a core, so the
+    model loses little to it; below the model, a busy machine held it back for tens of
+    milliseconds at a time and the model waited for samples. Without the permission it runs
+    as it is."""
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(70))
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(90))
     except (PermissionError, OSError):
         pass
 
