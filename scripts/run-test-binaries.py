@@ -8,10 +8,11 @@ directory as cargo runs it, longest-known first. A binary's output is printed wh
 (whole) or passes (its summary line). cargo-nextest does the same and more, but building it
 takes five minutes of a fresh machine's CI; this is the part rtloop needs.
 
-    scripts/run-test-binaries.py [--jobs N] -- 'CARGO TEST ARGS' ['CARGO TEST ARGS' ...]
+    scripts/run-test-binaries.py [--jobs N] [--lint] -- 'CARGO TEST ARGS' ['CARGO TEST ARGS' ...]
 
 Each quoted argument is one `cargo test` invocation (split like a shell would); a binary two
-invocations share runs once. Exits 1 when a binary fails or an invocation builds nothing.
+invocations share runs once. `--lint` builds the workspace's crates with clippy's lints on,
+every warning an error (scripts/clippy-rustc.sh); the binaries then run without it. Exits 1 when a binary fails or an invocation builds nothing.
 """
 
 import argparse
@@ -25,16 +26,19 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+# the compiler wrapper of --lint
+LINT_WRAPPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clippy-rustc.sh")
+
 # binaries whose tests run longest (seconds measured on the CI machine): they start first so
 # the run does not end with one long binary on its own
 LONGEST_FIRST = ["cli_serve", "cli_lab", "cli_bench_runtime", "cli_run", "cli_bench_peers"]
 
 
-def build(cargo_args):
+def build(cargo_args, env):
     """Build one invocation's test binaries; return (package dir, executable, label)."""
     cmd = ["cargo", "test", *cargo_args, "--no-run", "--message-format=json-render-diagnostics"]
     print("==> " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"building the tests failed: {' '.join(cmd)}")
     found = []
@@ -79,13 +83,17 @@ def summary(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=2, help="binaries running at once (default 2)")
+    ap.add_argument("--lint", action="store_true", help="lint the workspace's crates with clippy while building them")
     ap.add_argument("invocations", nargs="+", help="cargo test arguments, one string each")
     a = ap.parse_args()
     if a.jobs < 1:
         sys.exit(f"--jobs must be at least 1, not {a.jobs}")
+    env = dict(os.environ)
+    if a.lint:
+        env["RUSTC_WORKSPACE_WRAPPER"] = LINT_WRAPPER
     jobs, seen = [], set()
     for inv in a.invocations:
-        for job in build(shlex.split(inv)):
+        for job in build(shlex.split(inv), env):
             if job[1] not in seen:
                 seen.add(job[1])
                 jobs.append(job)

@@ -60,22 +60,25 @@ versions() {
     uname -srm; nproc
 }
 
+# the workspace's clippy lints run while the rust stage builds the tests (below)
 rust_lint() {
     cargo fmt --all --check
-    cargo clippy --workspace --all-targets --locked -- -D warnings
     # the realtime runtime without its heavy drivers and plotting still builds, lint-clean
     cargo clippy -p rtloop-runtime --no-default-features --all-targets --locked -- -D warnings
 }
 
 # every test binary of the workspace (the runtime also without its default drivers, and the
-# benches as tests: criterion checks each once), built first, then run two at a time
+# benches as tests: criterion checks each once), built with clippy's lints on, every warning
+# an error (`--lint`: what `cargo clippy --workspace --all-targets -- -D warnings` checks,
+# without compiling the dependencies a second time), then run two at a time
 # (scripts/run-test-binaries.py)
 rust_test() {
-    python3 scripts/run-test-binaries.py --jobs 2 \
+    python3 scripts/run-test-binaries.py --jobs 2 --lint \
         "--workspace --locked" \
         "-p rtloop-runtime --no-default-features --lib --locked" \
         "--workspace --benches --locked"
-    cargo test --workspace --doc --locked
+    # the same compiler wrapper, or cargo would build the libraries again for the doc tests
+    RUSTC_WORKSPACE_WRAPPER="$ROOT/scripts/clippy-rustc.sh" cargo test --workspace --doc --locked
 }
 
 python_test() {
