@@ -499,7 +499,7 @@ pub fn validate_name(name: &str) -> Result<(), crate::NameError> {
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;
