@@ -29,19 +29,16 @@ stage() {
 }
 # A stage beside the foreground ones, where they leave a core idle (waiting on pip's
 # downloads, on processes, sockets and timers): its output goes to a log that `join` prints
-# when it ends, so the logs do not interleave. `beside --idle` runs it at nice 19: it gets
-# only what the foreground leaves, so a test that times something beside it is not starved.
+# when it ends, so the logs do not interleave.
 declare -A BG_PID=() BG_T0=()
 LOGS="$(mktemp -d -t rtloop-ci-logs.XXXXXX)"
 trap 'rm -rf "$LOGS"' EXIT
 beside() {
-    local prio=()
-    if [ "$1" = --idle ]; then prio=(nice -n 19); shift; fi
     local name="$1"; shift
     if skipped "$name"; then say "skip $name (RTLOOP_SKIP)"; return; fi
-    say "stage: $name (beside the next stages${prio:+, at nice 19}; its output follows when it ends)"
+    say "stage: $name (beside the next stages; its output follows when it ends)"
     BG_T0[$name]=$SECONDS
-    ("${prio[@]}" "$@") >"$LOGS/$name.log" 2>&1 &
+    ("$@") >"$LOGS/$name.log" 2>&1 &
     BG_PID[$name]=$!
 }
 join() {
