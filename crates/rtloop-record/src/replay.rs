@@ -646,7 +646,8 @@ pub const FAST_BLOCK_BYTES: usize = 1 << 20;
 /// more): blocks of about a millisecond, each no earlier than its time at the original pace
 /// divided by `speed` (or about 1 MiB blocks as fast as possible); an event goes out right
 /// after the block holding its sample, at that sample (the stream's rows count from 0, as
-/// the file's). `stop` ends it early.
+/// the file's). `stop` ends it early. Paced, it sleeps between blocks and sets the calling
+/// thread's timer slack to 1 µs (the thread keeps it), so those sleeps end on time.
 ///
 /// # Errors
 /// The stream cannot be created or written, or the source fails while being read.
