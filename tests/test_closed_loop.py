@@ -7,7 +7,6 @@ never to be small (the machine may be busy)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -25,17 +24,17 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "closed-loop"
 
 
-def run_example(name: str, tmp_path: Path, seconds: float) -> Tuple[str, Dict[str, Any]]:
-    """Run examples/closed-loop/NAME/run.py briefly; its printed output and its figures."""
+def run_example(name: str, tmp_path: Path, seconds: float, alone: Any) -> Tuple[str, Dict[str, Any]]:
+    """Run examples/closed-loop/NAME/run.py briefly, with no other test running (`alone`: the
+    conftest's `alone_on_the_machine`); its printed output and its figures."""
     figures = tmp_path / "figures.json"
     tag = uuid.uuid4().hex[:8]
     env = dict(os.environ, RTLOOP_PYTHON=sys.executable)
-    # one closed loop at a time across pytest-xdist's workers (the lock is in the run's shared
-    # base directory): each is a replay, a model of several processes and the script's own
-    # analysis, and two at once on two vCPUs starved a replay (185 samples arrived in 4 s)
-    shared = tmp_path.parents[1] if os.environ.get("PYTEST_XDIST_WORKER") else tmp_path.parent
-    with open(shared / "closed-loop.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # one closed loop at a time, and nothing else beside it: each is a replay and a model at
+    # real-time priority and the script's own analysis; two at once on two vCPUs starved a
+    # replay (185 samples arrived in 4 s), and other tests' real-time processes brought the
+    # kernel's real-time throttling on it
+    with alone():
         p = subprocess.run(
             [sys.executable, str(EXAMPLES / name / "run.py"), "--seconds", str(seconds), "--tag", tag,
              "--out", str(tmp_path / "out"), "--json", str(figures)],
@@ -64,10 +63,11 @@ def latency_reported(out: str, fig: Dict[str, Any], triggers: int) -> None:
     assert lat["p50"] <= lat["p99"]
 
 
-def test_spike_triggered_stimulation_on_a_replayed_spikeglx_recording(tmp_path: Path) -> None:
+@pytest.mark.alone
+def test_spike_triggered_stimulation_on_a_replayed_spikeglx_recording(tmp_path: Path, alone_on_the_machine: Any) -> None:
     need("spikeinterface.core", "spikeinterface")
     need("pynwb", "pynwb")
-    out, fig = run_example("spikes", tmp_path, seconds=4)
+    out, fig = run_example("spikes", tmp_path, seconds=4, alone=alone_on_the_machine)
     precision, recall, detectable = printed(out, r"precision (\S+), recall (\S+) of all units, recall (\S+) of the")
     assert float(recall) == pytest.approx(fig["recall"], abs=1e-3)
     assert float(precision) == pytest.approx(fig["precision"], abs=1e-3)
@@ -83,9 +83,10 @@ def test_spike_triggered_stimulation_on_a_replayed_spikeglx_recording(tmp_path: 
     assert "rtloop view spike-loop-" in out
 
 
-def test_ripple_triggered_stimulation_on_synthetic_lfp(tmp_path: Path) -> None:
+@pytest.mark.alone
+def test_ripple_triggered_stimulation_on_synthetic_lfp(tmp_path: Path, alone_on_the_machine: Any) -> None:
     need("pynwb", "pynwb")
-    out, fig = run_example("ripples", tmp_path, seconds=5)
+    out, fig = run_example("ripples", tmp_path, seconds=5, alone=alone_on_the_machine)
     recall, precision = printed(out, r"recall ([\d.]+), precision ([\d.]+)")
     assert (float(recall), float(precision)) == pytest.approx((fig["recall"], fig["precision"]), abs=1e-3)
     assert fig["true_ripples"] >= 4
@@ -94,9 +95,10 @@ def test_ripple_triggered_stimulation_on_synthetic_lfp(tmp_path: Path) -> None:
     latency_reported(out, fig, fig["datagrams"])
 
 
-def test_alpha_phase_locked_stimulation_on_eeg(tmp_path: Path) -> None:
+@pytest.mark.alone
+def test_alpha_phase_locked_stimulation_on_eeg(tmp_path: Path, alone_on_the_machine: Any) -> None:
     need("pynwb", "pynwb")
-    out, fig = run_example("alpha-phase", tmp_path, seconds=4)
+    out, fig = run_example("alpha-phase", tmp_path, seconds=4, alone=alone_on_the_machine)
     mean_deg, spread_deg = printed(out, r"circular mean (\S+) deg, circular spread (\S+) deg")
     assert float(mean_deg) == pytest.approx(fig["phase_error_mean_rad"] * 180 / 3.141592653589793, abs=0.1)
     # triggers on most alpha cycles (the weakest stretches stay under min_amplitude), near the
@@ -108,10 +110,11 @@ def test_alpha_phase_locked_stimulation_on_eeg(tmp_path: Path) -> None:
     latency_reported(out, fig, fig["datagrams"])
 
 
-def test_alpha_band_power_neurofeedback_over_lsl(tmp_path: Path) -> None:
+@pytest.mark.alone
+def test_alpha_band_power_neurofeedback_over_lsl(tmp_path: Path, alone_on_the_machine: Any) -> None:
     need("pylsl", "pylsl")
     need("pynwb", "pynwb")
-    out, fig = run_example("neurofeedback", tmp_path, seconds=4)
+    out, fig = run_example("neurofeedback", tmp_path, seconds=4, alone=alone_on_the_machine)
     (r,) = printed(out, r"true alpha amplitude over the samples each was computed from r = (\S+)")
     assert float(r) == pytest.approx(fig["correlation"], abs=1e-3)
     # LSL markers: an irregular-rate outlet of type Markers, one marker every 20 ticks
