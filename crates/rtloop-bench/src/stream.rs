@@ -348,7 +348,7 @@ pub fn stream_echo_role(role: &StreamEchoRole) -> Result<(), BenchError> {
             if role.report_after.is_some() {
                 let report = EchoReport {
                     hop: hop.summary(),
-                    cpu_ns: thread_cpu_ns().saturating_sub(cpu0),
+                    cpu_ns: sys::thread_cpu_ns().saturating_sub(cpu0),
                     wall_ns: sys::monotonic_ns().saturating_sub(wall0),
                 };
                 println!("{}", serde_json::to_string(&report)?);
@@ -358,7 +358,7 @@ pub fn stream_echo_role(role: &StreamEchoRole) -> Result<(), BenchError> {
         if let Some(after) = role.report_after {
             seen += 1;
             if seen == after {
-                (cpu0, wall0) = (thread_cpu_ns(), sys::monotonic_ns());
+                (cpu0, wall0) = (sys::thread_cpu_ns(), sys::monotonic_ns());
             } else if seen > after {
                 hop.record(sys::monotonic_ns().saturating_sub(stamp[0]));
             }
@@ -367,14 +367,6 @@ pub fn stream_echo_role(role: &StreamEchoRole) -> Result<(), BenchError> {
         // acquisition time; no clock read on the hand-off
         w.write_bytes(&buf, Some(stamp[0]))?;
     }
-}
-
-/// This thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    (t.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec as u64)
 }
 
 /// Spin budgets of the wake-up sweep, µs (the library's default is 20).
