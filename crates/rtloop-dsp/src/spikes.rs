@@ -4,7 +4,11 @@
 //! median absolute deviation of a band-passed signal, whose median is 0), taken over the
 //! last `noise_window` samples (every one of them up to [`NOISE_VALUES`], evenly spaced ones
 //! beyond: the median of a few thousand values is as good an estimate, and costs a fraction)
-//! and renewed every `noise_window` samples; a spike is a
+//! and renewed every `noise_window` samples. Values below [`HELD_BELOW`] of the channel's
+//! last noise level (exact zeros before the first estimate) are left out: a stalled input
+//! held at its last sample comes out of a band-pass as a flat line, and counted as noise it
+//! would pull the threshold down to where every noise sample crosses it. A window with less
+//! than a quarter of its values left keeps the channel's threshold. A spike is a
 //! crossing of `k * sigma` (below `-k sigma`, above `+k sigma`, or either), at least
 //! `refractory` samples after the channel's last spike. Its event is sent when the peak is
 //! known: when the signal comes back within the threshold or `peak_window` samples after
@@ -29,6 +33,11 @@ pub enum Sign {
 
 /// The most values per channel a noise estimate takes.
 pub const NOISE_VALUES: usize = 2048;
+
+/// Values below this fraction of a channel's last noise level (median |x|) are not noise but
+/// a held or dead input, and are left out of the next estimate. Gaussian noise has 0.05 % of
+/// its values there, so leaving them out moves the median by about 0.03 %.
+pub const HELD_BELOW: f64 = 1e-3;
 
 /// Detection settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -100,6 +109,8 @@ pub struct SpikeDetector<T> {
     scratch: Vec<T>,
     /// Each channel's threshold (infinite until the first estimate).
     threshold: Vec<T>,
+    /// Each channel's last noise level, median |x| (zero until the first estimate).
+    noise: Vec<T>,
     /// Each channel's crossing in progress.
     open: Vec<Option<Open<T>>>,
     /// Each channel's last spike's sample plus the refractory period.
@@ -136,6 +147,7 @@ impl<T: Float> SpikeDetector<T> {
             recent: vec![T::zero(); ch * rows],
             scratch: vec![T::zero(); rows],
             threshold: vec![T::infinity(); ch],
+            noise: vec![T::zero(); ch],
             open: vec![None; ch],
             quiet_until: vec![0; ch],
             opened: 0,
@@ -240,23 +252,33 @@ impl<T: Float> SpikeDetector<T> {
         }
     }
 
-    /// sigma = median(|x|) / 0.6745 over each channel's window; the threshold k sigma.
+    /// sigma = median(|x|) / 0.6745 over each channel's window, held values left out; the
+    /// threshold k sigma.
     fn renew_thresholds(&mut self) {
         let ch = self.cfg.channels;
         let k = T::from(self.cfg.k / 0.6745).unwrap_or_else(T::infinity);
-        // a total order: NaN (a broken channel) after every number
-        let cmp = |a: &T, b: &T| {
-            a.partial_cmp(b)
-                .unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()))
-        };
+        let held = T::from(HELD_BELOW).unwrap_or_else(T::zero);
+        // only values above a floor >= 0 are kept, so no NaN: a total order
+        let cmp = |a: &T, b: &T| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal);
         for c in 0..ch {
-            for (d, row) in self.scratch.iter_mut().zip(self.recent.chunks_exact(ch)) {
-                *d = row[c];
+            let floor = self.noise[c] * held;
+            let mut live = 0;
+            for row in self.recent.chunks_exact(ch) {
+                // NaN (a broken sample) is not above the floor either
+                if row[c] > floor {
+                    self.scratch[live] = row[c];
+                    live += 1;
+                }
             }
-            let (_, &mut m, _) = self.scratch.select_nth_unstable_by(self.rows / 2, cmp);
-            // a channel without noise (flat, or coarsely quantised) would see every
-            // non-zero value as a spike: it detects nothing until it has some
-            self.threshold[c] = if m > T::zero() { k * m } else { T::infinity() };
+            // mostly held, flat or coarsely quantised (a channel without noise would see
+            // every non-zero value as a spike): the threshold stays, infinite before the
+            // first estimate
+            if live == 0 || live < self.rows.div_ceil(4) {
+                continue;
+            }
+            let (_, &mut m, _) = self.scratch[..live].select_nth_unstable_by(live / 2, cmp);
+            self.noise[c] = m;
+            self.threshold[c] = k * m;
         }
     }
 }
@@ -281,15 +303,9 @@ mod tests {
     /// first noise estimate.
     #[test]
     fn finds_each_spike_once_at_its_peak() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut noise = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5 // uniform, |x| median 0.25
-        };
+        let mut noise = uniform(0x2545_F491_4F6C_DD1D);
         let n = 6000usize;
-        let mut data: Vec<f64> = (0..2 * n).map(|_| noise()).collect();
+        let mut data: Vec<f64> = (0..2 * n).map(|_| noise(1.0)).collect();
         // spikes: (channel, peak sample); 500 is before the first estimate; 3010 is 10
         // after 3000 on the same channel, inside the refractory period
         let spikes = [
@@ -322,10 +338,10 @@ mod tests {
     }
 
     /// A flat channel (no noise: median |x| is 0) detects nothing, where a threshold of 0
-    /// would call every negative value a spike; a NaN in the window does not break the
-    /// estimate of the others.
+    /// would call every negative value a spike; a NaN in the window is left out of the
+    /// estimate.
     #[test]
-    fn a_flat_channel_detects_nothing_and_nan_is_ordered() {
+    fn a_flat_channel_detects_nothing_and_nan_is_left_out() {
         let mut d = SpikeDetector::<f64>::new(cfg()).unwrap();
         let mut data = vec![0.0; 2 * 3000];
         for i in 0..3000 {
@@ -374,5 +390,72 @@ mod tests {
             d.process(&[0.0; 3], |_| {}).unwrap_err().to_string(),
             "a chunk of 3 values is not whole samples of 2 channels: give samples x channels values"
         );
+    }
+
+    /// Uniform noise in [-a/2, a/2): median |x| = a/4.
+    fn uniform(seed: u64) -> impl FnMut(f64) -> f64 {
+        let mut x = seed;
+        move |a| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            a * ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5)
+        }
+    }
+
+    /// An input that stalls, held at its last sample, comes out of a band-pass as a flat
+    /// line that decays to nothing. Counted as noise, a stall over most of a window pulled
+    /// the median to almost 0 and the threshold with it: every noise sample crossed it for
+    /// the whole next window (the closed-loop spike example lost its precision after a
+    /// stall). Held values are left out: the threshold stays where the noise puts it, and
+    /// noise alone detects nothing after the stall, whether it covered 40 % or 90 % of a
+    /// window; a real change of the noise level is still followed.
+    #[test]
+    fn a_stalled_input_does_not_pull_the_threshold_down() {
+        let want = 5.0 * 0.25 / 0.6745;
+        for held in [400, 600, 900] {
+            let mut noise = uniform(0x2545_F491_4F6C_DD1D ^ held);
+            let mut d = SpikeDetector::<f32>::new(cfg()).unwrap();
+            let mut found = 0;
+            let mut feed = |d: &mut SpikeDetector<f32>, v: &[f32]| {
+                for chunk in v.chunks(2 * 10) {
+                    d.process(chunk, |_| found += 1).unwrap();
+                }
+            };
+            // two windows of noise, a stall over `held` samples of the third (the filter's
+            // output decaying from the last value to nothing), then noise again
+            let live: Vec<f32> = (0..2 * 2000).map(|_| noise(1.0) as f32).collect();
+            feed(&mut d, &live);
+            let mut stall = Vec::new();
+            for i in 0..held {
+                let v = (-0.3 * (-(i as f64) / 20.0).exp()) as f32;
+                stall.extend([v, v]);
+            }
+            let rest: Vec<f32> = (0..2 * (3000 - held as usize))
+                .map(|_| noise(1.0) as f32)
+                .collect();
+            feed(&mut d, &stall);
+            feed(&mut d, &rest);
+            for t in d.thresholds() {
+                assert!(
+                    (f64::from(*t) - want).abs() < 0.1 * want,
+                    "held {held} of 1000: threshold {t}, want {want:.3}"
+                );
+            }
+            assert_eq!(
+                found, 0,
+                "held {held} of 1000: noise alone crossed the threshold"
+            );
+        }
+        // a real drop of the noise to a tenth is followed after one window
+        let mut noise = uniform(7);
+        let mut d = SpikeDetector::<f64>::new(cfg()).unwrap();
+        let quiet: Vec<f64> = (0..2 * 2000)
+            .map(|i| noise(if i < 2000 { 1.0 } else { 0.1 }))
+            .collect();
+        d.process(&quiet, |_| {}).unwrap();
+        for t in d.thresholds() {
+            assert!((t - want / 10.0).abs() < 0.01 * want, "{t}");
+        }
     }
 }

@@ -508,7 +508,8 @@ impl PyReref {
 
 /// Threshold-crossing spike detection per channel on a running robust noise estimate
 /// (sigma = median(|x|) / 0.6745 over the last ``noise_window`` samples, renewed every
-/// ``noise_window`` samples); a spike crosses ``k`` sigma (``sign`` ``"negative"``,
+/// ``noise_window`` samples, values below a thousandth of the last noise level, a held or
+/// dead input, left out); a spike crosses ``k`` sigma (``sign`` ``"negative"``,
 /// ``"positive"`` or ``"both"``) at least ``refractory`` samples after its channel's last;
 /// its event comes when its peak is known, at most ``peak_window`` samples after the
 /// crossing. Nothing is detected in the first ``noise_window`` samples.
