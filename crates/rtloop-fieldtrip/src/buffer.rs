@@ -74,7 +74,9 @@ pub enum After {
 /// smaller ones are copied. The held-back tail costs a second write, after which a client
 /// that already read the rest is woken once more (about 20 µs on a VM): measured over a
 /// UNIX socket, a 256 KiB reply took 17 % longer from the ring than copied, a 1 MiB one
-/// 14 % less.
+/// 14 % less. Measured again on a quiet machine, 256 KiB replies from the ring were 7-13 %
+/// faster, but with two spinning processes beside them 4-8 % slower (128 KiB: 18 %): the
+/// threshold favours the busy machine.
 pub const RING_REPLY_MIN: usize = 1 << 20;
 
 /// Bytes at the end of a reply sent from the ring that are copied beforehand and sent only
