@@ -78,8 +78,8 @@ pub struct StreamBenchArgs {
 /// Options of `rtloop bench fieldtrip`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FieldTripBenchArgs {
-    /// Short runs (smoke tests): 0.02 s per cell in short turns and at most 100 latency
-    /// rounds; every row is there, the figures are rough.
+    /// Short runs (smoke tests): 0.02 s per cell in short turns and 1 to 100 latency
+    /// rounds per size, none unrecorded; every row is there, the figures are rough.
     #[arg(long)]
     pub quick: bool,
     /// Seconds per cell of the throughput table.
