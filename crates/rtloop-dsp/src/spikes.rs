@@ -5,15 +5,21 @@
 //! last `noise_window` samples (every one of them up to [`NOISE_VALUES`], evenly spaced ones
 //! beyond: the median of a few thousand values is as good an estimate, and costs a fraction)
 //! and renewed every `noise_window` samples. Values that are not noise are left out: NaN and
-//! infinities, exact zeros, and values below [`HELD_BELOW`] of the lowest of the channel's
-//! last [`LEVELS`] noise levels (median |x|; before the first, of the window's own 90th
-//! percentile). An input that stalls, held at its last sample, comes out of a band-pass as a
-//! flat line decaying to almost nothing; counted as noise it pulled the threshold down to
-//! where every noise sample crossed it. A window with less than a quarter of its values left
-//! keeps the channel's threshold, for at most [`KEPT_MAX`] windows in a row: then the noise
-//! really fell (or the input has been held that long) and its values are taken as they are.
-//! The lowest of several levels, not the last, so that one window of a large artifact does
-//! not lift the floor above the noise that follows it. A spike is a
+//! infinities, exact zeros, a value equal to one of the channel's last [`REPEATS`] in the
+//! window, and values below [`HELD_BELOW`] of the lowest of the channel's last [`LEVELS`]
+//! noise levels (median |x|; before the first, of the window's own 90th percentile). An
+//! input that stalls, held at its last sample, comes out of a band-pass as a line decaying
+//! for a few ms onto one value or a short cycle of a few, of any size; counted as noise, it
+//! pulled the threshold down to where every noise sample crossed it. A window with less than
+//! a quarter of its values left keeps the channel's threshold, for at most [`KEPT_MAX`]
+//! windows in a row; the next is estimated from all its values left but the floor (the
+//! noise really fell a thousandfold), or, with less than a quarter of them, gives an
+//! infinite threshold (flat, held or dead: nothing detected until noise comes back). The
+//! lowest of several levels, not the last, so that up to [`LEVELS`] - 1 windows of a large
+//! artifact do not lift the floor above the noise after them; after longer ones, a channel
+//! whose noise is a thousandfold below the artifact's is blind for [`KEPT_MAX`] windows more.
+//! A coarsely quantised channel's repeated values are left out as well, so its threshold
+//! errs high or is infinite: give the detector a band-passed signal. A spike is a
 //! crossing of `k * sigma` (below `-k sigma`, above `+k sigma`, or either), at least
 //! `refractory` samples after the channel's last spike. Its event is sent when the peak is
 //! known: when the signal comes back within the threshold or `peak_window` samples after
@@ -43,6 +49,12 @@ pub const NOISE_VALUES: usize = 2048;
 /// held or dead input, and are left out of the next estimate. Gaussian noise has 0.05 % of
 /// its |x| there, so leaving them out moves the median by about 0.06 %.
 pub const HELD_BELOW: f64 = 1e-3;
+
+/// A value of the noise window equal to one of the channel's last this many is a held
+/// input's: a stalled input held at its last sample settles, after a band-pass in floating
+/// point, on one value or a short cycle of a few, of any size (about 1e-7 of the held
+/// value's offset), where noise never repeats a value exactly.
+pub const REPEATS: usize = 8;
 
 /// Noise levels remembered per channel; the floor of [`HELD_BELOW`] follows the lowest.
 pub const LEVELS: usize = 4;
@@ -126,6 +138,10 @@ pub struct SpikeDetector<T> {
     levels: Vec<T>,
     /// Each channel's windows in a row kept for lack of values above the floor.
     kept: Vec<u32>,
+    /// The last [`REPEATS`] |x| kept for the noise window, as they were (`REPEATS` rows of
+    /// `channels`; NaN, equal to nothing, at first), and the row the next goes in.
+    last: Vec<T>,
+    last_at: usize,
     /// Each channel's crossing in progress.
     open: Vec<Option<Open<T>>>,
     /// Each channel's last spike's sample plus the refractory period.
@@ -164,6 +180,8 @@ impl<T: Float> SpikeDetector<T> {
             threshold: vec![T::infinity(); ch],
             levels: vec![T::infinity(); ch * LEVELS],
             kept: vec![0; ch],
+            last: vec![T::nan(); ch * REPEATS],
+            last_at: 0,
             open: vec![None; ch],
             quiet_until: vec![0; ch],
             opened: 0,
@@ -200,8 +218,15 @@ impl<T: Float> SpikeDetector<T> {
             let in_window = i % w;
             if in_window % self.every == 0 {
                 let r = (in_window / self.every) as usize;
-                for (d, &x) in self.recent[r * ch..(r + 1) * ch].iter_mut().zip(row) {
-                    *d = x.abs();
+                // a value equal to one of the channel's last REPEATS kept is a held input's
+                // (see the module's doc): kept as 0, which no estimate counts
+                let slot = self.last_at;
+                self.last_at = (slot + 1) % REPEATS;
+                for (c, &x) in row.iter().enumerate() {
+                    let a = x.abs();
+                    let held = (0..REPEATS).any(|k| self.last[k * ch + c] == a);
+                    self.last[slot * ch + c] = a;
+                    self.recent[r * ch + c] = if held { T::zero() } else { a };
                 }
             }
             // most samples cross nowhere: one pass over the row (vectorised) says so
@@ -396,9 +421,10 @@ mod tests {
     #[test]
     fn a_flat_channel_detects_nothing_and_nan_is_left_out() {
         let mut d = SpikeDetector::<f64>::new(cfg()).unwrap();
+        let mut noise = uniform(11);
         let mut data = vec![0.0; 2 * 3000];
         for i in 0..3000 {
-            data[2 * i + 1] = if i % 2 == 0 { 0.3 } else { -0.3 };
+            data[2 * i + 1] = noise(1.0);
         }
         data[2 * 10 + 1] = f64::NAN;
         for k in (1200..3000).step_by(400) {
@@ -408,8 +434,9 @@ mod tests {
         d.process(&data, |_| found += 1).unwrap();
         assert_eq!(found, 0);
         assert!(d.thresholds()[0].is_infinite());
+        let want = 5.0 * 0.25 / 0.6745;
         assert!(
-            (d.thresholds()[1] - 5.0 * 0.3 / 0.6745).abs() < 1e-9,
+            (d.thresholds()[1] - want).abs() < 0.1 * want,
             "{:?}",
             d.thresholds()
         );
@@ -486,11 +513,15 @@ mod tests {
         (0..2 * n).map(|_| g(sd)).collect()
     }
 
-    /// A stall: the band-pass's output decaying from `from` to almost nothing, `n` samples.
-    fn held_rows(n: usize, from: f64) -> Vec<f64> {
+    /// A stall, `n` samples: the band-pass's output decaying from `from` within a few samples
+    /// onto a cycle of `cycle` values about `residue` (its size follows the held sample's
+    /// offset: from 1e-5 to 1e-2 of the noise here, so above the floor too).
+    fn held_rows(n: usize, from: f64, residue: f64, cycle: usize) -> Vec<f64> {
         (0..n)
             .flat_map(|i| {
-                let v = from * (-(i as f64) / 3.0).exp() + 1e-9 * from;
+                let settled = residue * (1.0 + (i % cycle) as f64 / 8.0);
+                let v = from * (-(i as f64) / 3.0).exp() + settled;
+                let v = if i > 200 { settled } else { v };
                 [v, v]
             })
             .collect()
@@ -503,38 +534,52 @@ mod tests {
         (t - want).abs() < 0.2 * want
     }
 
-    /// An input that stalls, held at its last sample, comes out of a band-pass as a flat
-    /// line that decays to almost nothing. Counted as noise, a stall over most of a window
-    /// pulled the median and the threshold towards 0, and noise crossed it for the whole
-    /// next window (the closed-loop spike example lost its precision after stalls). Held
-    /// values are left out: after every renewal, the one right after the stall's window
-    /// too, the threshold is where the noise puts it, and noise alone crosses nothing, for
-    /// stalls over 40 %, 60 % and 90 % of a window, over two windows, and in the very first
-    /// window (before any estimate).
+    /// An input that stalls, held at its last sample, comes out of a band-pass as a line
+    /// that decays within a few ms onto one value or a short cycle. Counted as noise, a stall
+    /// over most of a window pulled the median and the threshold towards 0, and noise crossed
+    /// it for the whole next window (the closed-loop spike example lost its precision after
+    /// stalls). Held values are left out: after every renewal the threshold is where the
+    /// noise puts it, or, once a stall has filled more than [`KEPT_MAX`] windows, infinite
+    /// (nothing detected) until noise comes back, and noise alone crosses nothing; for stalls
+    /// over 40 % to 95 % of a window, across windows, over five windows, in the very first
+    /// window, settling on one value or a cycle of four, and settling far above the floor.
     #[test]
     fn a_stalled_input_does_not_pull_the_threshold_down() {
-        for (at, held) in [
-            (2100, 400),
-            (2100, 600),
-            (2050, 900),
-            (2500, 1500),
-            (100, 600),
-        ] {
-            let mut g = gauss(0x2545_F491_4F6C_DD1D ^ held as u64);
+        let stalls = [
+            (2100, 400, 1e-5, 1),
+            (2100, 600, 1e-5, 4),
+            (2050, 900, 1e-2, 1),
+            (2500, 1500, 1e-2, 4),
+            (2100, 5000, 1e-5, 1),
+            (2100, 5000, 1e-2, 4),
+            (100, 600, 1e-5, 1),
+            (30, 950, 1e-2, 4),
+        ];
+        for (at, held, residue, cycle) in stalls {
+            let mut g = gauss(0x2545_F491_4F6C_DD1D ^ (held + at) as u64);
             let mut rows = noise_rows(&mut g, at, 1.0);
-            rows.extend(held_rows(held, -0.7));
-            rows.extend(noise_rows(&mut g, 7000 - at - held, 1.0));
+            rows.extend(held_rows(held, -0.7, residue, cycle));
+            let total = at + held + 3000;
+            rows.extend(noise_rows(&mut g, total - at - held, 1.0));
             let (after, found) = run(&rows);
+            let stall =
+                format!("stall of {held} at {at}, settling on {cycle} value(s) of {residue}");
+            // the renewal after window w saw samples w*1000 .. (w+1)*1000; infinite is right
+            // from the KEPT_MAX-th window after the first mostly held one, while still held
+            // (or before the first estimate, when every window so far was held)
+            let mostly_held = |w: usize| (at + held).min((w + 1) * 1000) > at.max(w * 1000) + 750;
+            let first = (0..after.len()).find(|&w| mostly_held(w));
             for (w, t) in after.iter().enumerate() {
+                let may_be_off = (first.is_some_and(|f| w >= f + KEPT_MAX as usize)
+                    && mostly_held(w))
+                    || (0..=w).all(mostly_held);
                 assert!(
-                    t.iter().all(|&t| near(t, 5.0)),
-                    "stall of {held} at {at}: thresholds {t:?} after window {w}, want 5"
+                    t.iter()
+                        .all(|&t| near(t, 5.0) || (may_be_off && t.is_infinite())),
+                    "{stall}: thresholds {t:?} after window {w}, want 5"
                 );
             }
-            assert!(
-                found.is_empty(),
-                "stall of {held} at {at}: noise crossed at {found:?}"
-            );
+            assert!(found.is_empty(), "{stall}: noise crossed at {found:?}");
         }
     }
 

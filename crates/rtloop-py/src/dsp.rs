@@ -508,9 +508,9 @@ impl PyReref {
 
 /// Threshold-crossing spike detection per channel on a running robust noise estimate
 /// (sigma = median(|x|) / 0.6745 over the last ``noise_window`` samples, renewed every
-/// ``noise_window`` samples, what is not noise left out: NaN, infinities, exact zeros and
-/// values below a thousandth of the channel's lowest recent level, a held or dead input); a
-/// spike crosses ``k`` sigma (``sign`` ``"negative"``,
+/// ``noise_window`` samples, what is not noise left out: NaN, infinities, exact zeros, a
+/// value repeating one of the channel's last 8 and values below a thousandth of its lowest
+/// recent level, a held or dead input); a spike crosses ``k`` sigma (``sign`` ``"negative"``,
 /// ``"positive"`` or ``"both"``) at least ``refractory`` samples after its channel's last;
 /// its event comes when its peak is known, at most ``peak_window`` samples after the
 /// crossing. Nothing is detected in the first ``noise_window`` samples.
@@ -604,7 +604,7 @@ impl PySpikeDetector {
     }
 
     /// Each channel's threshold now, in the signal's units (float64; ``inf`` before the
-    /// first noise estimate and on a channel without noise for four windows).
+    /// first noise estimate and on a channel held, flat or dead for four windows).
     #[getter]
     fn thresholds<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
         let t: Vec<f64> = match &self.block.block {
