@@ -138,8 +138,9 @@ pub struct SpikeDetector<T> {
     levels: Vec<T>,
     /// Each channel's windows in a row kept for lack of values above the floor.
     kept: Vec<u32>,
-    /// The last [`REPEATS`] |x| kept for the noise window, as they were (`REPEATS` rows of
-    /// `channels`; NaN, equal to nothing, at first), and the row the next goes in.
+    /// The |x| last kept for the noise window, as they were: the newest and the [`REPEATS`]
+    /// before it (`REPEATS + 1` rows of `channels`; NaN, equal to nothing, at first), and the
+    /// row the next goes in.
     last: Vec<T>,
     last_at: usize,
     /// Each channel's crossing in progress.
@@ -180,7 +181,7 @@ impl<T: Float> SpikeDetector<T> {
             threshold: vec![T::infinity(); ch],
             levels: vec![T::infinity(); ch * LEVELS],
             kept: vec![0; ch],
-            last: vec![T::nan(); ch * REPEATS],
+            last: vec![T::nan(); ch * (REPEATS + 1)],
             last_at: 0,
             open: vec![None; ch],
             quiet_until: vec![0; ch],
@@ -221,12 +222,19 @@ impl<T: Float> SpikeDetector<T> {
                 // a value equal to one of the channel's last REPEATS kept is a held input's
                 // (see the module's doc): kept as 0, which no estimate counts
                 let slot = self.last_at;
-                self.last_at = (slot + 1) % REPEATS;
-                for (c, &x) in row.iter().enumerate() {
-                    let a = x.abs();
-                    let held = (0..REPEATS).any(|k| self.last[k * ch + c] == a);
-                    self.last[slot * ch + c] = a;
-                    self.recent[r * ch + c] = if held { T::zero() } else { a };
+                self.last_at = (slot + 1) % (REPEATS + 1);
+                let (before, rest) = self.last.split_at_mut(slot * ch);
+                let (now, after) = rest.split_at_mut(ch);
+                let kept = &mut self.recent[r * ch..(r + 1) * ch];
+                for ((n, d), &x) in now.iter_mut().zip(kept.iter_mut()).zip(row) {
+                    *n = x.abs();
+                    *d = *n;
+                }
+                // row against row, so that each pass is vectorised
+                for earlier in before.chunks_exact(ch).chain(after.chunks_exact(ch)) {
+                    for ((d, &n), &e) in kept.iter_mut().zip(now.iter()).zip(earlier) {
+                        *d = if n == e { T::zero() } else { *d };
+                    }
                 }
             }
             // most samples cross nowhere: one pass over the row (vectorised) says so
@@ -542,7 +550,7 @@ mod tests {
     /// noise puts it, or, once a stall has filled more than [`KEPT_MAX`] windows, infinite
     /// (nothing detected) until noise comes back, and noise alone crosses nothing; for stalls
     /// over 40 % to 95 % of a window, across windows, over five windows, in the very first
-    /// window, settling on one value or a cycle of four, and settling far above the floor.
+    /// window, settling on one value or a cycle of four or [`REPEATS`], and far above the floor.
     #[test]
     fn a_stalled_input_does_not_pull_the_threshold_down() {
         let stalls = [
@@ -552,6 +560,7 @@ mod tests {
             (2500, 1500, 1e-2, 4),
             (2100, 5000, 1e-5, 1),
             (2100, 5000, 1e-2, 4),
+            (2100, 5000, 1e-2, REPEATS),
             (100, 600, 1e-5, 1),
             (30, 950, 1e-2, 4),
         ];
