@@ -509,7 +509,7 @@ impl PyReref {
 /// Threshold-crossing spike detection per channel on a running robust noise estimate
 /// (sigma = median(|x|) / 0.6745 over the last ``noise_window`` samples, renewed every
 /// ``noise_window`` samples, what is not noise left out: NaN, infinities, exact zeros, a
-/// value repeating one of the channel's last 8 and values below a thousandth of its lowest
+/// value repeating one of the channel's last 24 kept and values below a thousandth of its lowest
 /// recent level, a held or dead input); a spike crosses ``k`` sigma (``sign`` ``"negative"``,
 /// ``"positive"`` or ``"both"``) at least ``refractory`` samples after its channel's last;
 /// its event comes when its peak is known, at most ``peak_window`` samples after the
