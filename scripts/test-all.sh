@@ -3,7 +3,7 @@
 #   RTLOOP_SOAK=1     also run the long stages (verify 10^8 packets, 10^8 light-barrier
 #                     hand-offs, fuzzing)
 #   RTLOOP_SKIP=...   space-separated stage names to skip (for local iteration only): versions
-#                     packages models lint executable wheel rust miri python verify
+#                     packages models lint wheel rust miri python verify
 # Two vCPUs: a stage that mostly waits (pip, the test runs) has a CPU-bound one beside it.
 source "$(dirname "$0")/lib.sh"
 ensure_cargo
@@ -129,9 +129,6 @@ models() { bash scripts/loom.sh && handoff_test; }
 beside models models
 export RTLOOP_REQUIRE_PEERS=1 RTLOOP_PYTHON="$VENV/bin/python" PATH="$VENV/bin:$PATH"
 stage lint rust_lint
-# the wheel's executable needs no Python: its build starts while pip may still be installing
-# (the wheel's own build below finds it done)
-stage executable bash scripts/wheel.sh --host --executable-only
 join packages
 stage wheel bash scripts/python-dev.sh wheel
 join models

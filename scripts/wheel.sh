@@ -12,34 +12,19 @@
 #                               scripts/python-dev.sh installs for the tests)
 #   --out DIR                   where the wheel goes (default dist/); the path of the wheel
 #                               is the last line printed
-#   --host --executable-only    only the host wheel's `rtloop` executable, which needs no
-#                               Python (CI builds it while pip installs maturin; the wheel's
-#                               build then finds it done)
 source "$(dirname "$0")/lib.sh"
 ensure_cargo
 
 host=0
-executable_only=0
 out="$ROOT/dist"
 while [ $# -gt 0 ]; do
     case "$1" in
         --host) host=1 ;;
-        --executable-only) executable_only=1 ;;
         --out) out="$(realpath -m "$2")"; shift ;;
-        *) echo "scripts/wheel.sh: unknown option $1 (allowed: --host, --executable-only, --out DIR)" >&2; exit 2 ;;
+        *) echo "scripts/wheel.sh: unknown option $1 (allowed: --host, --out DIR)" >&2; exit 2 ;;
     esac
     shift
 done
-
-host_executable() {
-    cargo build --locked --profile wheel -p rtloop-cli --bin rtloop --no-default-features
-}
-if [ "$executable_only" = 1 ]; then
-    [ "$host" = 1 ] || { echo "scripts/wheel.sh: --executable-only goes with --host" >&2; exit 2; }
-    say "building the rtloop executable (cargo build --profile wheel --no-default-features)"
-    host_executable
-    exit 0
-fi
 
 # maturin (and zig) from the project's venv (scripts/python-dev.sh), else from PATH
 if [ -x "$VENV/bin/maturin" ]; then
@@ -63,7 +48,7 @@ rm -f "$out"/rtloop-*.whl
 
 if [ "$host" = 1 ]; then
     say "building the rtloop executable (cargo build --profile wheel --no-default-features)"
-    host_executable
+    cargo build --locked --profile wheel -p rtloop-cli --bin rtloop --no-default-features
     install -m 755 "$target_dir/wheel/rtloop" "$bin_dir/rtloop"
     say "building the wheel (maturin build, profile wheel)"
     "$MATURIN" build --locked --out "$out"
